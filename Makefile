@@ -1,0 +1,39 @@
+# One command per job, the same locally and in CI (.ci/run calls `make test`).
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: help serve test lint typecheck check bench clean
+
+help:  ## list the targets
+	@grep -E '^[a-z]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)  ## create .venv and install ranch with its dev tools
+
+serve: $(STAMP)  ## run the built-in demo team on http://127.0.0.1:8000
+	$(BIN)/ranch serve
+
+test: $(STAMP)  ## run the whole test suite
+	$(BIN)/pytest -q
+
+lint: $(STAMP)  ## ruff check and format check
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+typecheck: $(STAMP)  ## mypy --strict over src
+	$(BIN)/mypy
+
+check: lint typecheck test  ## everything CI cares about
+
+bench: $(STAMP)  ## side-by-side benchmarks (see bench/README.md)
+	$(BIN)/python -m bench
+
+clean:  ## remove the virtualenv and caches
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

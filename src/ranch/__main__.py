@@ -1,0 +1,5 @@
+"""`python -m ranch` runs the command line."""
+
+from ranch.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""Things that answer messages. Every kind implements `ranch.agents.base.Agent`."""

@@ -1,0 +1,116 @@
+"""The one interface every agent kind implements, and small helpers for replies.
+
+An agent turns one incoming A2A `Message` into a stream of A2A events: either a
+single agent `Message` (a direct reply), or Task / status-update /
+artifact-update events. Events are in the agent's own id space (a remote agent
+reports its remote task and context ids); whoever serves or routes them maps ids.
+"""
+
+from __future__ import annotations
+
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from a2a.types import (
+    AgentExtension,
+    AgentSkill,
+    Message,
+    Part,
+    Role,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskStatusUpdateEvent,
+)
+
+from ranch.routing import extension
+
+Event = Message | Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent
+"""What an agent yields: the four A2A stream payloads."""
+
+CONTEXT_PART_KEY = "ranch.context"
+"""Part metadata flag on the context part the Router prepends (see docs/routing.md)."""
+
+
+@dataclass(frozen=True)
+class Call:
+    """How a message reaches an agent, beyond the message itself."""
+
+    extensions: frozenset[str] = frozenset()
+    """Extensions the caller asked for (the `A2A-Extensions` header)."""
+
+
+@dataclass
+class AgentInfo:
+    """What an agent says about itself: the stuff cards and peer lists are made of."""
+
+    id: str
+    name: str
+    description: str = ""
+    skills: list[AgentSkill] = field(default_factory=list)
+    extensions: list[AgentExtension] = field(default_factory=list)
+    streaming: bool = True
+
+    @property
+    def client_routing(self) -> bool:
+        return any(ext.uri == extension.URI for ext in self.extensions)
+
+    def peer_card(self) -> extension.SimplifiedAgentCard:
+        """This agent as a routing peer sees it."""
+        return extension.SimplifiedAgentCard(
+            id=self.id,
+            name=self.name,
+            description=self.description,
+            capabilities=[skill.name or skill.id for skill in self.skills],
+            supports_client_routing=self.client_routing,
+        )
+
+
+class Agent(ABC):
+    """Base of every agent kind: identity, per-hop limits, and `run`."""
+
+    id: str
+    history_length: int | None = None
+    """How many unseen conversation entries a Router shows this agent (None = team default)."""
+    timeout: float = 60.0
+    """Seconds one call may take."""
+    require_extensions: tuple[str, ...] = ()
+
+    @abstractmethod
+    async def info(self) -> AgentInfo:
+        """Describe this agent (a remote agent fetches and caches its card)."""
+
+    @abstractmethod
+    def run(self, message: Message, call: Call) -> AsyncIterator[Event]:
+        """Answer one message with A2A events."""
+
+    async def aclose(self) -> None:
+        """Release what the agent holds (connections, subprocesses)."""
+
+
+def text_of(message: Message, *, include_context: bool = False) -> str:
+    """The message's text parts joined by newlines; the Router's context part is skipped."""
+    return "\n".join(
+        part.text
+        for part in message.parts
+        if part.HasField("text") and (include_context or CONTEXT_PART_KEY not in part.metadata.fields)
+    )
+
+
+def reply(
+    request: Message,
+    text: str,
+    decision: extension.RoutingDecision | None = None,
+) -> Message:
+    """An agent Message answering `request`, optionally carrying a routing decision."""
+    message = Message(
+        message_id=str(uuid.uuid4()),
+        role=Role.ROLE_AGENT,
+        context_id=request.context_id,
+        task_id=request.task_id,
+        parts=[Part(text=text)],
+    )
+    if decision is not None:
+        extension.attach_decision(message, decision)
+    return message

@@ -1,0 +1,23 @@
+"""`kind: echo`: replies with the text it got and makes no routing decision."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from a2a.types import Message
+
+from ranch.agents.base import Agent, AgentInfo, Call, Event, reply, text_of
+
+
+class EchoAgent(Agent):
+    """The simplest deterministic agent; it does not declare client routing."""
+
+    def __init__(self, info: AgentInfo) -> None:
+        self.id = info.id
+        self._info = info
+
+    async def info(self) -> AgentInfo:
+        return self._info
+
+    async def run(self, message: Message, call: Call) -> AsyncIterator[Event]:
+        yield reply(message, text_of(message))

@@ -1,0 +1,155 @@
+"""`kind: remote`: an A2A agent built with any SDK, reached over HTTP.
+
+The card is read from the agent's URL (cached); calls go through the shared
+`ClientPool`. When the card declares client routing, the `A2A-Extensions`
+header names the extension; otherwise every trace of it is stripped from the
+message first, so the agent receives no extension data (SC-003). Transport and
+protocol failures become `AgentError`s naming this agent.
+
+Ids: callers pass their own contextId. The agent keeps, per caller context, the
+remote contextId the peer assigned and the remote task that is waiting for
+input, so a follow-up message continues the same remote task.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import httpx
+from a2a.client import ClientCallContext
+from a2a.client.errors import A2AClientError, A2AClientTimeoutError
+from a2a.client.service_parameters import with_a2a_extensions
+from a2a.types import AgentCard, Message, SendMessageRequest, StreamResponse, Task, TaskArtifactUpdateEvent, TaskState
+from a2a.utils.errors import A2AError
+from google.protobuf import json_format
+
+from ranch.agents.base import Agent, AgentInfo, Call, Event
+from ranch.exceptions import AgentError, AgentTimeout, AgentUnavailable, InvalidAgentReply
+from ranch.routing import extension
+from ranch.wire.client import ClientPool
+
+logger = logging.getLogger(__name__)
+
+MAX_SESSIONS = 10_000
+_WAITING = frozenset({TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED})
+
+
+@dataclass
+class RemoteSession:
+    """The peer's own ids for one caller context."""
+
+    context_id: str = ""
+    waiting_task_id: str = ""
+
+
+class RemoteAgent(Agent):
+    """A member (or served proxy) whose work happens behind an A2A URL."""
+
+    def __init__(
+        self,
+        fallback: AgentInfo,
+        url: str,
+        pool: ClientPool,
+        headers: dict[str, str] | None = None,
+        card_ttl: float = 300.0,
+    ) -> None:
+        self.id = fallback.id
+        self.url = url.rstrip("/")
+        self._fallback = fallback
+        self._pool = pool
+        self._headers = dict(headers or {})
+        self._ttl = card_ttl
+        self._sessions: OrderedDict[str, RemoteSession] = OrderedDict()
+
+    async def card(self) -> AgentCard:
+        try:
+            return await self._pool.card(self.url, self._headers, self._ttl)
+        except (httpx.HTTPError, A2AError, ValueError) as exc:
+            raise AgentUnavailable(self.id, f"cannot read its agent card at {self.url}: {exc}") from exc
+
+    async def info(self) -> AgentInfo:
+        """From the live card; from the config while the agent cannot be reached."""
+        try:
+            card = await self.card()
+        except AgentUnavailable as exc:
+            logger.warning("%s", exc)
+            return self._fallback
+        return AgentInfo(
+            id=self.id,
+            name=card.name or self._fallback.name,
+            description=card.description or self._fallback.description,
+            skills=list(card.skills) or self._fallback.skills,
+            extensions=list(card.capabilities.extensions),
+            streaming=card.capabilities.streaming,
+        )
+
+    async def run(self, message: Message, call: Call) -> AsyncIterator[Event]:
+        card = await self.card()
+        declared = {ext.uri for ext in card.capabilities.extensions}
+        session = self._session(message.context_id)
+        outgoing = Message()
+        outgoing.CopyFrom(message)
+        outgoing.context_id = session.context_id
+        outgoing.task_id = session.waiting_task_id
+        if extension.URI not in declared:
+            extension.strip(outgoing)
+        parameters = dict(self._headers)
+        with_a2a_extensions(sorted(declared & (call.extensions | {extension.URI})))(parameters)
+        context = ClientCallContext(service_parameters=parameters, timeout=self.timeout)
+        client = await self._pool.client(self.url, self._headers, self._ttl)
+        try:
+            async for response in client.send_message(SendMessageRequest(message=outgoing), context=context):
+                event = _unwrap(self.id, response)
+                _track(session, event)
+                yield event
+        except (httpx.TimeoutException, A2AClientTimeoutError) as exc:
+            raise AgentTimeout(self.id, self.timeout) from exc
+        except httpx.HTTPStatusError as exc:
+            raise AgentUnavailable(self.id, f"HTTP {exc.response.status_code} from {self.url}") from exc
+        except httpx.TransportError as exc:
+            self._pool.forget(self.url)
+            raise AgentUnavailable(self.id, f"cannot reach {self.url}: {exc!r}") from exc
+        except A2AClientError as exc:
+            raise AgentUnavailable(self.id, str(exc)) from exc
+        except A2AError as exc:
+            raise AgentError(self.id, f"answered with an A2A error: {exc}") from exc
+        except (ValueError, KeyError, TypeError, json_format.Error) as exc:
+            raise InvalidAgentReply(self.id, f"answered with something that is not valid A2A: {exc}") from exc
+
+    def _session(self, caller_context: str) -> RemoteSession:
+        if not caller_context:
+            return RemoteSession()
+        session = self._sessions.pop(caller_context, None) or RemoteSession()
+        self._sessions[caller_context] = session
+        while len(self._sessions) > MAX_SESSIONS:
+            self._sessions.popitem(last=False)
+        return session
+
+
+def _track(session: RemoteSession, event: Event) -> None:
+    """Remember the peer's context id, and its task while that task waits for input."""
+    if event.context_id:
+        session.context_id = event.context_id
+    if isinstance(event, Message):
+        session.waiting_task_id = ""
+        return
+    if isinstance(event, TaskArtifactUpdateEvent):
+        return
+    task_id = event.id if isinstance(event, Task) else event.task_id
+    session.waiting_task_id = task_id if event.status.state in _WAITING else ""
+
+
+def _unwrap(agent: str, response: StreamResponse) -> Event:
+    kind = response.WhichOneof("payload")
+    if kind == "message":
+        return response.message
+    if kind == "task":
+        return response.task
+    if kind == "status_update":
+        return response.status_update
+    if kind == "artifact_update":
+        return response.artifact_update
+    raise InvalidAgentReply(agent, "sent a stream event with no payload")

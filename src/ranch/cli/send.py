@@ -1,0 +1,148 @@
+"""`ranch send TARGET TEXT`: talk to a running server with the a2a-sdk client; print reply and route."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import uuid
+from typing import Any
+
+import anyio
+import httpx
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.client.errors import AgentCardResolutionError
+from a2a.types import (
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    StreamResponse,
+    Task,
+    TaskState,
+)
+from a2a.utils.constants import TransportProtocol
+from a2a.utils.errors import A2AError
+from google.protobuf.json_format import MessageToDict
+
+from ranch.agents.base import text_of
+from ranch.exceptions import RanchError
+from ranch.routing import extension
+from ranch.routing.router import HOP_KEY
+from ranch.wire.cards import agent_url
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser("send", help="send TEXT to an agent or team of a running server")
+    parser.add_argument("target", help="agent or team id")
+    parser.add_argument("text", help="the message")
+    parser.add_argument("--url", default=os.environ.get("RANCH_URL", DEFAULT_URL), help="server (env RANCH_URL)")
+    parser.add_argument("--context", default="", help="continue the conversation with this contextId")
+    parser.add_argument("--stream", action="store_true", help="print each hop as it happens")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the answer")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    return anyio.run(send, args)
+
+
+async def send(args: argparse.Namespace) -> int:
+    base = agent_url(args.url, args.target)
+    async with httpx.AsyncClient(timeout=args.timeout) as http:
+        try:
+            card = await A2ACardResolver(http, base).get_agent_card()
+        except AgentCardResolutionError as exc:
+            if exc.status_code == 404:
+                raise RanchError(f"no agent or team '{args.target}' at {args.url} (GET /a2a/agents lists them)") from exc
+            raise RanchError(f"cannot read the card at {base}: {exc.message}") from exc
+        except httpx.HTTPError as exc:
+            raise RanchError(f"cannot reach ranch at {args.url} ({exc!r}); is `ranch serve` running?") from exc
+        config = ClientConfig(
+            httpx_client=http, streaming=args.stream, supported_protocol_bindings=[TransportProtocol.JSONRPC]
+        )
+        client = ClientFactory(config).create(card)
+        message = Message(
+            role=Role.ROLE_USER, message_id=str(uuid.uuid4()), context_id=args.context, parts=[Part(text=args.text)]
+        )
+        printer = Printer(streaming=args.stream)
+        try:
+            async for response in client.send_message(SendMessageRequest(message=message)):
+                printer.on(response)
+        except A2AError as exc:
+            raise RanchError(f"{args.target} answered with an error: {exc}") from exc
+    return printer.finish()
+
+
+class Printer:
+    """Turns stream responses into the lines a person wants to read."""
+
+    def __init__(self, streaming: bool) -> None:
+        self.streaming = streaming
+        self.task: Task | None = None
+        self.reply: Message | None = None
+
+    def on(self, response: StreamResponse) -> None:
+        kind = response.WhichOneof("payload")
+        if kind == "message":
+            self.reply = response.message
+        elif kind == "task":
+            self.task = response.task
+        elif kind == "status_update" and self.task is not None:
+            self.task.status.CopyFrom(response.status_update.status)
+            self.task.metadata.update(MessageToDict(response.status_update.metadata))
+            hop = _hop(response.status_update.status.message.metadata)
+            if self.streaming and response.status_update.status.state == TaskState.TASK_STATE_WORKING and hop:
+                print(f"-> {hop.get('agent')}  ({hop.get('reason')})", flush=True)
+        elif kind == "artifact_update":
+            if self.task is not None:
+                self.task.artifacts.append(response.artifact_update.artifact)
+            if self.streaming:
+                artifact = response.artifact_update.artifact
+                print(f"   {artifact.name or 'reply'}: {text_of(Message(parts=artifact.parts))}", flush=True)
+
+    def finish(self) -> int:
+        if self.reply is not None:
+            print(text_of(self.reply))
+            _print_decision(self.reply)
+            return 0
+        if self.task is None:
+            print("error: the server sent no task and no message", file=sys.stderr)
+            return 1
+        task = self.task
+        state = TaskState.Name(task.status.state).removeprefix("TASK_STATE_").lower().replace("_", "-")
+        text = text_of(task.status.message) if task.status.HasField("message") else ""
+        if self.streaming:
+            print()
+        print(text, file=sys.stderr if state == "failed" else sys.stdout)
+        _print_route(task)
+        print(f"task {task.id} | context {task.context_id} | {state}")
+        if state == "input-required":
+            print(f"answer with: ranch send <target> \"...\" --context {task.context_id}")
+        return 0 if state in ("completed", "input-required") else 1
+
+
+def _hop(metadata: Any) -> dict[str, Any] | None:
+    data = MessageToDict(metadata).get(HOP_KEY)
+    return data if isinstance(data, dict) else None
+
+
+def _print_decision(message: Message) -> None:
+    decision = extension.read_decision(message)
+    if decision is not None:
+        print(f"route: {decision.recipient}" + (f" ({decision.reason})" if decision.reason else ""))
+
+
+def _print_route(task: Task) -> None:
+    data = MessageToDict(task.metadata).get(extension.URI, {})
+    trail = data.get("trail") if isinstance(data, dict) else None
+    if not trail:
+        return
+    print("\nroute: " + " -> ".join(["user", *(hop["agent"] for hop in trail)]) + f" -> {trail[-1]['recipient']}")
+    for index, hop in enumerate(trail, 1):
+        print(
+            f"  {index:>2}. {hop['agent']:<12} from {hop['sender']:<12} -> {hop['recipient']:<12}"
+            f" {hop['reason']:<28} {hop['ms']:.1f} ms"
+        )

@@ -1,0 +1,51 @@
+"""`ranch serve [CONFIG]`: every agent and team as an A2A server; the demo team without CONFIG."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+import uvicorn
+
+from ranch.cli.demo import DEMO_PROMPT, DEMO_TEAM, demo_config
+from ranch.config import RanchConfig, load_config
+from ranch.hub.app import DEFAULT_DATABASE_URL, DEFAULT_MAX_BODY, Settings, create_app
+from ranch.wire.cards import agent_url
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser("serve", help="serve every agent and team of CONFIG (or the demo team)")
+    parser.add_argument("config", nargs="?", help="YAML config; omit for the built-in demo team")
+    parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    parser.add_argument(
+        "--db",
+        default=os.environ.get("RANCH_DATABASE_URL", DEFAULT_DATABASE_URL),
+        help=f"task store URL (env RANCH_DATABASE_URL; default {DEFAULT_DATABASE_URL})",
+    )
+    parser.add_argument("--max-body", type=int, default=DEFAULT_MAX_BODY, help="largest request body in bytes")
+    parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load_config(args.config) if args.config else demo_config()
+    app = create_app(config, Settings(database_url=args.db, max_body_bytes=args.max_body))
+    print(banner(config, f"http://{args.host}:{args.port}", demo=args.config is None, db=args.db), flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
+def banner(config: RanchConfig, base: str, *, demo: bool, db: str) -> str:
+    lines = [f"ranch is serving {'the built-in demo' if demo else 'your config'} at {base}"]
+    for team in config.teams:
+        lines.append(f"  team  {team.id:<14} {agent_url(base, team.id)}  (members: {', '.join(team.members)})")
+    for agent in config.agents:
+        lines.append(f"  agent {agent.id:<14} {agent_url(base, agent.id)}  ({agent.kind})")
+    lines.append(f"  tasks are stored in {db}")
+    target = DEMO_TEAM if demo else (config.teams[0].id if config.teams else config.agents[0].id)
+    prompt = DEMO_PROMPT if demo else "hello"
+    url_flag = "" if base == "http://127.0.0.1:8000" else f" --url {base}"
+    lines.append(f'try: ranch send {target} "{prompt}"{url_flag} --stream')
+    return "\n".join(lines)

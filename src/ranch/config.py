@@ -1,0 +1,296 @@
+"""The YAML configuration: agents and teams, validated before anything is served.
+
+Every model forbids unknown keys, so a typo is an error naming the field.
+`load_config` collects *all* problems (schema and cross-references) and raises
+one `ConfigError` listing each with the id it concerns; `ranch check` prints them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from ranch.exceptions import ConfigError
+
+ID_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
+RESERVED_IDS = frozenset({"user", "sender"})
+_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SkillConfig(_Strict):
+    """One skill on the agent's card; its name (or tags) become peer capabilities."""
+
+    id: str
+    name: str
+    description: str = ""
+    tags: list[str] = Field(default_factory=list)
+    examples: list[str] = Field(default_factory=list)
+
+
+class _AgentBase(_Strict):
+    id: str = Field(pattern=ID_PATTERN)
+    name: str | None = None
+    """Display name; defaults to the id."""
+    description: str = ""
+    skills: list[SkillConfig] = Field(default_factory=list)
+    history_length: int | None = Field(default=None, ge=0)
+    """How many unseen conversation entries this agent is shown; None = default (20)."""
+    timeout: float = Field(default=60.0, gt=0)
+    """Seconds one hop to this agent may take before it fails."""
+    require_extensions: list[str] = Field(default_factory=list)
+    """Extension URIs a caller must ask for (A2A-Extensions) to talk to this agent."""
+
+    @property
+    def display_name(self) -> str:
+        return self.name or self.id
+
+
+class RuleConfig(_Strict):
+    """One rule of a `rules` agent: the first rule whose regex matches answers."""
+
+    match: str | None = None
+    """Regex searched in the incoming text; omitted = always matches."""
+    reply: str
+    """Reply text; `{text}` is replaced by the incoming text."""
+    route: str | None = None
+    """Agent id, `user` or `sender`; omitted = no routing decision."""
+    reason: str | None = None
+
+
+class RulesAgentConfig(_AgentBase):
+    kind: Literal["rules"]
+    rules: list[RuleConfig] = Field(min_length=1)
+
+
+class EchoAgentConfig(_AgentBase):
+    kind: Literal["echo"]
+
+
+class RemoteAgentConfig(_AgentBase):
+    kind: Literal["remote"]
+    url: str = Field(pattern=r"^https?://")
+    """The agent's base URL; its card is read from `{url}/.well-known/agent-card.json`."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    """Sent with every call to this agent; `${VAR}` is read from the environment."""
+    card_ttl: float = Field(default=300.0, ge=0)
+    """Seconds a fetched card is trusted before it is fetched again."""
+
+
+class PythonAgentConfig(_AgentBase):
+    kind: Literal["python"]
+    entry: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+    """`module:attr` naming a class, factory or async-generator function."""
+    options: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments for the class or factory."""
+    client_routing: bool = False
+    """Declare the client-routing extension (the agent makes routing decisions)."""
+
+
+AgentConfig = Annotated[
+    RulesAgentConfig | EchoAgentConfig | RemoteAgentConfig | PythonAgentConfig,
+    Field(discriminator="kind"),
+]
+
+
+class TeamConfig(_Strict):
+    """A team: members, a default agent, and the Router's policies."""
+
+    id: str = Field(pattern=ID_PATTERN)
+    name: str | None = None
+    description: str = ""
+    members: list[str] = Field(min_length=1)
+    default_agent: str
+    max_hops: int = Field(default=10, ge=1)
+    on_invalid_recipient: Literal["fallback", "error"] = "fallback"
+    routes: dict[str, str] = Field(default_factory=dict)
+    """Static edges used only when an agent makes no decision."""
+    history_length: int | None = Field(default=None, ge=0)
+    timeout: float = Field(default=600.0, gt=0)
+    """Seconds a whole turn may take when this team is itself a member of another team."""
+    require_extensions: list[str] = Field(default_factory=list)
+
+    @property
+    def display_name(self) -> str:
+        return self.name or self.id
+
+
+class RanchConfig(_Strict):
+    """The whole file."""
+
+    agents: list[AgentConfig] = Field(default_factory=list)
+    teams: list[TeamConfig] = Field(default_factory=list)
+
+    def ids(self) -> list[str]:
+        return [a.id for a in self.agents] + [t.id for t in self.teams]
+
+
+def load_config(path: str | Path) -> RanchConfig:
+    """Read, expand `${VAR}`s, validate and cross-check a config file."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([f"{path}: cannot read the file ({exc.strerror})"]) from exc
+    return parse_config(text, source=str(path))
+
+
+def parse_config(text: str, source: str = "<config>") -> RanchConfig:
+    """Validate YAML text; raise ConfigError listing every problem found."""
+    try:
+        raw = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError([f"{source}: not valid YAML: {exc}"]) from exc
+    if not isinstance(raw, dict):
+        raise ConfigError([f"{source}: the top level must be a mapping with `agents` and `teams`"])
+    problems: list[str] = []
+    raw = _expand_env(raw, problems, where="")
+    unknown = sorted(set(raw) - {"agents", "teams"})
+    if unknown:
+        problems.append(f"{source}: unknown top-level key(s) {', '.join(unknown)}; expected agents, teams")
+    agents = _validate_entries(raw, "agents", _AGENT_ADAPTER, problems)
+    teams = _validate_entries(raw, "teams", _TEAM_ADAPTER, problems)
+    config = RanchConfig(agents=agents, teams=teams)
+    # entries that failed validation still count as defined, so no spurious "not defined" follows
+    problems.extend(cross_check(config, also_defined=_raw_ids(raw)))
+    if problems:
+        raise ConfigError(problems)
+    return config
+
+
+def _validate_entries(raw: dict[str, Any], section: str, adapter: TypeAdapter[Any], problems: list[str]) -> list[Any]:
+    entries = raw.get(section) or []
+    if not isinstance(entries, list):
+        problems.append(f"config: `{section}` must be a list")
+        return []
+    valid = []
+    for index, entry in enumerate(entries):
+        try:
+            valid.append(adapter.validate_python(entry))
+        except ValidationError as exc:
+            problems.extend(_describe(exc, section, index, entry))
+    return valid
+
+
+def _raw_ids(raw: dict[str, Any]) -> set[str]:
+    return {
+        str(entry["id"])
+        for section in ("agents", "teams")
+        for entry in (raw.get(section) or [])
+        if isinstance(entry, dict) and isinstance(entry.get("id"), str)
+    }
+
+
+def cross_check(config: RanchConfig, also_defined: set[str] | None = None) -> list[str]:
+    """The checks a schema cannot express: uniqueness, membership, cycles, regexes."""
+    known = set(config.ids()) | (also_defined or set())
+    return [*_check_ids(config), *_check_teams(config, known), *_check_rules(config, known), *_check_cycles(config)]
+
+
+def _check_ids(config: RanchConfig) -> Iterator[str]:
+    seen: set[str] = set()
+    for entity in [*config.agents, *config.teams]:
+        if entity.id in RESERVED_IDS:
+            yield f"{entity.id}: '{entity.id}' is reserved for routing and cannot be an id"
+        if entity.id in seen:
+            yield f"{entity.id}: duplicate id (ids are unique across agents and teams)"
+        seen.add(entity.id)
+
+
+def _check_teams(config: RanchConfig, known: set[str]) -> Iterator[str]:
+    for team in config.teams:
+        for member in team.members:
+            if member not in known:
+                yield f"{team.id}: member '{member}' is not a defined agent or team"
+        if len(set(team.members)) != len(team.members):
+            yield f"{team.id}: a member is listed twice"
+        if team.default_agent not in team.members:
+            yield f"{team.id}: default_agent '{team.default_agent}' is not a member"
+        for source, target in team.routes.items():
+            if source not in team.members:
+                yield f"{team.id}: route from '{source}', which is not a member"
+            if target not in team.members and target != "user":
+                yield f"{team.id}: route '{source}' -> '{target}': '{target}' is not a member"
+
+
+def _check_rules(config: RanchConfig, defined: set[str]) -> Iterator[str]:
+    known = defined | RESERVED_IDS
+    for agent in config.agents:
+        if not isinstance(agent, RulesAgentConfig):
+            continue
+        for index, rule in enumerate(agent.rules):
+            if rule.match is not None:
+                try:
+                    re.compile(rule.match)
+                except re.error as exc:
+                    yield f"{agent.id}: rules[{index}].match is not a valid regex: {exc}"
+            if rule.route is not None and rule.route not in known:
+                yield f"{agent.id}: rules[{index}].route '{rule.route}' is not an agent, team, user or sender"
+
+
+def _check_cycles(config: RanchConfig) -> Iterator[str]:
+    teams = {team.id: team for team in config.teams}
+    reported: set[str] = set()
+
+    def visit(team_id: str, path: list[str]) -> Iterator[str]:
+        for member in teams[team_id].members:
+            if member in path:
+                cycle = [*path[path.index(member) :], member]
+                if cycle[0] not in reported:
+                    reported.add(cycle[0])
+                    yield f"{cycle[0]}: team contains itself ({' -> '.join(cycle)})"
+            elif member in teams:
+                yield from visit(member, [*path, member])
+
+    for team_id in teams:
+        yield from visit(team_id, [team_id])
+
+
+def _expand_env(value: Any, problems: list[str], where: str) -> Any:
+    if isinstance(value, str):
+
+        def substitute(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name not in os.environ:
+                problems.append(f"{where or 'config'}: environment variable {name} is not set")
+                return ""
+            return os.environ[name]
+
+        return _ENV.sub(substitute, value)
+    if isinstance(value, dict):
+        owner = value.get("id") if isinstance(value.get("id"), str) else where
+        return {k: _expand_env(v, problems, owner) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand_env(v, problems, where) for v in value]
+    return value
+
+
+def _describe(exc: ValidationError, section: str, index: int, entry: Any) -> list[str]:
+    """Turn pydantic's errors into lines that start with the offending id."""
+    has_id = isinstance(entry, dict) and isinstance(entry.get("id"), str) and entry["id"]
+    owner = str(entry["id"]) if has_id else f"{section}[{index}]"
+    lines = []
+    for error in exc.errors():
+        loc = list(error["loc"])
+        if loc and loc[0] in ("rules", "echo", "remote", "python") and section == "agents":
+            loc = loc[1:]  # drop the discriminator tag pydantic inserts
+        field = ".".join(str(part) for part in loc)
+        message = error["msg"]
+        if error["type"] == "union_tag_invalid":
+            message = f"unknown kind {entry.get('kind')!r}; expected one of rules, echo, remote, python"
+        elif error["type"] == "union_tag_not_found":
+            message = "missing `kind` (rules, echo, remote or python)"
+        lines.append(f"{owner}: {field + ': ' if field else ''}{message}")
+    return lines
+
+
+_AGENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(AgentConfig)
+_TEAM_ADAPTER: TypeAdapter[Any] = TypeAdapter(TeamConfig)

@@ -1,0 +1,1 @@
+"""The running service: the only place the parts are wired together."""

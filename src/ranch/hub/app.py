@@ -1,0 +1,170 @@
+"""`create_app(config)`: the Starlette app serving every agent and team of a config.
+
+The lifespan opens, in order: the shared outbound client pool, the task store
+(SQLite by default), and the task group that owns every run; it closes them in
+reverse. The layout is docs/surface (README): cards, JSON-RPC and HTTP+JSON per
+agent under /a2a/agents/{id}.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+
+import anyio
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+from a2a.server.routes import create_rest_routes
+from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
+from a2a.server.tasks.database_task_store import DatabaseTaskStore
+from sqlalchemy.ext.asyncio import create_async_engine
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from ranch import __version__
+from ranch.config import RanchConfig
+from ranch.hub.registry import Registry
+from ranch.hub.serving import ContextBuilder, RanchRequestHandler, guard_agent
+from ranch.hub.tasks import TaskCore, owner_of
+from ranch.routing.team import Team
+from ranch.wire.cards import AGENTS_PATH, agent_url, build_card
+from ranch.wire.client import ClientPool
+from ranch.wire.middleware import ActivatedExtensions, BodyLimit
+
+DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///ranch.db"
+DEFAULT_MAX_BODY = 1024 * 1024
+
+
+@dataclass
+class Settings:
+    """How one server runs; the CLI fills these from flags and environment."""
+
+    database_url: str = DEFAULT_DATABASE_URL
+    max_body_bytes: int = DEFAULT_MAX_BODY
+
+
+class Hub:
+    """The parts one server shares; `core` exists while the app's lifespan runs."""
+
+    def __init__(self, config: RanchConfig, settings: Settings) -> None:
+        self.settings = settings
+        self.pool = ClientPool()
+        self.registry = Registry(config, self.pool)
+        self._core: TaskCore | None = None
+
+    @property
+    def core(self) -> TaskCore:
+        if self._core is None:
+            raise RuntimeError("the ranch app was not started (its lifespan did not run)")
+        return self._core
+
+    @asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            stack.push_async_callback(self.pool.aclose)
+            stack.push_async_callback(self.registry.aclose)
+            engine = create_async_engine(self.settings.database_url)
+            stack.push_async_callback(engine.dispose)
+            store = DatabaseTaskStore(engine, owner_resolver=owner_of)
+            await store.initialize()
+            group = await stack.enter_async_context(anyio.create_task_group())
+            self._core = TaskCore(store, group)
+            try:
+                yield
+            finally:
+                group.cancel_scope.cancel()
+                self._core = None
+
+
+def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlette:
+    """Every agent and team of `config` as an A2A server (JSON-RPC and HTTP+JSON)."""
+    hub = Hub(config, settings or Settings())
+    handler = RanchRequestHandler(hub.registry, lambda: hub.core)
+    jsonrpc = JsonRpcDispatcher(handler, context_builder=ContextBuilder(), enable_v0_3_compat=True)
+    rpc = guard_agent(hub.registry, jsonrpc.handle_requests)
+    routes: list[BaseRoute] = [
+        Route("/healthz", _healthz, methods=["GET"]),
+        Route(AGENTS_PATH, _list_agents(hub), methods=["GET"]),
+        Route(f"{AGENTS_PATH}/{{agent_id}}/.well-known/agent-card.json", _card(hub), methods=["GET"]),
+        Route(f"{AGENTS_PATH}/{{agent_id}}/.well-known/agent.json", _card(hub), methods=["GET"]),
+        Route(f"{AGENTS_PATH}/{{agent_id}}", rpc, methods=["POST"]),
+        Route(f"{AGENTS_PATH}/{{agent_id}}/", rpc, methods=["POST"]),
+    ]
+    rest = create_rest_routes(
+        handler,
+        context_builder=ContextBuilder(),
+        path_prefix=f"{AGENTS_PATH}/{{agent_id}}",
+        enable_v0_3_compat=True,
+    )
+    for route in rest:
+        if isinstance(route, Route):  # the SDK also mounts /{tenant}/...; ranch has no tenants in URLs
+            routes.append(Route(route.path, guard_agent(hub.registry, route.endpoint), methods=route.methods))
+    app = Starlette(
+        routes=routes,
+        lifespan=hub.lifespan,
+        middleware=[
+            Middleware(BodyLimit, max_bytes=hub.settings.max_body_bytes),
+            Middleware(ActivatedExtensions),
+        ],
+    )
+    app.state.hub = hub
+    return app
+
+
+async def _healthz(request: Request) -> Response:
+    return JSONResponse({"status": "ok", "version": __version__})
+
+
+def _base_url(request: Request) -> str:
+    return str(request.base_url).rstrip("/")
+
+
+def _list_agents(hub: Hub):  # type: ignore[no-untyped-def]
+    async def list_agents(request: Request) -> Response:
+        base = _base_url(request)
+        entries = []
+        for agent in hub.registry:
+            info = await agent.info()
+            entries.append(
+                {
+                    "id": agent.id,
+                    "name": info.name,
+                    "description": info.description,
+                    "kind": "team" if isinstance(agent, Team) else type(agent).__name__.removesuffix("Agent").lower(),
+                    "url": agent_url(base, agent.id),
+                    "card": f"{agent_url(base, agent.id)}/.well-known/agent-card.json",
+                }
+            )
+        return JSONResponse({"agents": entries})
+
+    return list_agents
+
+
+def _card(hub: Hub):  # type: ignore[no-untyped-def]
+    async def card(request: Request) -> Response:
+        agent_id = request.path_params["agent_id"]
+        if agent_id not in hub.registry:
+            known = ", ".join(hub.registry.ids())
+            return JSONResponse(
+                {"error": {"code": 404, "status": "NOT_FOUND", "message": f"no agent '{agent_id}' (known: {known})"}},
+                status_code=404,
+            )
+        agent = hub.registry.get(agent_id)
+        info = await agent.info()
+        built = build_card(
+            agent_id=agent_id,
+            name=info.name,
+            description=info.description,
+            skills=info.skills,
+            extensions=info.extensions,
+            base_url=_base_url(request),
+            version=__version__,
+            required=agent.require_extensions,
+            streaming=True,
+        )
+        return JSONResponse(agent_card_to_dict(built))
+
+    return card

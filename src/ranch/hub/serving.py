@@ -1,0 +1,205 @@
+"""Every agent and team at /a2a/agents/{id}: ranch's RequestHandler over the task core.
+
+The a2a-sdk's JSON-RPC and HTTP+JSON dispatchers parse, version-check and
+serialise; `RanchRequestHandler` owns execution: it resolves the agent from the
+URL, negotiates extensions, and hands the message to `TaskCore`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import Any
+
+from a2a.server.context import ServerCallContext
+from a2a.server.request_handlers.request_handler import RequestHandler
+from a2a.server.routes import DefaultServerCallContextBuilder
+from a2a.types import (
+    AgentCard,
+    CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest,
+    GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
+    ListTaskPushNotificationConfigsResponse,
+    ListTasksRequest,
+    ListTasksResponse,
+    Message,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+    Task,
+    TaskPushNotificationConfig,
+)
+from a2a.utils.errors import (
+    ExtendedAgentCardNotConfiguredError,
+    ExtensionSupportRequiredError,
+    InvalidParamsError,
+    PushNotificationNotSupportedError,
+    UnsupportedOperationError,
+)
+from a2a.utils.task import apply_history_length
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ranch.agents.base import Agent, Call, Event
+from ranch.hub.registry import Registry
+from ranch.hub.tasks import TERMINAL, TaskCore
+from ranch.wire.errors import error_body, http_status
+from ranch.wire.middleware import SCOPE_KEY
+
+AGENT_KEY = "ranch.agent"
+
+
+class ContextBuilder(DefaultServerCallContextBuilder):
+    """Adds the agent id from the URL and the per-request scope dict to the call context."""
+
+    def build(self, request: Request) -> ServerCallContext:
+        context = super().build(request)
+        context.state[AGENT_KEY] = request.path_params.get("agent_id", "")
+        context.state[SCOPE_KEY] = request.scope.setdefault(SCOPE_KEY, {})
+        return context
+
+
+class RanchRequestHandler(RequestHandler):
+    """The SDK's handler interface, implemented over ranch's task core."""
+
+    def __init__(self, registry: Registry, core: Callable[[], TaskCore]) -> None:
+        self.registry = registry
+        self._core = core
+
+    @property
+    def core(self) -> TaskCore:
+        return self._core()
+
+    async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task | Message:
+        agent, owner, message, call = await self._accept(params, context)
+        run = await self.core.start(agent, message, call, owner)
+        if params.configuration.return_immediately:
+            await run.first.wait()
+        else:
+            await run.done.wait()
+        if run.reply is not None:
+            return run.reply
+        assert run.task is not None  # settle() always leaves a task when there was no direct reply
+        return apply_history_length(run.task, params.configuration)
+
+    async def on_message_send_stream(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event]:
+        agent, owner, message, call = await self._accept(params, context)
+        run = await self.core.start(agent, message, call, owner)
+        async for event in self.core.stream(run, run.subscribe()):
+            yield event
+
+    async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
+        task = await self.core.get(params.id, self._owner(context))
+        return apply_history_length(task, params)
+
+    async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
+        return await self.core.list(params, self._owner(context))
+
+    async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
+        return await self.core.cancel(params.id, self._owner(context))
+
+    async def on_subscribe_to_task(
+        self, params: SubscribeToTaskRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event]:
+        owner = self._owner(context)
+        watched = self.core.watch(params.id, owner)
+        if watched is None:
+            task = await self.core.get(params.id, owner)  # TaskNotFound when it is not there
+            if task.status.state in TERMINAL:
+                raise UnsupportedOperationError(f"task {params.id} has ended; use GetTask to read it")
+            yield task
+            return
+        run, receive = watched
+        assert run.task is not None
+        yield run.task
+        async for event in self.core.stream(run, receive):
+            yield event
+
+    async def on_create_task_push_notification_config(
+        self, params: TaskPushNotificationConfig, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        raise PushNotificationNotSupportedError()
+
+    async def on_get_task_push_notification_config(
+        self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        raise PushNotificationNotSupportedError()
+
+    async def on_list_task_push_notification_configs(
+        self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
+    ) -> ListTaskPushNotificationConfigsResponse:
+        raise PushNotificationNotSupportedError()
+
+    async def on_delete_task_push_notification_config(
+        self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> None:
+        raise PushNotificationNotSupportedError()
+
+    async def on_get_extended_agent_card(
+        self, params: GetExtendedAgentCardRequest, context: ServerCallContext
+    ) -> AgentCard:
+        raise ExtendedAgentCardNotConfiguredError()
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    async def _accept(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> tuple[Agent, str, Message, Call]:
+        """Validate the message and negotiate extensions; errors name the field at fault."""
+        agent = self.registry.get(context.state.get(AGENT_KEY, ""))
+        message = params.message
+        if not params.HasField("message"):
+            raise InvalidParamsError("params.message is required")
+        if not message.parts:
+            raise InvalidParamsError("message.parts must contain at least one part")
+        for index, part in enumerate(message.parts):
+            if part.WhichOneof("content") is None:
+                raise InvalidParamsError(f"message.parts[{index}] has no content (text, raw, url or data)")
+        requested = frozenset(context.requested_extensions)
+        missing = [uri for uri in agent.require_extensions if uri not in requested]
+        if missing:
+            raise ExtensionSupportRequiredError(
+                f"agent '{agent.id}' requires extension(s) {', '.join(missing)}; "
+                "name them in the A2A-Extensions header"
+            )
+        info = await agent.info()
+        supported = {ext.uri for ext in info.extensions} | set(agent.require_extensions)
+        activated = sorted(requested & supported)
+        context.state[SCOPE_KEY]["activated"] = activated
+        return agent, self._owner(context), message, Call(extensions=frozenset(activated))
+
+    def _owner(self, context: ServerCallContext) -> str:
+        agent_id = context.state.get(AGENT_KEY, "")
+        user = context.user.user_name if context.user.is_authenticated else ""
+        return f"{agent_id}/{user}"
+
+
+def guard_agent(registry: Registry, endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[..., Any]:
+    """Answer an unknown agent id in the URL with a clear error, before the SDK's binding runs."""
+
+    async def guarded(request: Request) -> Response:
+        agent_id = request.path_params.get("agent_id", "")
+        if agent_id in registry:
+            return await endpoint(request)
+        known = ", ".join(registry.ids()) or "none"
+        text = f"no agent or team '{agent_id}' is served here (known: {known})"
+        request_id = None
+        if request.method == "POST":
+            request_id = _request_id(await request.body())
+        body = error_body(request.url.path, "agent_not_found", text, request_id)
+        return JSONResponse(body, status_code=http_status("agent_not_found"))
+
+    return guarded
+
+
+def _request_id(body: bytes) -> Any:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    value = data.get("id") if isinstance(data, dict) else None
+    return value if isinstance(value, str | int) and not isinstance(value, bool) else None

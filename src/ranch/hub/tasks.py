@@ -1,0 +1,333 @@
+"""The task core: every task ranch serves, live in memory while it runs, stored when it settles.
+
+One `Run` drives one agent call for one task inside the app's task group, so a
+caller that disconnects does not stop the work. The run folds the agent's
+events into the task, fans them out to subscribers, and stores the task when it
+is created and when it settles (terminal or interrupted). A direct `Message`
+reply to a new task is returned as is: no task is created for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import anyio
+from a2a.server.context import ServerCallContext
+from a2a.server.tasks.task_store import TaskStore
+from a2a.types import (
+    ListTasksRequest,
+    ListTasksResponse,
+    Message,
+    Part,
+    Role,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
+from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from ranch.agents.base import Agent, Call, Event
+from ranch.exceptions import AgentTimeout, RanchError
+
+logger = logging.getLogger(__name__)
+
+TERMINAL = frozenset(
+    {
+        TaskState.TASK_STATE_COMPLETED,
+        TaskState.TASK_STATE_FAILED,
+        TaskState.TASK_STATE_CANCELED,
+        TaskState.TASK_STATE_REJECTED,
+    }
+)
+INTERRUPTED = frozenset({TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED})
+SUBSCRIBER_BUFFER = 1024
+"""Events buffered per subscriber; one that falls this far behind is dropped (it can GetTask)."""
+
+
+def owner_of(context: ServerCallContext) -> str:
+    """The SDK store's owner resolver: ranch puts `agent/user` in the call state."""
+    return str(context.state.get("ranch.owner", ""))
+
+
+@dataclass
+class Run:
+    """One agent call for one task, and everyone watching it."""
+
+    task_id: str
+    context_id: str
+    owner: str
+    task: Task | None
+    """None until the agent's first task event (a direct Message reply never makes one)."""
+    reply: Message | None = None
+    first: anyio.Event = field(default_factory=anyio.Event)
+    done: anyio.Event = field(default_factory=anyio.Event)
+    subscribers: list[MemoryObjectSendStream[Event]] = field(default_factory=list)
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    canceled: bool = False
+
+    def subscribe(self) -> MemoryObjectReceiveStream[Event]:
+        send, receive = anyio.create_memory_object_stream[Event](SUBSCRIBER_BUFFER)
+        if self.done.is_set():
+            send.close()
+        else:
+            self.subscribers.append(send)
+        return receive
+
+    def publish(self, event: Event) -> None:
+        for stream in list(self.subscribers):
+            try:
+                stream.send_nowait(event)
+            except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self.subscribers.remove(stream)
+                stream.close()
+
+    def close(self) -> None:
+        for stream in self.subscribers:
+            stream.close()
+        self.subscribers.clear()
+        self.done.set()
+        self.first.set()
+
+
+class TaskCore:
+    """Creates, continues, watches, cancels and stores tasks for every served agent."""
+
+    def __init__(self, store: TaskStore, group: TaskGroup) -> None:
+        self.store = store
+        self.group = group
+        self.live: dict[str, Run] = {}
+
+    # -- sending ------------------------------------------------------------------------------
+
+    async def start(self, agent: Agent, message: Message, call: Call, owner: str) -> Run:
+        """Create or continue the task `message` belongs to and start the agent on it."""
+        run = await self._prepare(message, owner)
+        message.context_id, message.task_id = run.context_id, run.task_id
+        self.live[run.task_id] = run
+        self.group.start_soon(self._drive, run, agent, message, call)
+        return run
+
+    async def _prepare(self, message: Message, owner: str) -> Run:
+        if not message.task_id:
+            context_id = message.context_id or str(uuid.uuid4())
+            return Run(task_id=str(uuid.uuid4()), context_id=context_id, owner=owner, task=None)
+        if message.task_id in self.live and self.live[message.task_id].owner == owner:
+            raise UnsupportedOperationError(f"task {message.task_id} is still working; wait for it or cancel it")
+        task = await self.store.get(message.task_id, _ctx(owner))
+        if task is None:
+            raise TaskNotFoundError(f"task {message.task_id} not found")
+        if task.status.state in TERMINAL:
+            state = TaskState.Name(task.status.state).removeprefix("TASK_STATE_").lower()
+            raise UnsupportedOperationError(
+                f"task {task.id} is {state}; send a message without taskId to start a new task"
+            )
+        if message.context_id and message.context_id != task.context_id:
+            raise InvalidParamsError(f"message.contextId {message.context_id} does not match task {task.id}")
+        _archive_status(task)
+        task.history.append(message)
+        return Run(task_id=task.id, context_id=task.context_id, owner=owner, task=task)
+
+    async def _drive(self, run: Run, agent: Agent, message: Message, call: Call) -> None:
+        incoming = Message()
+        incoming.CopyFrom(message)
+        error: str | None = None
+        with run.scope:
+            try:
+                with anyio.fail_after(agent.timeout):
+                    async for event in agent.run(message, call):
+                        if self._apply(run, event, incoming):
+                            break
+            except TimeoutError:
+                error = str(AgentTimeout(agent.id, agent.timeout))
+            except RanchError as exc:
+                error = str(exc)
+            except Exception as exc:  # an agent's bug fails its task, never the server
+                logger.exception("agent %s failed", agent.id)
+                error = f"agent '{agent.id}' failed: {type(exc).__name__}: {exc}"
+        try:
+            await self._settle(run, incoming, error)
+        finally:
+            run.close()
+            self.live.pop(run.task_id, None)
+
+    def _apply(self, run: Run, event: Event, incoming: Message) -> bool:
+        """Fold one event into the run; True when the agent's answer is complete."""
+        if isinstance(event, Message):
+            return self._apply_message(run, event, incoming)
+        task = self._ensure_task(run, incoming)
+        if isinstance(event, Task):
+            _merge_task(task, event)
+            run.publish(_copy(task))
+        elif isinstance(event, TaskStatusUpdateEvent):
+            event.task_id, event.context_id = run.task_id, run.context_id
+            _archive_status(task)
+            task.status.CopyFrom(event.status)
+            _stamp(task.status)
+            task.metadata.update(MessageToDict(event.metadata))
+            run.publish(event)
+        elif isinstance(event, TaskArtifactUpdateEvent):
+            event.task_id, event.context_id = run.task_id, run.context_id
+            _apply_artifact(task, event)
+            run.publish(event)
+        run.first.set()
+        return task.status.state in TERMINAL or task.status.state in INTERRUPTED
+
+    def _apply_message(self, run: Run, message: Message, incoming: Message) -> bool:
+        message.context_id = run.context_id
+        if run.task is None:  # a direct reply: no task is created
+            message.task_id = ""
+            run.reply = message
+            run.publish(message)
+            run.first.set()
+            return True
+        message.task_id = run.task_id
+        self._apply(run, _status_event(run, TaskState.TASK_STATE_COMPLETED, message), incoming)
+        return True
+
+    def _ensure_task(self, run: Run, incoming: Message) -> Task:
+        if run.task is None:
+            run.task = Task(id=run.task_id, context_id=run.context_id, history=[incoming])
+            run.task.status.state = TaskState.TASK_STATE_SUBMITTED
+            _stamp(run.task.status)
+            run.publish(_copy(run.task))
+            self.group.start_soon(self._save, run.owner, _copy(run.task))
+        return run.task
+
+    async def _settle(self, run: Run, incoming: Message, error: str | None) -> None:
+        if run.task is None and run.reply is not None:
+            return
+        task = self._ensure_task(run, incoming)
+        if run.canceled:
+            self._apply(run, _status_event(run, TaskState.TASK_STATE_CANCELED, _text(run, "canceled")), incoming)
+        elif error is not None:
+            self._apply(run, _status_event(run, TaskState.TASK_STATE_FAILED, _text(run, error)), incoming)
+        elif task.status.state not in TERMINAL | INTERRUPTED:
+            why = "the agent stopped before its task reached a final state"
+            self._apply(run, _status_event(run, TaskState.TASK_STATE_FAILED, _text(run, why)), incoming)
+        await self._save(run.owner, task)
+
+    async def _save(self, owner: str, task: Task) -> None:
+        try:
+            await self.store.save(task, _ctx(owner))
+        except Exception:  # storage trouble is logged; the live answer still reaches the caller
+            logger.exception("could not store task %s", task.id)
+
+    # -- reading and cancelling ------------------------------------------------------------------
+
+    async def get(self, task_id: str, owner: str) -> Task:
+        run = self.live.get(task_id)
+        if run is not None and run.owner == owner and run.task is not None:
+            return _copy(run.task)
+        task = await self.store.get(task_id, _ctx(owner))
+        if task is None:
+            raise TaskNotFoundError(f"task {task_id} not found")
+        return task
+
+    async def list(self, request: ListTasksRequest, owner: str) -> ListTasksResponse:
+        response = await self.store.list(request, _ctx(owner))
+        for task in response.tasks:
+            run = self.live.get(task.id)
+            if run is not None and run.task is not None:
+                task.CopyFrom(run.task)
+        return response
+
+    async def cancel(self, task_id: str, owner: str) -> Task:
+        """Cancel the hop in flight (or a task waiting for input) and record CANCELED."""
+        run = self.live.get(task_id)
+        if run is not None and run.owner == owner:
+            run.canceled = True
+            run.scope.cancel()
+            with anyio.move_on_after(10):
+                await run.done.wait()
+            return await self.get(task_id, owner)
+        task = await self.get(task_id, owner)
+        if task.status.state in TERMINAL:
+            raise TaskNotCancelableError(f"task {task_id} already ended and cannot be canceled")
+        _archive_status(task)
+        task.status.CopyFrom(TaskStatus(state=TaskState.TASK_STATE_CANCELED))
+        _stamp(task.status)
+        await self._save(owner, task)
+        return task
+
+    def watch(self, task_id: str, owner: str) -> tuple[Run, MemoryObjectReceiveStream[Event]] | None:
+        run = self.live.get(task_id)
+        if run is None or run.owner != owner or run.task is None:
+            return None
+        return run, run.subscribe()
+
+    async def stream(self, run: Run, receive: MemoryObjectReceiveStream[Event]) -> AsyncIterator[Event]:
+        async with receive:
+            async for event in receive:
+                yield event
+
+
+def _ctx(owner: str) -> ServerCallContext:
+    return ServerCallContext(state={"ranch.owner": owner})
+
+
+def _copy(task: Task) -> Task:
+    copy = Task()
+    copy.CopyFrom(task)
+    return copy
+
+
+def _stamp(status: TaskStatus) -> None:
+    if not status.HasField("timestamp"):
+        now = Timestamp()
+        now.GetCurrentTime()
+        status.timestamp.CopyFrom(now)
+
+
+def _archive_status(task: Task) -> None:
+    """Move the current status message into history before the status changes."""
+    if task.status.HasField("message") and task.status.message.parts:
+        task.history.append(task.status.message)
+
+
+def _merge_task(task: Task, incoming: Task) -> None:
+    if incoming.HasField("status"):
+        _archive_status(task)
+        task.status.CopyFrom(incoming.status)
+        _stamp(task.status)
+    if incoming.artifacts:
+        del task.artifacts[:]
+        task.artifacts.extend(incoming.artifacts)
+    task.metadata.update(MessageToDict(incoming.metadata))
+
+
+def _apply_artifact(task: Task, event: TaskArtifactUpdateEvent) -> None:
+    for artifact in task.artifacts:
+        if artifact.artifact_id == event.artifact.artifact_id:
+            if event.append:
+                artifact.parts.extend(event.artifact.parts)
+            else:
+                artifact.CopyFrom(event.artifact)
+            return
+    task.artifacts.append(event.artifact)
+
+
+def _text(run: Run, text: str) -> Message:
+    return Message(
+        message_id=str(uuid.uuid4()),
+        role=Role.ROLE_AGENT,
+        context_id=run.context_id,
+        task_id=run.task_id,
+        parts=[Part(text=text)],
+    )
+
+
+def _status_event(run: Run, state: TaskState.ValueType, message: Message) -> TaskStatusUpdateEvent:
+    return TaskStatusUpdateEvent(
+        task_id=run.task_id, context_id=run.context_id, status=TaskStatus(state=state, message=message)
+    )
+
+

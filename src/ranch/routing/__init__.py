@@ -1,0 +1,1 @@
+"""Who answers next: the client-routing extension, the Router and Team."""

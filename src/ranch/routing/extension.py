@@ -1,0 +1,169 @@
+"""The client-routing A2A extension: URI, typed payloads and the helpers around them.
+
+The contract is `docs/routing.md` (section 1): peers travel router -> agent in
+`message.metadata[URI]`; the agent answers with a recipient in its reply's
+`metadata[URI]`. Only agents that declare the URI on their card ever see it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from a2a.types import AgentCard, AgentExtension, Message, Task
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.struct_pb2 import Struct
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+URI = "https://ranch.woi.dev/extensions/client-routing/v1"
+"""The extension's identifier; versioned, as A2A 1.0 section 4.6.3 asks."""
+
+X_RECIPIENT = "x-recipient"
+"""The feature spec's shorthand metadata key; read, never written."""
+
+DESCRIPTION = "Receives its peers' cards in message metadata and answers with the next recipient."
+
+USER = "user"
+SENDER = "sender"
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+
+class SimplifiedAgentCard(_Wire):
+    """What a routing agent learns about one peer: enough to choose, nothing more."""
+
+    id: str
+    name: str
+    description: str = ""
+    capabilities: list[str] = Field(default_factory=list)
+    """The peer's skill names (or tags)."""
+    supports_client_routing: bool = False
+
+
+class RoutingRequest(_Wire):
+    """Router -> agent: the peers it may hand over to and who sent this message."""
+
+    agent_cards: list[SimplifiedAgentCard]
+    sender: str
+    """`"user"` or the id of the agent whose reply this message carries."""
+    hops_remaining: int | None = None
+    trail: list[str] | None = None
+
+
+class RoutingDecision(_Wire):
+    """Agent -> router: who goes next, and why."""
+
+    recipient: str
+    """`"user"`, `"sender"`, or a member id."""
+    reason: str | None = None
+    handoffs: list[str] | None = None
+
+
+def declaration(required: bool = False) -> AgentExtension:
+    """The `capabilities.extensions` entry an agent card carries to declare support."""
+    return AgentExtension(uri=URI, description=DESCRIPTION, required=required)
+
+
+def declare(card: AgentCard) -> AgentCard:
+    """Add the declaration to `card` (idempotent) and return it."""
+    if not supports(card):
+        card.capabilities.extensions.append(declaration())
+    return card
+
+
+def supports(card: AgentCard) -> bool:
+    """True when the card declares the client-routing extension."""
+    return any(ext.uri == URI for ext in card.capabilities.extensions)
+
+
+def attach_request(message: Message, request: RoutingRequest) -> Message:
+    """Put the routing request on `message` (metadata and `extensions`), in place."""
+    message.metadata.update({URI: request.model_dump(by_alias=True, exclude_none=True)})
+    if URI not in message.extensions:
+        message.extensions.append(URI)
+    return message
+
+
+def strip(message: Message) -> Message:
+    """Remove every trace of the extension from `message`, in place (SC-003)."""
+    for key in (URI, X_RECIPIENT):
+        if key in message.metadata.fields:
+            del message.metadata[key]
+    if URI in message.extensions:
+        kept = [uri for uri in message.extensions if uri != URI]
+        del message.extensions[:]
+        message.extensions.extend(kept)
+    return message
+
+
+def attach_decision(message: Message, decision: RoutingDecision) -> Message:
+    """Put a routing decision on an agent's reply, in place."""
+    message.metadata.update({URI: decision.model_dump(by_alias=True, exclude_none=True)})
+    if URI not in message.extensions:
+        message.extensions.append(URI)
+    return message
+
+
+def read_request(message: Message) -> RoutingRequest | None:
+    """The routing request carried by an incoming message, if any."""
+    data = _field(message.metadata, URI)
+    if not isinstance(data, dict) or "agentCards" not in data:
+        return None
+    return RoutingRequest.model_validate(data)
+
+
+def read_decision(reply: Message | Task) -> RoutingDecision | None:
+    """The decision in an agent's reply; the first place that has one wins.
+
+    For a Message: its metadata. For a Task: the final status message, then the
+    last artifact, then the task's own metadata.
+    """
+    if isinstance(reply, Message):
+        return decision_from_metadata(reply.metadata)
+    places: list[Struct] = []
+    if reply.status.HasField("message"):
+        places.append(reply.status.message.metadata)
+    if reply.artifacts:
+        places.append(reply.artifacts[-1].metadata)
+    places.append(reply.metadata)
+    for metadata in places:
+        decision = decision_from_metadata(metadata)
+        if decision is not None:
+            return decision
+    return None
+
+
+def decision_from_metadata(metadata: Struct) -> RoutingDecision | None:
+    """Read a decision from one metadata object in any of the forms the contract lists."""
+    data = _field(metadata, URI)
+    if isinstance(data, dict) and data.get("recipient") is not None:
+        recipient = parse_recipient(data["recipient"])
+        if recipient is not None:
+            handoffs = data.get("handoffs")
+            return RoutingDecision(
+                recipient=recipient,
+                reason=data.get("reason") if isinstance(data.get("reason"), str) else None,
+                handoffs=[h for h in handoffs if isinstance(h, str)] if isinstance(handoffs, list) else None,
+            )
+    recipient = parse_recipient(_field(metadata, X_RECIPIENT))
+    return RoutingDecision(recipient=recipient) if recipient is not None else None
+
+
+def parse_recipient(value: Any) -> str | None:
+    """`"id"`, `{"type": "user"}` or `{"type": "agent", "id": "..."}` -> a recipient string."""
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    if isinstance(value, dict):
+        kind: Literal["user", "sender", "agent"] | Any = value.get("type")
+        if kind in (USER, SENDER):
+            return str(kind)
+        if kind == "agent" and isinstance(value.get("id"), str) and value["id"].strip():
+            return str(value["id"]).strip()
+    return None
+
+
+def _field(metadata: Struct, key: str) -> Any:
+    value = metadata.fields.get(key)
+    return None if value is None else MessageToDict(value)

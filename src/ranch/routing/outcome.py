@@ -1,0 +1,142 @@
+"""Fold one member's A2A events into what the Router needs from that hop."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from a2a.types import (
+    Artifact,
+    Message,
+    Part,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.struct_pb2 import Struct
+
+from ranch.agents.base import Event, text_of
+from ranch.exceptions import AgentError, InvalidAgentReply
+from ranch.routing import extension
+
+INTERRUPTED = frozenset({TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED})
+FAILED = frozenset({TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_REJECTED, TaskState.TASK_STATE_CANCELED})
+
+
+@dataclass
+class HopOutcome:
+    """A member's answer: its reply parts, final state, decision and its own ids."""
+
+    agent: str
+    parts: list[Part]
+    state: TaskState.ValueType
+    decision: extension.RoutingDecision | None
+    context_id: str = ""
+    task_id: str = ""
+    artifacts: list[Artifact] = field(default_factory=list)
+
+    @property
+    def interrupted(self) -> bool:
+        return self.state in INTERRUPTED
+
+    @property
+    def text(self) -> str:
+        return text_of(Message(parts=self.parts))
+
+
+async def collect(agent: str, events: AsyncIterator[Event]) -> HopOutcome:
+    """Consume a member's events; raise AgentError if they do not add up to an answer."""
+    folder = _Folder(agent)
+    async for event in events:
+        if folder.fold(event):
+            break
+    return folder.outcome()
+
+
+class _Folder:
+    def __init__(self, agent: str) -> None:
+        self.agent = agent
+        self.message: Message | None = None
+        self.task: Task | None = None
+
+    def fold(self, event: Event) -> bool:
+        """Apply one event; True once the answer is final (a Message, or a terminal/interrupted task)."""
+        if isinstance(event, Message):
+            self.message = event
+            return True
+        task = self._task(event)
+        if isinstance(event, Task):
+            task.CopyFrom(event)
+        elif isinstance(event, TaskStatusUpdateEvent):
+            task.status.CopyFrom(event.status)
+            task.metadata.update(_dict(event.metadata))
+        elif isinstance(event, TaskArtifactUpdateEvent):
+            _apply_artifact(task, event)
+        else:
+            raise InvalidAgentReply(self.agent, f"yielded {type(event).__name__}, not an A2A event")
+        return task.status.state in INTERRUPTED or task.status.state in FAILED or (
+            task.status.state == TaskState.TASK_STATE_COMPLETED
+        )
+
+    def _task(self, event: Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> Task:
+        if self.task is None:
+            task_id = event.id if isinstance(event, Task) else event.task_id
+            self.task = Task(id=task_id, context_id=event.context_id, status=TaskStatus())
+        return self.task
+
+    def outcome(self) -> HopOutcome:
+        if self.message is not None:
+            message = self.message
+            return HopOutcome(
+                agent=self.agent,
+                parts=list(message.parts),
+                state=TaskState.TASK_STATE_COMPLETED,
+                decision=extension.read_decision(message),
+                context_id=message.context_id,
+                task_id=message.task_id,
+            )
+        task = self.task
+        if task is None:
+            raise InvalidAgentReply(self.agent, "answered with no message and no task")
+        state = task.status.state
+        if state in FAILED:
+            detail = text_of(task.status.message) if task.status.HasField("message") else ""
+            name = TaskState.Name(state).removeprefix("TASK_STATE_").lower()
+            raise AgentError(self.agent, f"its task ended {name}" + (f": {detail}" if detail else ""))
+        if state not in INTERRUPTED and state != TaskState.TASK_STATE_COMPLETED:
+            raise InvalidAgentReply(self.agent, "its answer ended before the task finished")
+        return HopOutcome(
+            agent=self.agent,
+            parts=_reply_parts(task),
+            state=state,
+            decision=extension.read_decision(task),
+            context_id=task.context_id,
+            task_id=task.id,
+            artifacts=list(task.artifacts),
+        )
+
+
+def _reply_parts(task: Task) -> list[Part]:
+    """The final status message's parts, else every artifact's parts."""
+    if task.status.HasField("message") and task.status.message.parts:
+        return list(task.status.message.parts)
+    return [part for artifact in task.artifacts for part in artifact.parts]
+
+
+def _apply_artifact(task: Task, event: TaskArtifactUpdateEvent) -> None:
+    for artifact in task.artifacts:
+        if artifact.artifact_id == event.artifact.artifact_id:
+            if event.append:
+                artifact.parts.extend(event.artifact.parts)
+            else:
+                artifact.CopyFrom(event.artifact)
+            return
+    task.artifacts.append(event.artifact)
+
+
+def _dict(struct: Struct) -> dict[str, Any]:
+    return MessageToDict(struct)

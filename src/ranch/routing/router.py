@@ -1,0 +1,248 @@
+"""The Router: one user turn through a team, hop by hop (docs/routing.md, section 2).
+
+`Turn.run` is the whole algorithm on one screen; the phases it calls (pick the
+first recipient, build the hop's message, send it, resolve the next recipient)
+are the methods below it. A turn yields the team task's A2A events: a WORKING
+status naming each agent and why it was chosen, an artifact with each reply,
+and one final status (COMPLETED, INPUT_REQUIRED or FAILED) whose metadata holds
+the trail.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from a2a.types import (
+    Artifact,
+    Message,
+    Part,
+    Role,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
+from google.protobuf.struct_pb2 import Struct
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from ranch.agents.base import Call, Event, text_of
+from ranch.exceptions import AgentError, AgentTimeout, HopLimitExceeded, InvalidRecipient, RanchError
+from ranch.routing import context, extension
+from ranch.routing.outcome import HopOutcome, collect
+from ranch.routing.trail import Hop, describe
+
+if TYPE_CHECKING:
+    from ranch.routing.team import Team
+
+HOP_KEY = "ranch.hop"
+"""Metadata key on per-hop status messages and artifacts: {agent, sender, reason, hop}."""
+
+
+@dataclass
+class Next:
+    """Where the turn goes after a hop."""
+
+    recipient: str
+    reason: str
+    note: str | None = None
+
+
+class Turn:
+    """One user message travelling through a team until someone answers the user."""
+
+    def __init__(self, team: Team, conversation: context.Conversation, message: Message, task_id: str) -> None:
+        self.team = team
+        self.conversation = conversation
+        self.message = message
+        self.task_id = task_id
+        self.context_id = message.context_id
+        self.trail: list[Hop] = []
+        self.handoffs: list[str] | None = None
+
+    async def run(self) -> AsyncIterator[Event]:
+        """The algorithm: hop until a recipient is the user, an agent asks, or something fails."""
+        target, reason = self.first_recipient()
+        sender, parts = extension.USER, _content(self.message)
+        self.conversation.add(extension.USER, text_of(self.message))
+        try:
+            while True:
+                self.check_hop_budget(target)
+                yield self.working(target, sender, reason)
+                started = time.perf_counter()
+                outcome = await self.send(target, sender, parts)
+                ms = round((time.perf_counter() - started) * 1000, 3)
+                self.conversation.add(target, outcome.text)
+                yield self.reply_artifact(outcome, sender, reason)
+                if outcome.interrupted:
+                    self.record(target, sender, extension.USER, "asked for input", ms)
+                    yield self.final(outcome.state, outcome.parts)
+                    return
+                step = self.next_recipient(target, sender, outcome)
+                self.record(target, sender, step.recipient, step.reason, ms)
+                parts = outcome.parts + ([Part(text=step.note)] if step.note else [])
+                if step.recipient == extension.USER:
+                    yield self.final(TaskState.TASK_STATE_COMPLETED, parts)
+                    return
+                sender, target, reason = target, step.recipient, step.reason
+        except RanchError as exc:
+            yield self.final(TaskState.TASK_STATE_FAILED, [Part(text=str(exc))], error=exc)
+
+    # -- phases -------------------------------------------------------------------------------
+
+    def first_recipient(self) -> tuple[str, str]:
+        """A member waiting for input, else the message's own recipient, else the default agent."""
+        waiting = self.conversation.waiting_on
+        if waiting is not None and waiting in self.team.members:
+            return waiting, "answering its question"
+        asked = extension.read_decision(self.message)
+        if asked is not None and asked.recipient in self.team.members:
+            return asked.recipient, asked.reason or "named by the caller"
+        return self.team.default_agent, "default agent"
+
+    def check_hop_budget(self, target: str) -> None:
+        if len(self.trail) >= self.team.max_hops:
+            raise HopLimitExceeded(self.team.id, self.team.max_hops, describe(self.trail, target))
+
+    async def send(self, target: str, sender: str, parts: list[Part]) -> HopOutcome:
+        """One hop: build the message, call the member within its timeout, remember its ids."""
+        agent = self.team.members[target]
+        message = await self.outgoing(target, sender, parts)
+        self.conversation.mark_seen(target)
+        call = Call(extensions=frozenset(message.extensions))
+        try:
+            with anyio.fail_after(agent.timeout):
+                outcome = await collect(target, agent.run(message, call))
+        except TimeoutError as exc:
+            raise AgentTimeout(target, agent.timeout) from exc
+        except RanchError:
+            raise
+        except Exception as exc:  # a member's bug must end this turn, not the server
+            raise AgentError(target, f"{type(exc).__name__}: {exc}") from exc
+        self.conversation.waiting_on = target if outcome.interrupted else None
+        return outcome
+
+    async def outgoing(self, target: str, sender: str, parts: list[Part]) -> Message:
+        """The message `target` receives: unseen context, the content, and peers if it routes.
+
+        It carries the team's contextId; a remote member maps it to its own ids (and
+        resumes its input-required task), so each member keeps its own context.
+        """
+        agent = self.team.members[target]
+        limit = agent.history_length if agent.history_length is not None else self.team.history_length
+        context_part = context.render(self.conversation.unseen(target, limit))
+        message = Message(
+            message_id=str(uuid.uuid4()),
+            role=Role.ROLE_USER,
+            context_id=self.context_id,
+            parts=([context_part] if context_part else []) + parts,
+        )
+        info = await agent.info()
+        if info.client_routing:
+            peers = await self.team.peer_cards(exclude=target, only=self.handoffs)
+            request = extension.RoutingRequest(
+                agent_cards=peers,
+                sender=sender,
+                hops_remaining=self.team.max_hops - len(self.trail),
+                trail=describe(self.trail),
+            )
+            extension.attach_request(message, request)
+        return message
+
+    def next_recipient(self, target: str, sender: str, outcome: HopOutcome) -> Next:
+        """Apply the contract's rules to the member's decision."""
+        decision = outcome.decision
+        self.handoffs = decision.handoffs if decision else None
+        if decision is None:
+            return self.without_decision(target)
+        reason = decision.reason or f"{target} chose {decision.recipient}"
+        if decision.recipient == extension.USER:
+            return Next(extension.USER, reason)
+        if decision.recipient == extension.SENDER:
+            return Next(sender, reason)
+        if decision.recipient != target and decision.recipient in self.team.members:
+            return Next(decision.recipient, reason)
+        error = InvalidRecipient(target, decision.recipient, self.team.id)
+        if self.team.on_invalid_recipient == "error":
+            raise error
+        note = f"[ranch] {error}; the turn went back to '{self.team.default_agent}'."
+        if target == self.team.default_agent:
+            note = f"[ranch] {error}; the turn ended."
+            return Next(extension.USER, f"invalid recipient '{decision.recipient}'", note)
+        return Next(self.team.default_agent, f"invalid recipient '{decision.recipient}', fallback", note)
+
+    def without_decision(self, target: str) -> Next:
+        static = self.team.routes.get(target)
+        if static is not None:
+            return Next(static, "static route")
+        if target == self.team.default_agent:
+            return Next(extension.USER, "default agent answered")
+        return Next(self.team.default_agent, "no decision; back to the default agent")
+
+    def record(self, agent: str, sender: str, recipient: str, reason: str, ms: float) -> None:
+        self.trail.append(Hop(agent=agent, sender=sender, recipient=recipient, reason=reason, ms=ms))
+
+    # -- events -------------------------------------------------------------------------------
+
+    def working(self, target: str, sender: str, reason: str) -> TaskStatusUpdateEvent:
+        hop = {"agent": target, "sender": sender, "reason": reason, "hop": len(self.trail) + 1}
+        text = f"{target} is working (hop {hop['hop']}: {reason})"
+        return self.status(TaskState.TASK_STATE_WORKING, [Part(text=text)], {HOP_KEY: hop})
+
+    def reply_artifact(self, outcome: HopOutcome, sender: str, reason: str) -> TaskArtifactUpdateEvent:
+        hop = len(self.trail) + 1
+        artifact = Artifact(
+            artifact_id=f"hop-{hop}-{outcome.agent}",
+            name=outcome.agent,
+            parts=outcome.parts,
+            metadata=_struct({HOP_KEY: {"agent": outcome.agent, "sender": sender, "reason": reason, "hop": hop}}),
+        )
+        return TaskArtifactUpdateEvent(
+            task_id=self.task_id, context_id=self.context_id, artifact=artifact, last_chunk=True
+        )
+
+    def final(
+        self, state: TaskState.ValueType, parts: list[Part], error: RanchError | None = None
+    ) -> TaskStatusUpdateEvent:
+        data: dict[str, Any] = {"trail": [hop.to_json() for hop in self.trail]}
+        if error is not None:
+            data["error"] = {"type": type(error).__name__, "message": str(error)}
+            if isinstance(error, AgentError):
+                data["error"]["agent"] = error.agent
+        event = self.status(state, parts, None)
+        event.metadata.update({extension.URI: data})
+        return event
+
+    def status(
+        self, state: TaskState.ValueType, parts: list[Part], metadata: dict[str, Any] | None
+    ) -> TaskStatusUpdateEvent:
+        message = Message(
+            message_id=str(uuid.uuid4()),
+            role=Role.ROLE_AGENT,
+            context_id=self.context_id,
+            task_id=self.task_id,
+            parts=parts,
+            metadata=_struct(metadata) if metadata else None,
+        )
+        now = Timestamp()
+        now.GetCurrentTime()
+        return TaskStatusUpdateEvent(
+            task_id=self.task_id,
+            context_id=self.context_id,
+            status=TaskStatus(state=state, message=message, timestamp=now),
+        )
+
+
+def _content(message: Message) -> list[Part]:
+    """The user's parts, minus any extension data meant for the team itself."""
+    return list(message.parts)
+
+
+def _struct(data: dict[str, Any]) -> Struct:
+    struct = Struct()
+    struct.update(data)
+    return struct

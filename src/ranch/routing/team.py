@@ -1,0 +1,123 @@
+"""A team is an agent: members, a default agent, and the Router's policies.
+
+Its card is its own name and description, the union of its members' skills and
+the client-routing extension; it is served like any agent, so teams nest.
+Conversations (one per contextId) hold the transcript, each member's own ids,
+and who is waiting for input; a turn holds its conversation's lock, so two
+messages in one context are answered in order.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Mapping
+from typing import Literal
+
+import anyio
+from a2a.types import AgentSkill, Message
+
+from ranch.agents.base import Agent, AgentInfo, Call, Event
+from ranch.routing import context, extension
+from ranch.routing.router import Turn
+
+MAX_CONVERSATIONS = 10_000
+"""Idle conversations kept in memory per team; the least recently used go first."""
+
+
+class Team(Agent):
+    """Routes each user turn through its members (docs/routing.md)."""
+
+    def __init__(
+        self,
+        *,
+        id: str,
+        members: Mapping[str, Agent],
+        default_agent: str,
+        name: str | None = None,
+        description: str = "",
+        max_hops: int = 10,
+        on_invalid_recipient: Literal["fallback", "error"] = "fallback",
+        routes: Mapping[str, str] | None = None,
+        history_length: int | None = None,
+        timeout: float = 600.0,
+        require_extensions: tuple[str, ...] = (),
+    ) -> None:
+        if default_agent not in members:
+            raise ValueError(f"team '{id}': default_agent '{default_agent}' is not a member")
+        self.id = id
+        self.name = name or id
+        self.description = description
+        self.members = dict(members)
+        self.default_agent = default_agent
+        self.max_hops = max_hops
+        self.on_invalid_recipient = on_invalid_recipient
+        self.routes = dict(routes or {})
+        self.history_length = history_length
+        self.timeout = timeout
+        self.require_extensions = require_extensions
+        self._conversations: OrderedDict[str, context.Conversation] = OrderedDict()
+
+    async def info(self) -> AgentInfo:
+        infos = await self._member_infos(list(self.members))
+        skills: dict[str, AgentSkill] = {}
+        for info in infos:
+            for skill in info.skills:
+                skills.setdefault(skill.id, skill)
+        return AgentInfo(
+            id=self.id,
+            name=self.name,
+            description=self.description,
+            skills=list(skills.values()),
+            extensions=[extension.declaration()],
+        )
+
+    async def peer_cards(self, exclude: str, only: list[str] | None = None) -> list[extension.SimplifiedAgentCard]:
+        """Members other than `exclude`, narrowed to `only` when the previous agent gave handoffs."""
+        ids = [m for m in self.members if m != exclude and (only is None or m in only)]
+        return [info.peer_card() for info in await self._member_infos(ids)]
+
+    async def run(self, message: Message, call: Call) -> AsyncIterator[Event]:
+        if not message.context_id:
+            message.context_id = str(uuid.uuid4())
+        task_id = message.task_id or str(uuid.uuid4())
+        conversation = self.conversation(message.context_id)
+        async with conversation.lock:
+            async for event in Turn(self, conversation, message, task_id).run():
+                yield event
+
+    def conversation(self, context_id: str) -> context.Conversation:
+        """The state of one contextId, created on first use."""
+        conversation = self._conversations.pop(context_id, None) or context.Conversation()
+        self._conversations[context_id] = conversation
+        while len(self._conversations) > MAX_CONVERSATIONS:
+            self._conversations.popitem(last=False)
+        return conversation
+
+    async def aclose(self) -> None:
+        self._conversations.clear()
+
+    async def _member_infos(self, ids: list[str]) -> list[AgentInfo]:
+        results: dict[str, AgentInfo] = {}
+
+        async def fetch(member: str) -> None:
+            results[member] = await self.members[member].info()
+
+        async with anyio.create_task_group() as group:
+            for member in ids:
+                group.start_soon(fetch, member)
+        # a member's card may name it differently; the team knows it by its own id
+        return [_with_id(results[m], m) for m in ids]
+
+
+def _with_id(info: AgentInfo, member: str) -> AgentInfo:
+    if info.id == member:
+        return info
+    return AgentInfo(
+        id=member,
+        name=info.name,
+        description=info.description,
+        skills=info.skills,
+        extensions=info.extensions,
+        streaming=info.streaming,
+    )

@@ -1,0 +1,62 @@
+"""Agent cards for what ranch serves: interfaces at the surface.md layout, extensions declared."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from a2a.types import AgentCapabilities, AgentCard, AgentExtension, AgentInterface, AgentProvider, AgentSkill
+from a2a.utils.constants import TransportProtocol
+
+AGENTS_PATH = "/a2a/agents"
+VERSIONS = ("1.0", "0.3")
+
+
+def agent_url(base_url: str, agent_id: str) -> str:
+    """Where an agent's JSON-RPC endpoint and HTTP+JSON routes live."""
+    return f"{base_url.rstrip('/')}{AGENTS_PATH}/{agent_id}"
+
+
+def build_card(
+    *,
+    agent_id: str,
+    name: str,
+    description: str,
+    skills: Sequence[AgentSkill],
+    extensions: Sequence[AgentExtension],
+    base_url: str,
+    version: str,
+    required: Sequence[str] = (),
+    streaming: bool = True,
+) -> AgentCard:
+    """The card of one served agent or team.
+
+    `supportedInterfaces` lists JSON-RPC and HTTP+JSON for A2A 1.0 and 0.3 at the
+    same URL (a request without `A2A-Version` is served as 0.3). Extensions the
+    agent requires are declared with `required: true`.
+    """
+    url = agent_url(base_url, agent_id)
+    declared = [_with_required(ext, ext.uri in required) for ext in extensions]
+    known = {ext.uri for ext in declared}
+    declared += [AgentExtension(uri=uri, required=True) for uri in required if uri not in known]
+    return AgentCard(
+        name=name,
+        description=description or name,
+        version=version,
+        provider=AgentProvider(organization="ranch", url=base_url.rstrip("/")),
+        supported_interfaces=[
+            AgentInterface(url=url, protocol_binding=binding, protocol_version=v)
+            for v in VERSIONS
+            for binding in (TransportProtocol.JSONRPC.value, TransportProtocol.HTTP_JSON.value)
+        ],
+        capabilities=AgentCapabilities(streaming=streaming, push_notifications=False, extensions=declared),
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+        skills=list(skills) or [AgentSkill(id=agent_id, name=name, description=description or name, tags=[agent_id])],
+    )
+
+
+def _with_required(ext: AgentExtension, required: bool) -> AgentExtension:
+    copy = AgentExtension()
+    copy.CopyFrom(ext)
+    copy.required = copy.required or required
+    return copy

@@ -1,0 +1,77 @@
+"""Outbound A2A calls: one shared httpx pool, cached cards, one SDK client per card.
+
+Every remote agent in a process shares `ClientPool`, so connections are reused
+across agents and hops. Cards are fetched with the a2a-sdk's resolver and
+trusted for `ttl` seconds.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import httpx
+from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
+from a2a.types import AgentCard
+from a2a.utils.constants import TransportProtocol
+
+DEFAULT_TIMEOUT = httpx.Timeout(connect=5.0, read=60.0, write=30.0, pool=10.0)
+DEFAULT_LIMITS = httpx.Limits(max_connections=200, max_keepalive_connections=50)
+
+
+@dataclass
+class _CachedCard:
+    card: AgentCard
+    fetched: float
+    client: Client
+
+
+class ClientPool:
+    """The process-wide outbound A2A client: open it once, share it, close it at shutdown."""
+
+    def __init__(self, timeout: httpx.Timeout = DEFAULT_TIMEOUT, limits: httpx.Limits = DEFAULT_LIMITS) -> None:
+        self._http = httpx.AsyncClient(timeout=timeout, limits=limits, follow_redirects=False)
+        self._factory = ClientFactory(
+            ClientConfig(
+                httpx_client=self._http,
+                streaming=True,
+                supported_protocol_bindings=[TransportProtocol.JSONRPC, TransportProtocol.HTTP_JSON],
+            )
+        )
+        self._cards: dict[str, _CachedCard] = {}
+
+    @property
+    def http(self) -> httpx.AsyncClient:
+        return self._http
+
+    async def card(self, url: str, headers: dict[str, str] | None = None, ttl: float = 300.0) -> AgentCard:
+        """The agent card at `url`, from cache while younger than `ttl` seconds."""
+        return (await self._entry(url, headers, ttl)).card
+
+    async def client(self, url: str, headers: dict[str, str] | None = None, ttl: float = 300.0) -> Client:
+        """An SDK client for the agent at `url`, built from its (cached) card."""
+        return (await self._entry(url, headers, ttl)).client
+
+    def forget(self, url: str) -> None:
+        """Drop a cached card, e.g. after the agent stopped answering."""
+        self._cards.pop(url, None)
+
+    async def _entry(self, url: str, headers: dict[str, str] | None, ttl: float) -> _CachedCard:
+        cached = self._cards.get(url)
+        if cached is not None and time.monotonic() - cached.fetched < ttl:
+            return cached
+        resolver = A2ACardResolver(self._http, url)
+        card = await resolver.get_agent_card(http_kwargs={"headers": headers} if headers else None)
+        entry = _CachedCard(card=card, fetched=time.monotonic(), client=self._factory.create(card))
+        self._cards[url] = entry
+        return entry
+
+    async def aclose(self) -> None:
+        self._cards.clear()
+        await self._http.aclose()
+
+    async def __aenter__(self) -> ClientPool:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()

@@ -1,0 +1,94 @@
+"""ASGI middleware for wire concerns: body limits and the activated-extensions header."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ranch.wire.errors import error_body
+
+EXTENSIONS_HEADER = b"a2a-extensions"
+SCOPE_KEY = "ranch"
+"""`scope["ranch"]` is a dict a handler fills; `activated` lists the extensions to echo."""
+
+
+class ActivatedExtensions:
+    """Echo the extensions a handler activated in the response's `A2A-Extensions` header."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        state: dict[str, Any] = scope.setdefault(SCOPE_KEY, {})
+
+        async def send_with_header(message: Message) -> None:
+            if message["type"] == "http.response.start" and state.get("activated"):
+                headers = list(message.get("headers", []))
+                headers.append((EXTENSIONS_HEADER, ",".join(state["activated"]).encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_header)
+
+
+class BodyLimit:
+    """Refuse request bodies over `max_bytes` with 413 and an error in the binding's format."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
+            await self.app(scope, receive, send)
+            return
+        declared = _content_length(scope)
+        if declared is not None:
+            if declared > self.max_bytes:
+                await self._refuse(scope, send, declared)
+                return
+            await self.app(scope, receive, send)
+            return
+        chunks, size = [], 0
+        while True:  # no Content-Length: read up to the limit, then replay
+            message = await receive()
+            chunks.append(message)
+            size += len(message.get("body", b""))
+            if size > self.max_bytes:
+                await self._refuse(scope, send, size)
+                return
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                break
+        replay = iter(chunks)
+
+        async def replayed() -> Message:
+            return next(replay, None) or await receive()
+
+        await self.app(scope, replayed, send)
+
+    async def _refuse(self, scope: Scope, send: Send, size: int) -> None:
+        text = f"request body of {size} bytes exceeds the limit of {self.max_bytes} bytes"
+        body = json.dumps(error_body(scope["path"], "payload_too_large", text)).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", []):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None

@@ -1,0 +1,274 @@
+"""Run ASGI apps and `ranch` processes for real, on loopback only.
+
+Tests that go through a real socket catch what in-process transports hide: framing,
+streaming, timeouts, shutdown. Everything here binds and connects to 127.0.0.1 only,
+and every wait is bounded so a broken server fails a test instead of hanging it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, Self
+
+import httpx
+import uvicorn
+
+HOST = "127.0.0.1"
+"""The only address these helpers ever bind or connect to."""
+
+
+def free_port() -> int:
+    """A port that was free a moment ago (the kernel picks it; another process could still take it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def bind_socket() -> socket.socket:
+    """A socket already bound to 127.0.0.1:<free port>, so no other process can take the port first."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((HOST, 0))
+    return sock
+
+
+class ServerThread:
+    """One uvicorn server on its own event loop in a background thread.
+
+    Give either a `port` or a pre-bound `sock` (see `bind_socket`); with neither, a socket is
+    bound here, so `port` and `url` are known before `start()`. One start per instance: to
+    "restart" on the same port, build a new ServerThread with that port.
+    """
+
+    def __init__(
+        self,
+        app: Any,
+        port: int | None = None,
+        *,
+        sock: socket.socket | None = None,
+        graceful_timeout: int = 2,
+        name: str = "server",
+    ) -> None:
+        if port is not None and sock is not None:
+            raise ValueError("give port or sock, not both")
+        if port is None and sock is None:
+            sock = bind_socket()
+        self._sock = sock
+        self.port: int = sock.getsockname()[1] if sock is not None else int(port or 0)
+        config = uvicorn.Config(
+            app,
+            host=HOST,
+            port=self.port,
+            log_level="warning",
+            lifespan="on",
+            # An in-flight request (a slow peer, an open stream) must not hold shutdown forever.
+            timeout_graceful_shutdown=graceful_timeout,
+        )
+        self.server = uvicorn.Server(config)
+        self.name = name
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    @property
+    def url(self) -> str:
+        """Base URL of the server, without a trailing slash."""
+        return f"http://{HOST}:{self.port}"
+
+    def _run(self) -> None:
+        sockets = [self._sock] if self._sock is not None else None
+        try:
+            asyncio.run(self.server.serve(sockets=sockets))
+        except BaseException as exc:  # uvicorn reports bind and lifespan failures as SystemExit
+            self._error = exc
+        finally:
+            if self._sock is not None:
+                self._sock.close()
+
+    def start(self, timeout: float = 10.0) -> Self:
+        """Start serving and wait (at most `timeout` s) until the server accepts connections."""
+        if self._thread is not None or self.server.started:
+            raise RuntimeError(f"{self.name} was already started; make a new ServerThread to restart")
+        self._thread = threading.Thread(target=self._run, name=f"{self.name}:{self.port}", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started:
+            if not self._thread.is_alive():
+                raise RuntimeError(f"{self.name} on {self.url} exited during startup: {self._error!r}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise TimeoutError(f"{self.name} on {self.url} did not start within {timeout:.0f}s")
+            time.sleep(0.01)
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Ask the server to exit, then force it; raise if the thread still lives after `timeout` s."""
+        thread = self._thread
+        if thread is None:
+            if self._sock is not None:
+                self._sock.close()
+            return
+        self.server.should_exit = True
+        thread.join(timeout / 2)
+        if thread.is_alive():
+            self.server.force_exit = True
+            thread.join(timeout / 2)
+        if thread.is_alive():
+            raise TimeoutError(f"{self.name} on {self.url} did not stop within {timeout:.0f}s")
+        self._thread = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def _tail(path: Path, limit: int = 4000) -> str:
+    """The last `limit` characters of a log file, for error messages."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as exc:
+        return f"<could not read {path}: {exc}>"
+    return text[-limit:]
+
+
+class ServerProcess:
+    """A server run as a child process (e.g. `python -m ranch serve ...`), ready once healthy.
+
+    stdout and stderr go to one file (`log_path`, a temp file by default); its tail is in every
+    startup error, and `output()` returns all of it, also after the process ended.
+    """
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        port: int,
+        *,
+        health_path: str = "/healthz",
+        cwd: str | os.PathLike[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        log_path: str | os.PathLike[str] | None = None,
+        name: str = "process",
+    ) -> None:
+        self.command = list(command)
+        self.port = port
+        self.health_path = health_path if health_path.startswith("/") else f"/{health_path}"
+        self.cwd = cwd
+        self.env = dict(env) if env is not None else None
+        self.name = name
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+        self.log_path: Path | None = Path(log_path) if log_path is not None else None
+
+    @property
+    def url(self) -> str:
+        """Base URL of the server, without a trailing slash."""
+        return f"http://{HOST}:{self.port}"
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit code, or None while it runs (or before start)."""
+        return self.proc.poll() if self.proc is not None else None
+
+    def output(self) -> str:
+        """Everything the process wrote to stdout and stderr so far."""
+        return self.log_path.read_text(errors="replace") if self.log_path is not None else ""
+
+    def _healthy(self, client: httpx.Client) -> bool:
+        try:
+            return client.get(f"{self.url}{self.health_path}").status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def start(self, timeout: float = 20.0) -> Self:
+        """Spawn the command and wait (at most `timeout` s) until the health path answers 200."""
+        if self.proc is not None:
+            raise RuntimeError(f"{self.name} already started")
+        if self.log_path is None:
+            fd, name = tempfile.mkstemp(prefix=f"{self.name}-", suffix=".log")
+            os.close(fd)
+            self.log_path = Path(name)
+        self._log = self.log_path.open("wb")
+        self.proc = subprocess.Popen(
+            self.command,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=self.cwd,
+            env=self.env,
+        )
+        deadline = time.monotonic() + timeout
+        # trust_env=False: a proxy from the environment must never see loopback traffic.
+        with httpx.Client(timeout=1.0, trust_env=False) as client:
+            while not self._healthy(client):
+                code = self.proc.poll()
+                if code is not None:
+                    self._close_log()
+                    raise RuntimeError(
+                        f"{self.name} exited with code {code} before {self.health_path} answered 200.\n"
+                        f"command: {self.command}\n--- output tail ---\n{_tail(self.log_path)}"
+                    )
+                if time.monotonic() > deadline:
+                    self.kill()
+                    raise TimeoutError(
+                        f"{self.name}: {self.url}{self.health_path} not 200 within {timeout:.0f}s.\n"
+                        f"command: {self.command}\n--- output tail ---\n{_tail(self.log_path)}"
+                    )
+                time.sleep(0.1)
+        return self
+
+    def _wait(self, timeout: float) -> int | None:
+        if self.proc is None:
+            return None
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            return self.proc.wait(timeout)
+        return None
+
+    def kill(self, timeout: float = 5.0) -> int | None:
+        """SIGKILL the process (a crash, as far as it is concerned) and reap it."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        code = self._wait(timeout)
+        self._close_log()
+        return code
+
+    def terminate(self, timeout: float = 10.0) -> int | None:
+        """SIGTERM and wait for a graceful exit; SIGKILL if it takes longer than `timeout` s."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+        code = self._wait(timeout)
+        if code is None:
+            return self.kill()
+        self._close_log()
+        return code
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        """Stop however it takes: graceful first, then forced."""
+        return self.terminate(timeout)
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
