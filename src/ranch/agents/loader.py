@@ -2,7 +2,8 @@
 
 `attr` may be:
 
-- a class: instantiated with the config's `options` as keyword arguments;
+- a class: instantiated with the config's `options` as keyword arguments (and
+  `agent_id=<its id>` when the constructor takes that parameter);
 - an object with `run(message, call)`;
 - an async generator function `run(message, call)`.
 
@@ -41,8 +42,11 @@ def import_entry(agent_id: str, entry: str) -> Any:
 def resolve_runner(agent_id: str, target: Any, options: dict[str, Any]) -> Runner:
     """Turn whatever `entry` named into a `run(message, call)` callable."""
     if inspect.isclass(target):
+        kwargs = dict(options)
+        if "agent_id" in inspect.signature(target).parameters:
+            kwargs.setdefault("agent_id", agent_id)
         try:
-            target = target(**options)
+            target = target(**kwargs)
         except TypeError as exc:
             raise ConfigError([f"{agent_id}: cannot create {target.__name__}(**options): {exc}"]) from exc
     run = getattr(target, "run", target)

@@ -1,0 +1,116 @@
+"""Scripted `kind: python` agents for tests: they record what reaches them and answer as told.
+
+Configure one in YAML:
+
+    - id: worker
+      kind: python
+      entry: probes:Probe
+      client_routing: true
+      options: {reply: "done", route: user, reason: finished}
+
+Options: `reply` (text; `{text}` is the incoming text), `route` (recipient string),
+`form` (`uri` default, `x-recipient`, `object`: how the decision is written),
+`reason`, `handoffs` (list), `sleep` (seconds before answering), `fail` (raise
+RuntimeError with this text), `replies` (list of replies used in turn, the last
+one repeating), `task` (answer with task events instead of a Message).
+
+Every message a probe receives is appended to `RECEIVED[agent_id]`, so tests
+can check exactly what an agent was shown.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+from a2a.types import (
+    Artifact,
+    Message,
+    Part,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
+from google.protobuf.json_format import MessageToDict
+
+from ranch.agents.base import Call, Event, reply, text_of
+from ranch.routing import extension
+
+RECEIVED: defaultdict[str, list[Message]] = defaultdict(list)
+CALLS: defaultdict[str, list[Call]] = defaultdict(list)
+
+
+def reset() -> None:
+    RECEIVED.clear()
+    CALLS.clear()
+
+
+def metadata_of(message: Message) -> dict[str, Any]:
+    return MessageToDict(message.metadata)
+
+
+class Probe:
+    """One scripted agent; ranch passes its config id as `agent_id`."""
+
+    def __init__(self, agent_id: str, **options: Any) -> None:
+        self.name = agent_id
+        self.options = options
+        self.count = 0
+
+    async def run(self, message: Message, call: Call) -> AsyncIterator[Event]:
+        copy = Message()
+        copy.CopyFrom(message)
+        RECEIVED[self.name].append(copy)
+        CALLS[self.name].append(call)
+        self.count += 1
+        opts = self.options
+        if opts.get("sleep"):
+            await anyio.sleep(float(opts["sleep"]))
+        if opts.get("fail"):
+            raise RuntimeError(str(opts["fail"]))
+        replies = opts.get("replies") or [opts.get("reply", f"{self.name} saw: {{text}}")]
+        text = str(replies[min(self.count, len(replies)) - 1]).replace("{text}", text_of(message))
+        answer = reply(message, text)
+        _decide(answer, opts)
+        if opts.get("task"):
+            async for event in _as_task(message, answer):
+                yield event
+            return
+        yield answer
+
+
+def _decide(answer: Message, opts: dict[str, Any]) -> None:
+    route = opts.get("route")
+    if route is None:
+        return
+    form = opts.get("form", "uri")
+    if form == "x-recipient":
+        answer.metadata.update({extension.X_RECIPIENT: route})
+        return
+    recipient: Any = route
+    if form == "object":
+        recipient = {"type": route} if route in ("user", "sender") else {"type": "agent", "id": route}
+    data: dict[str, Any] = {"recipient": recipient}
+    if opts.get("reason"):
+        data["reason"] = opts["reason"]
+    if opts.get("handoffs") is not None:
+        data["handoffs"] = opts["handoffs"]
+    answer.metadata.update({extension.URI: data})
+
+
+async def _as_task(message: Message, answer: Message) -> AsyncIterator[Event]:
+    task_id = message.task_id or str(uuid.uuid4())
+    yield Task(id=task_id, context_id=message.context_id, status=TaskStatus(state=TaskState.TASK_STATE_WORKING))
+    yield TaskArtifactUpdateEvent(
+        task_id=task_id,
+        context_id=message.context_id,
+        artifact=Artifact(artifact_id="answer", parts=[Part(text=text_of(answer))], metadata=answer.metadata),
+    )
+    yield TaskStatusUpdateEvent(
+        task_id=task_id, context_id=message.context_id, status=TaskStatus(state=TaskState.TASK_STATE_COMPLETED)
+    )
