@@ -166,7 +166,9 @@ def parse_config(text: str, source: str = "<config>") -> RanchConfig:
     return config
 
 
-def _validate_entries(raw: dict[str, Any], section: str, adapter: TypeAdapter[Any], problems: list[str]) -> list[Any]:
+def _validate_entries(
+    raw: dict[str, Any], section: str, adapter: TypeAdapter[Any], problems: list[str]
+) -> list[Any]:
     entries = raw.get(section) or []
     if not isinstance(entries, list):
         problems.append(f"config: `{section}` must be a list")
@@ -192,7 +194,12 @@ def _raw_ids(raw: dict[str, Any]) -> set[str]:
 def cross_check(config: RanchConfig, also_defined: set[str] | None = None) -> list[str]:
     """The checks a schema cannot express: uniqueness, membership, cycles, regexes."""
     known = set(config.ids()) | (also_defined or set())
-    return [*_check_ids(config), *_check_teams(config, known), *_check_rules(config, known), *_check_cycles(config)]
+    return [
+        *_check_ids(config),
+        *_check_teams(config, known),
+        *_check_rules(config, known),
+        *_check_cycles(config),
+    ]
 
 
 def _check_ids(config: RanchConfig) -> Iterator[str]:
@@ -266,7 +273,7 @@ def _expand_env(value: Any, problems: list[str], where: str) -> Any:
 
         return _ENV.sub(substitute, value)
     if isinstance(value, dict):
-        owner = value.get("id") if isinstance(value.get("id"), str) else where
+        owner = str(value["id"]) if isinstance(value.get("id"), str) else where
         return {k: _expand_env(v, problems, owner) for k, v in value.items()}
     if isinstance(value, list):
         return [_expand_env(v, problems, where) for v in value]
@@ -292,5 +299,5 @@ def _describe(exc: ValidationError, section: str, index: int, entry: Any) -> lis
     return lines
 
 
-_AGENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(AgentConfig)
+_AGENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(AgentConfig)  # type: ignore[arg-type]  # an Annotated union
 _TEAM_ADAPTER: TypeAdapter[Any] = TypeAdapter(TeamConfig)

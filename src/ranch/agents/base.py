@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 
 from a2a.types import (
@@ -82,10 +82,10 @@ class Agent(ABC):
         """Describe this agent (a remote agent fetches and caches its card)."""
 
     @abstractmethod
-    def run(self, message: Message, call: Call) -> AsyncIterator[Event]:
+    def run(self, message: Message, call: Call) -> AsyncGenerator[Event, None]:
         """Answer one message with A2A events."""
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 - most kinds hold nothing; they need not override
         """Release what the agent holds (connections, subprocesses)."""
 
 

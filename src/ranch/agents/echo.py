@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from a2a.types import Message
 
@@ -19,5 +19,5 @@ class EchoAgent(Agent):
     async def info(self) -> AgentInfo:
         return self._info
 
-    async def run(self, message: Message, call: Call) -> AsyncIterator[Event]:
+    async def run(self, message: Message, call: Call) -> AsyncGenerator[Event, None]:
         yield reply(message, text_of(message))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 from a2a.types import Message
@@ -66,11 +66,13 @@ class PythonAgent(Agent):
     async def info(self) -> AgentInfo:
         return self._info
 
-    async def run(self, message: Message, call: Call) -> AsyncIterator[Event]:
+    async def run(self, message: Message, call: Call) -> AsyncGenerator[Event, None]:
         async for item in self._run(message, call):
             if isinstance(item, str):
                 yield reply(message, item)
-            elif isinstance(item, Event):  # type: ignore[misc, arg-type]
+            elif isinstance(item, Event):
                 yield item
             else:
-                raise InvalidAgentReply(self.id, f"yielded a {type(item).__name__}; expected an A2A event or str")
+                raise InvalidAgentReply(
+                    self.id, f"yielded a {type(item).__name__}; expected an A2A event or str"
+                )

@@ -15,14 +15,22 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 
 import httpx
 from a2a.client import ClientCallContext
 from a2a.client.errors import A2AClientError, A2AClientTimeoutError
 from a2a.client.service_parameters import with_a2a_extensions
-from a2a.types import AgentCard, Message, SendMessageRequest, StreamResponse, Task, TaskArtifactUpdateEvent, TaskState
+from a2a.types import (
+    AgentCard,
+    Message,
+    SendMessageRequest,
+    StreamResponse,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+)
 from a2a.utils.errors import A2AError
 from google.protobuf import json_format
 
@@ -86,7 +94,7 @@ class RemoteAgent(Agent):
             streaming=card.capabilities.streaming,
         )
 
-    async def run(self, message: Message, call: Call) -> AsyncIterator[Event]:
+    async def run(self, message: Message, call: Call) -> AsyncGenerator[Event, None]:
         card = await self.card()
         declared = {ext.uri for ext in card.capabilities.extensions}
         session = self._session(message.context_id)

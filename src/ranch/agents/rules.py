@@ -9,7 +9,7 @@ agent says so and decides nothing.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 
 from a2a.types import Message
@@ -50,7 +50,7 @@ class RulesAgent(Agent):
     async def info(self) -> AgentInfo:
         return self._info
 
-    async def run(self, message: Message, call: Call) -> AsyncIterator[Event]:
+    async def run(self, message: Message, call: Call) -> AsyncGenerator[Event, None]:
         text = text_of(message)
         for rule in self._rules:
             answer = rule.answer(text)

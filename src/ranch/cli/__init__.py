@@ -12,7 +12,9 @@ from ranch.exceptions import ConfigError, RanchError
 def build_parser() -> argparse.ArgumentParser:
     from ranch.cli import check, send, serve
 
-    parser = argparse.ArgumentParser(prog="ranch", description="Teams of A2A agents that route work to each other.")
+    parser = argparse.ArgumentParser(
+        prog="ranch", description="Teams of A2A agents that route work to each other."
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve.register(commands)
     send.register(commands)

@@ -38,7 +38,9 @@ def register(commands: Any) -> None:
     parser = commands.add_parser("send", help="send TEXT to an agent or team of a running server")
     parser.add_argument("target", help="agent or team id")
     parser.add_argument("text", help="the message")
-    parser.add_argument("--url", default=os.environ.get("RANCH_URL", DEFAULT_URL), help="server (env RANCH_URL)")
+    parser.add_argument(
+        "--url", default=os.environ.get("RANCH_URL", DEFAULT_URL), help="server (env RANCH_URL)"
+    )
     parser.add_argument("--context", default="", help="continue the conversation with this contextId")
     parser.add_argument("--stream", action="store_true", help="print each hop as it happens")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the answer")
@@ -56,16 +58,23 @@ async def send(args: argparse.Namespace) -> int:
             card = await A2ACardResolver(http, base).get_agent_card()
         except AgentCardResolutionError as exc:
             if exc.status_code == 404:
-                raise RanchError(f"no agent or team '{args.target}' at {args.url} (GET /a2a/agents lists them)") from exc
+                raise RanchError(
+                    f"no agent or team '{args.target}' at {args.url} (GET /a2a/agents lists them)"
+                ) from exc
             raise RanchError(f"cannot read the card at {base}: {exc.message}") from exc
         except httpx.HTTPError as exc:
-            raise RanchError(f"cannot reach ranch at {args.url} ({exc!r}); is `ranch serve` running?") from exc
+            raise RanchError(
+                f"cannot reach ranch at {args.url} ({exc!r}); is `ranch serve` running?"
+            ) from exc
         config = ClientConfig(
             httpx_client=http, streaming=args.stream, supported_protocol_bindings=[TransportProtocol.JSONRPC]
         )
         client = ClientFactory(config).create(card)
         message = Message(
-            role=Role.ROLE_USER, message_id=str(uuid.uuid4()), context_id=args.context, parts=[Part(text=args.text)]
+            role=Role.ROLE_USER,
+            message_id=str(uuid.uuid4()),
+            context_id=args.context,
+            parts=[Part(text=args.text)],
         )
         printer = Printer(streaming=args.stream)
         try:
@@ -120,7 +129,7 @@ class Printer:
         _print_route(task)
         print(f"task {task.id} | context {task.context_id} | {state}")
         if state == "input-required":
-            print(f"answer with: ranch send <target> \"...\" --context {task.context_id}")
+            print(f'answer with: ranch send <target> "..." --context {task.context_id}')
         return 0 if state in ("completed", "input-required") else 1
 
 
@@ -140,7 +149,11 @@ def _print_route(task: Task) -> None:
     trail = data.get("trail") if isinstance(data, dict) else None
     if not trail:
         return
-    print("\nroute: " + " -> ".join(["user", *(hop["agent"] for hop in trail)]) + f" -> {trail[-1]['recipient']}")
+    print(
+        "\nroute: "
+        + " -> ".join(["user", *(hop["agent"] for hop in trail)])
+        + f" -> {trail[-1]['recipient']}"
+    )
     for index, hop in enumerate(trail, 1):
         print(
             f"  {index:>2}. {hop['agent']:<12} from {hop['sender']:<12} -> {hop['recipient']:<12}"

@@ -24,8 +24,12 @@ def register(commands: Any) -> None:
         default=os.environ.get("RANCH_DATABASE_URL", DEFAULT_DATABASE_URL),
         help=f"task store URL (env RANCH_DATABASE_URL; default {DEFAULT_DATABASE_URL})",
     )
-    parser.add_argument("--max-body", type=int, default=DEFAULT_MAX_BODY, help="largest request body in bytes")
-    parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    parser.add_argument(
+        "--max-body", type=int, default=DEFAULT_MAX_BODY, help="largest request body in bytes"
+    )
+    parser.add_argument(
+        "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
+    )
     parser.set_defaults(handler=run)
 
 
@@ -40,7 +44,9 @@ def run(args: argparse.Namespace) -> int:
 def banner(config: RanchConfig, base: str, *, demo: bool, db: str) -> str:
     lines = [f"ranch is serving {'the built-in demo' if demo else 'your config'} at {base}"]
     for team in config.teams:
-        lines.append(f"  team  {team.id:<14} {agent_url(base, team.id)}  (members: {', '.join(team.members)})")
+        lines.append(
+            f"  team  {team.id:<14} {agent_url(base, team.id)}  (members: {', '.join(team.members)})"
+        )
     for agent in config.agents:
         lines.append(f"  agent {agent.id:<14} {agent_url(base, agent.id)}  ({agent.kind})")
     lines.append(f"  tasks are stored in {db}")

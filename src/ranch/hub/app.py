@@ -133,7 +133,9 @@ def _list_agents(hub: Hub):  # type: ignore[no-untyped-def]
                     "id": agent.id,
                     "name": info.name,
                     "description": info.description,
-                    "kind": "team" if isinstance(agent, Team) else type(agent).__name__.removesuffix("Agent").lower(),
+                    "kind": "team"
+                    if isinstance(agent, Team)
+                    else type(agent).__name__.removesuffix("Agent").lower(),
                     "url": agent_url(base, agent.id),
                     "card": f"{agent_url(base, agent.id)}/.well-known/agent-card.json",
                 }
@@ -149,7 +151,13 @@ def _card(hub: Hub):  # type: ignore[no-untyped-def]
         if agent_id not in hub.registry:
             known = ", ".join(hub.registry.ids())
             return JSONResponse(
-                {"error": {"code": 404, "status": "NOT_FOUND", "message": f"no agent '{agent_id}' (known: {known})"}},
+                {
+                    "error": {
+                        "code": 404,
+                        "status": "NOT_FOUND",
+                        "message": f"no agent '{agent_id}' (known: {known})",
+                    }
+                },
                 status_code=404,
             )
         agent = hub.registry.get(agent_id)

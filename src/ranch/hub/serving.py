@@ -49,6 +49,14 @@ from ranch.wire.errors import error_body, http_status
 from ranch.wire.middleware import SCOPE_KEY
 
 AGENT_KEY = "ranch.agent"
+A2A_METHODS = (
+    "SendMessage",
+    "SendStreamingMessage",
+    "GetTask",
+    "ListTasks",
+    "CancelTask",
+    "SubscribeToTask",
+)
 
 
 class ContextBuilder(DefaultServerCallContextBuilder):
@@ -184,7 +192,10 @@ def guard_agent(registry: Registry, endpoint: Callable[[Request], Awaitable[Resp
     async def guarded(request: Request) -> Response:
         agent_id = request.path_params.get("agent_id", "")
         if agent_id in registry:
-            return await endpoint(request)
+            response = await endpoint(request)
+            if b'"code":-32601' in getattr(response, "body", b""):
+                return await _name_unknown_method(request, response)
+            return response
         known = ", ".join(registry.ids()) or "none"
         text = f"no agent or team '{agent_id}' is served here (known: {known})"
         request_id = None
@@ -194,6 +205,21 @@ def guard_agent(registry: Registry, endpoint: Callable[[Request], Awaitable[Resp
         return JSONResponse(body, status_code=http_status("agent_not_found"))
 
     return guarded
+
+
+async def _name_unknown_method(request: Request, response: Response) -> Response:
+    """The SDK says only "Method not found"; say which method, and which exist."""
+    try:
+        data = json.loads(await request.body())
+        payload = json.loads(bytes(response.body))
+    except ValueError:
+        return response
+    method = data.get("method") if isinstance(data, dict) else None
+    payload["error"]["message"] = (
+        f"method {method!r} does not exist; A2A 1.0 methods are {', '.join(A2A_METHODS)} "
+        "(A2A 0.3 names such as message/send are served when no A2A-Version header is sent)"
+    )
+    return JSONResponse(payload, status_code=response.status_code)
 
 
 def _request_id(body: bytes) -> Any:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from dataclasses import dataclass, field
 
 import anyio
@@ -29,7 +30,12 @@ from a2a.types import (
     TaskStatus,
     TaskStatusUpdateEvent,
 )
-from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError
+from a2a.utils.errors import (
+    InvalidParamsError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from google.protobuf.json_format import MessageToDict
@@ -121,7 +127,9 @@ class TaskCore:
             context_id = message.context_id or str(uuid.uuid4())
             return Run(task_id=str(uuid.uuid4()), context_id=context_id, owner=owner, task=None)
         if message.task_id in self.live and self.live[message.task_id].owner == owner:
-            raise UnsupportedOperationError(f"task {message.task_id} is still working; wait for it or cancel it")
+            raise UnsupportedOperationError(
+                f"task {message.task_id} is still working; wait for it or cancel it"
+            )
         task = await self.store.get(message.task_id, _ctx(owner))
         if task is None:
             raise TaskNotFoundError(f"task {message.task_id} not found")
@@ -143,9 +151,10 @@ class TaskCore:
         with run.scope:
             try:
                 with anyio.fail_after(agent.timeout):
-                    async for event in agent.run(message, call):
-                        if self._apply(run, event, incoming):
-                            break
+                    async with aclosing(agent.run(message, call)) as events:  # closing releases its locks
+                        async for event in events:
+                            if self._apply(run, event, incoming):
+                                break
             except TimeoutError:
                 error = str(AgentTimeout(agent.id, agent.timeout))
             except RanchError as exc:
@@ -207,7 +216,9 @@ class TaskCore:
             return
         task = self._ensure_task(run, incoming)
         if run.canceled:
-            self._apply(run, _status_event(run, TaskState.TASK_STATE_CANCELED, _text(run, "canceled")), incoming)
+            self._apply(
+                run, _status_event(run, TaskState.TASK_STATE_CANCELED, _text(run, "canceled")), incoming
+            )
         elif error is not None:
             self._apply(run, _status_event(run, TaskState.TASK_STATE_FAILED, _text(run, error)), incoming)
         elif task.status.state not in TERMINAL | INTERRUPTED:
@@ -325,9 +336,7 @@ def _text(run: Run, text: str) -> Message:
     )
 
 
-def _status_event(run: Run, state: TaskState.ValueType, message: Message) -> TaskStatusUpdateEvent:
+def _status_event(run: Run, state: TaskState, message: Message) -> TaskStatusUpdateEvent:
     return TaskStatusUpdateEvent(
         task_id=run.task_id, context_id=run.context_id, status=TaskStatus(state=state, message=message)
     )
-
-

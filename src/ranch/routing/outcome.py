@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +25,9 @@ from ranch.exceptions import AgentError, InvalidAgentReply
 from ranch.routing import extension
 
 INTERRUPTED = frozenset({TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED})
-FAILED = frozenset({TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_REJECTED, TaskState.TASK_STATE_CANCELED})
+FAILED = frozenset(
+    {TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_REJECTED, TaskState.TASK_STATE_CANCELED}
+)
 
 
 @dataclass
@@ -33,7 +36,7 @@ class HopOutcome:
 
     agent: str
     parts: list[Part]
-    state: TaskState.ValueType
+    state: TaskState
     decision: extension.RoutingDecision | None
     context_id: str = ""
     task_id: str = ""
@@ -48,12 +51,13 @@ class HopOutcome:
         return text_of(Message(parts=self.parts))
 
 
-async def collect(agent: str, events: AsyncIterator[Event]) -> HopOutcome:
+async def collect(agent: str, events: AsyncGenerator[Event, None]) -> HopOutcome:
     """Consume a member's events; raise AgentError if they do not add up to an answer."""
     folder = _Folder(agent)
-    async for event in events:
-        if folder.fold(event):
-            break
+    async with aclosing(events) as stream:  # closing the member's generator releases what it holds
+        async for event in stream:
+            if folder.fold(event):
+                break
     return folder.outcome()
 
 
@@ -78,8 +82,10 @@ class _Folder:
             _apply_artifact(task, event)
         else:
             raise InvalidAgentReply(self.agent, f"yielded {type(event).__name__}, not an A2A event")
-        return task.status.state in INTERRUPTED or task.status.state in FAILED or (
-            task.status.state == TaskState.TASK_STATE_COMPLETED
+        return (
+            task.status.state in INTERRUPTED
+            or task.status.state in FAILED
+            or (task.status.state == TaskState.TASK_STATE_COMPLETED)
         )
 
     def _task(self, event: Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> Task:
@@ -139,4 +145,5 @@ def _apply_artifact(task: Task, event: TaskArtifactUpdateEvent) -> None:
 
 
 def _dict(struct: Struct) -> dict[str, Any]:
-    return MessageToDict(struct)
+    data: dict[str, Any] = MessageToDict(struct)
+    return data

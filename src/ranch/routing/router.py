@@ -55,7 +55,9 @@ class Next:
 class Turn:
     """One user message travelling through a team until someone answers the user."""
 
-    def __init__(self, team: Team, conversation: context.Conversation, message: Message, task_id: str) -> None:
+    def __init__(
+        self, team: Team, conversation: context.Conversation, message: Message, task_id: str
+    ) -> None:
         self.team = team
         self.conversation = conversation
         self.message = message
@@ -199,14 +201,16 @@ class Turn:
             artifact_id=f"hop-{hop}-{outcome.agent}",
             name=outcome.agent,
             parts=outcome.parts,
-            metadata=_struct({HOP_KEY: {"agent": outcome.agent, "sender": sender, "reason": reason, "hop": hop}}),
+            metadata=_struct(
+                {HOP_KEY: {"agent": outcome.agent, "sender": sender, "reason": reason, "hop": hop}}
+            ),
         )
         return TaskArtifactUpdateEvent(
             task_id=self.task_id, context_id=self.context_id, artifact=artifact, last_chunk=True
         )
 
     def final(
-        self, state: TaskState.ValueType, parts: list[Part], error: RanchError | None = None
+        self, state: TaskState, parts: list[Part], error: RanchError | None = None
     ) -> TaskStatusUpdateEvent:
         data: dict[str, Any] = {"trail": [hop.to_json() for hop in self.trail]}
         if error is not None:
@@ -218,7 +222,7 @@ class Turn:
         return event
 
     def status(
-        self, state: TaskState.ValueType, parts: list[Part], metadata: dict[str, Any] | None
+        self, state: TaskState, parts: list[Part], metadata: dict[str, Any] | None
     ) -> TaskStatusUpdateEvent:
         message = Message(
             message_id=str(uuid.uuid4()),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Literal
 
 import anyio
@@ -72,12 +72,14 @@ class Team(Agent):
             extensions=[extension.declaration()],
         )
 
-    async def peer_cards(self, exclude: str, only: list[str] | None = None) -> list[extension.SimplifiedAgentCard]:
+    async def peer_cards(
+        self, exclude: str, only: list[str] | None = None
+    ) -> list[extension.SimplifiedAgentCard]:
         """Members other than `exclude`, narrowed to `only` when the previous agent gave handoffs."""
         ids = [m for m in self.members if m != exclude and (only is None or m in only)]
         return [info.peer_card() for info in await self._member_infos(ids)]
 
-    async def run(self, message: Message, call: Call) -> AsyncIterator[Event]:
+    async def run(self, message: Message, call: Call) -> AsyncGenerator[Event, None]:
         if not message.context_id:
             message.context_id = str(uuid.uuid4())
         task_id = message.task_id or str(uuid.uuid4())

@@ -51,7 +51,8 @@ def build_card(
         capabilities=AgentCapabilities(streaming=streaming, push_notifications=False, extensions=declared),
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
-        skills=list(skills) or [AgentSkill(id=agent_id, name=name, description=description or name, tags=[agent_id])],
+        skills=list(skills)
+        or [AgentSkill(id=agent_id, name=name, description=description or name, tags=[agent_id])],
     )
 
 

@@ -29,7 +29,9 @@ class _CachedCard:
 class ClientPool:
     """The process-wide outbound A2A client: open it once, share it, close it at shutdown."""
 
-    def __init__(self, timeout: httpx.Timeout = DEFAULT_TIMEOUT, limits: httpx.Limits = DEFAULT_LIMITS) -> None:
+    def __init__(
+        self, timeout: httpx.Timeout = DEFAULT_TIMEOUT, limits: httpx.Limits = DEFAULT_LIMITS
+    ) -> None:
         self._http = httpx.AsyncClient(timeout=timeout, limits=limits, follow_redirects=False)
         self._factory = ClientFactory(
             ClientConfig(

@@ -1,0 +1,109 @@
+"""The command line as a newcomer uses it: `ranch serve` (demo), `ranch send`, `ranch check`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from servers import ServerProcess, free_port
+
+RANCH = [sys.executable, "-m", "ranch"]
+
+
+def ranch(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*RANCH, *args], capture_output=True, text=True, timeout=timeout, check=False)
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """`ranch serve` with no config: the built-in demo, in a real subprocess."""
+    port = free_port()
+    db = tmp_path_factory.mktemp("demo") / "ranch.db"
+    command = [*RANCH, "serve", "--port", str(port), "--db", f"sqlite+aiosqlite:///{db}"]
+    with ServerProcess(command, port, log_path=db.with_suffix(".log")) as server:
+        yield server
+
+
+def test_serve_prints_what_it_serves_and_how_to_try_it(demo: ServerProcess) -> None:
+    output = demo.output()
+    assert "ranch is serving the built-in demo" in output
+    assert f"{demo.url}/a2a/agents/helpdesk" in output
+    assert 'try: ranch send helpdesk "find papers on quantum error correction"' in output
+
+
+def test_send_prints_the_reply_and_the_route(demo: ServerProcess) -> None:
+    result = ranch("send", "helpdesk", "find papers on quantum error correction", "--url", demo.url)
+    assert result.returncode == 0, result.stderr
+    assert "Research notes on 'find papers on quantum error correction'" in result.stdout
+    assert "route: user -> triage -> researcher -> triage -> user" in result.stdout
+    assert "| completed" in result.stdout
+
+
+def test_send_stream_prints_each_hop_before_the_answer(demo: ServerProcess) -> None:
+    result = ranch("send", "helpdesk", "write a note about the offsite", "--url", demo.url, "--stream")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    hops = [line for line in lines if line.startswith("-> ")]
+    assert [hop.split()[1] for hop in hops] == ["triage", "writer", "triage"]
+    assert lines.index(hops[-1]) < next(i for i, line in enumerate(lines) if line.startswith("route:"))
+
+
+def test_send_continues_a_conversation_with_context(demo: ServerProcess) -> None:
+    first = ranch("send", "helpdesk", "find papers on cats", "--url", demo.url)
+    context = first.stdout.rsplit("| context ", 1)[1].split(" |", 1)[0]
+    second = ranch("send", "helpdesk", "write a note about cats", "--url", demo.url, "--context", context)
+    assert second.returncode == 0, second.stderr
+    assert f"| context {context} |" in second.stdout
+
+
+def test_send_to_an_unknown_agent_says_so(demo: ServerProcess) -> None:
+    result = ranch("send", "nobody", "hi", "--url", demo.url)
+    assert result.returncode == 2
+    assert "no agent or team 'nobody'" in result.stderr
+
+
+def test_send_without_a_server_says_so() -> None:
+    result = ranch("send", "helpdesk", "hi", "--url", f"http://127.0.0.1:{free_port()}")
+    assert result.returncode == 2
+    assert "is `ranch serve` running?" in result.stderr
+
+
+def test_check_accepts_a_good_config(tmp_path: Path) -> None:
+    path = tmp_path / "team.yaml"
+    path.write_text("agents:\n  - {id: a, kind: echo}\nteams:\n  - {id: t, members: [a], default_agent: a}\n")
+    result = ranch("check", str(path))
+    assert result.returncode == 0
+    assert "ok: 1 agent(s), 1 team(s)" in result.stdout
+
+
+def test_check_lists_every_problem_with_its_id_and_fails(tmp_path: Path) -> None:
+    path = tmp_path / "team.yaml"
+    path.write_text(
+        "agents:\n  - {id: a, kind: echo}\n  - {id: a, kind: echo}\n"
+        "teams:\n  - {id: t, members: [a, ghost], default_agent: b}\n"
+    )
+    result = ranch("check", str(path))
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        "error: a: duplicate id (ids are unique across agents and teams)",
+        "error: t: member 'ghost' is not a defined agent or team",
+        "error: t: default_agent 'b' is not a member",
+    ]
+
+
+def test_check_a_missing_file(tmp_path: Path) -> None:
+    result = ranch("check", str(tmp_path / "nope.yaml"))
+    assert result.returncode == 1
+    assert "cannot read the file" in result.stderr
+
+
+def test_serve_refuses_a_bad_config_before_listening(tmp_path: Path) -> None:
+    path = tmp_path / "team.yaml"
+    path.write_text("teams:\n  - {id: t, members: [x], default_agent: x}\n")
+    result = ranch("serve", str(path), "--port", str(free_port()), timeout=30)
+    assert result.returncode == 1
+    assert "error: t: member 'x' is not a defined agent or team" in result.stderr
