@@ -61,6 +61,8 @@ async def send(args: argparse.Namespace) -> int:
                 raise RanchError(
                     f"no agent or team '{args.target}' at {args.url} (GET /a2a/agents lists them)"
                 ) from exc
+            if isinstance(exc.__cause__, httpx.RequestError):
+                raise RanchError(f"cannot reach ranch at {args.url}; is `ranch serve` running?") from exc
             raise RanchError(f"cannot read the card at {base}: {exc.message}") from exc
         except httpx.HTTPError as exc:
             raise RanchError(
