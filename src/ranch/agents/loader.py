@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
+from contextlib import aclosing
 from typing import Any
 
 from a2a.types import Message
@@ -24,7 +25,7 @@ from a2a.types import Message
 from ranch.agents.base import Agent, AgentInfo, Call, Event, reply
 from ranch.exceptions import ConfigError, InvalidAgentReply
 
-Runner = Callable[[Message, Call], AsyncIterator[Any]]
+Runner = Callable[[Message, Call], AsyncGenerator[Any, None]]
 
 
 def import_entry(agent_id: str, entry: str) -> Any:
@@ -67,12 +68,13 @@ class PythonAgent(Agent):
         return self._info
 
     async def run(self, message: Message, call: Call) -> AsyncGenerator[Event, None]:
-        async for item in self._run(message, call):
-            if isinstance(item, str):
-                yield reply(message, item)
-            elif isinstance(item, Event):
-                yield item
-            else:
-                raise InvalidAgentReply(
-                    self.id, f"yielded a {type(item).__name__}; expected an A2A event or str"
-                )
+        async with aclosing(self._run(message, call)) as items:
+            async for item in items:
+                if isinstance(item, str):
+                    yield reply(message, item)
+                elif isinstance(item, Event):
+                    yield item
+                else:
+                    raise InvalidAgentReply(
+                        self.id, f"yielded a {type(item).__name__}; expected an A2A event or str"
+                    )

@@ -1,0 +1,1 @@
+"""Side-by-side benchmarks: every row is measured in the same run, on the same machine."""
