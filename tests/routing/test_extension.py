@@ -79,7 +79,9 @@ def task(
     if status_message:
         built.status.message.CopyFrom(message(status))
     for index, data in enumerate(artifacts or []):
-        built.artifacts.append(Artifact(artifact_id=f"a{index}", parts=[Part(text=str(index))], metadata=struct(data)))
+        built.artifacts.append(
+            Artifact(artifact_id=f"a{index}", parts=[Part(text=str(index))], metadata=struct(data))
+        )
     built.metadata.CopyFrom(struct(metadata))
     return built
 
@@ -119,7 +121,9 @@ def test_declare_adds_the_extension_once_and_keeps_the_others() -> None:
     ("uris", "expected"),
     [((), False), ((OTHER_URI,), False), ((URI,), True), ((OTHER_URI, URI), True), ((URI + "x",), False)],
 )
-def test_supports_is_true_exactly_when_the_card_declares_the_uri(uris: tuple[str, ...], expected: bool) -> None:
+def test_supports_is_true_exactly_when_the_card_declares_the_uri(
+    uris: tuple[str, ...], expected: bool
+) -> None:
     """An agent supports client routing exactly when its card lists the URI in capabilities.extensions."""
     assert extension.supports(card(*uris)) is expected
 
@@ -134,13 +138,15 @@ def test_supports_after_declare() -> None:
 
 def peers() -> list[SimplifiedAgentCard]:
     return [
-        SimplifiedAgentCard(id="b", name="B", description="bee", capabilities=["search"], supports_client_routing=True),
+        SimplifiedAgentCard(
+            id="b", name="B", description="bee", capabilities=["search"], supports_client_routing=True
+        ),
         SimplifiedAgentCard(id="c", name="C"),
     ]
 
 
 def test_attach_request_writes_camel_case_metadata_and_the_extensions_entry() -> None:
-    """attach_request puts {agentCards, sender, hopsRemaining, trail} in metadata[URI] and the URI in extensions."""
+    """attach_request writes {agentCards, sender, hopsRemaining, trail} in metadata[URI] and the URI."""
     msg = message({"keep": "me"}, [OTHER_URI])
     request = RoutingRequest(agent_cards=peers(), sender="a", hops_remaining=4, trail=["a"])
     returned = extension.attach_request(msg, request)
@@ -156,7 +162,13 @@ def test_attach_request_writes_camel_case_metadata_and_the_extensions_entry() ->
                     "capabilities": ["search"],
                     "supportsClientRouting": True,
                 },
-                {"id": "c", "name": "C", "description": "", "capabilities": [], "supportsClientRouting": False},
+                {
+                    "id": "c",
+                    "name": "C",
+                    "description": "",
+                    "capabilities": [],
+                    "supportsClientRouting": False,
+                },
             ],
             "sender": "a",
             "hopsRemaining": 4,
@@ -260,7 +272,9 @@ def test_strip_on_a_clean_message_changes_nothing() -> None:
     ],
     ids=lambda value: repr(value) if not isinstance(value, RoutingDecision) else "",
 )
-def test_read_decision_reads_every_recipient_form(metadata: dict[str, Any], expected: RoutingDecision) -> None:
+def test_read_decision_reads_every_recipient_form(
+    metadata: dict[str, Any], expected: RoutingDecision
+) -> None:
     """A recipient is read from metadata[URI].recipient, x-recipient, and the object form."""
     assert extension.read_decision(message(metadata)) == expected
 
@@ -310,7 +324,9 @@ def test_read_decision_prefers_the_uri_form_over_x_recipient() -> None:
 
 def test_read_decision_falls_back_to_x_recipient_when_the_uri_form_is_unusable() -> None:
     """An unusable metadata[URI] (no or bad recipient) does not hide a valid x-recipient."""
-    assert extension.read_decision(message({URI: {"reason": "x"}, X_RECIPIENT: "c"})) == RoutingDecision(recipient="c")
+    assert extension.read_decision(message({URI: {"reason": "x"}, X_RECIPIENT: "c"})) == RoutingDecision(
+        recipient="c"
+    )
     bad = {**uri_form({"type": "agent"}), X_RECIPIENT: "c"}
     assert extension.read_decision(message(bad)) == RoutingDecision(recipient="c")
 
@@ -329,7 +345,9 @@ def test_attach_decision_round_trips_through_read_decision() -> None:
 
 def test_task_decision_status_message_wins() -> None:
     """For a Task, the final status message's decision wins over the artifacts and the task metadata."""
-    reply = task(status=uri_form("from-status"), artifacts=[uri_form("from-artifact")], metadata=uri_form("from-task"))
+    reply = task(
+        status=uri_form("from-status"), artifacts=[uri_form("from-artifact")], metadata=uri_form("from-task")
+    )
     assert extension.read_decision(reply) == RoutingDecision(recipient="from-status")
 
 
