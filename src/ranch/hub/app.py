@@ -8,6 +8,7 @@ agent under /a2a/agents/{id}.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -28,11 +29,13 @@ from ranch import __version__
 from ranch.config import RanchConfig
 from ranch.hub.registry import Registry
 from ranch.hub.serving import ContextBuilder, RanchRequestHandler, guard_agent
-from ranch.hub.tasks import TaskCore, owner_of
+from ranch.hub.tasks import TaskCore, fail_unfinished, owner_of
 from ranch.routing.team import Team
 from ranch.wire.cards import AGENTS_PATH, agent_url, build_card
 from ranch.wire.client import ClientPool
 from ranch.wire.middleware import ActivatedExtensions, BodyLimit
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///ranch.db"
 DEFAULT_MAX_BODY = 1024 * 1024
@@ -70,6 +73,9 @@ class Hub:
             stack.push_async_callback(engine.dispose)
             store = DatabaseTaskStore(engine, owner_resolver=owner_of)
             await store.initialize()
+            recovered = await fail_unfinished(store)
+            if recovered:
+                logger.warning("marked %d task(s) left unfinished by a previous run as failed", recovered)
             group = await stack.enter_async_context(anyio.create_task_group())
             self._core = TaskCore(store, group)
             try:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import anyio
 from a2a.server.context import ServerCallContext
+from a2a.server.tasks.database_task_store import DatabaseTaskStore
 from a2a.server.tasks.task_store import TaskStore
 from a2a.types import (
     ListTasksRequest,
@@ -40,6 +41,7 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.timestamp_pb2 import Timestamp
+from sqlalchemy import select
 
 from ranch.agents.base import Agent, Call, Event
 from ranch.exceptions import AgentTimeout, RanchError
@@ -153,7 +155,7 @@ class TaskCore:
                 with anyio.fail_after(agent.timeout):
                     async with aclosing(agent.run(message, call)) as events:  # closing releases its locks
                         async for event in events:
-                            if self._apply(run, event, incoming):
+                            if await self._apply(run, event, incoming):
                                 break
             except TimeoutError:
                 error = str(AgentTimeout(agent.id, agent.timeout))
@@ -168,11 +170,11 @@ class TaskCore:
             run.close()
             self.live.pop(run.task_id, None)
 
-    def _apply(self, run: Run, event: Event, incoming: Message) -> bool:
+    async def _apply(self, run: Run, event: Event, incoming: Message) -> bool:
         """Fold one event into the run; True when the agent's answer is complete."""
         if isinstance(event, Message):
-            return self._apply_message(run, event, incoming)
-        task = self._ensure_task(run, incoming)
+            return await self._apply_message(run, event, incoming)
+        task = await self._ensure_task(run, incoming)
         if isinstance(event, Task):
             _merge_task(task, event)
             run.publish(_copy(task))
@@ -190,7 +192,7 @@ class TaskCore:
         run.first.set()
         return task.status.state in TERMINAL or task.status.state in INTERRUPTED
 
-    def _apply_message(self, run: Run, message: Message, incoming: Message) -> bool:
+    async def _apply_message(self, run: Run, message: Message, incoming: Message) -> bool:
         message.context_id = run.context_id
         if run.task is None:  # a direct reply: no task is created
             message.task_id = ""
@@ -199,31 +201,31 @@ class TaskCore:
             run.first.set()
             return True
         message.task_id = run.task_id
-        self._apply(run, _status_event(run, TaskState.TASK_STATE_COMPLETED, message), incoming)
+        await self._apply(run, _status_event(run, TaskState.TASK_STATE_COMPLETED, message), incoming)
         return True
 
-    def _ensure_task(self, run: Run, incoming: Message) -> Task:
+    async def _ensure_task(self, run: Run, incoming: Message) -> Task:
         if run.task is None:
             run.task = Task(id=run.task_id, context_id=run.context_id, history=[incoming])
             run.task.status.state = TaskState.TASK_STATE_SUBMITTED
             _stamp(run.task.status)
+            await self._save(run.owner, run.task)  # stored before anyone is told it exists
             run.publish(_copy(run.task))
-            self.group.start_soon(self._save, run.owner, _copy(run.task))
         return run.task
 
     async def _settle(self, run: Run, incoming: Message, error: str | None) -> None:
         if run.task is None and run.reply is not None:
             return
-        task = self._ensure_task(run, incoming)
+        task = await self._ensure_task(run, incoming)
         if run.canceled:
-            self._apply(
+            await self._apply(
                 run, _status_event(run, TaskState.TASK_STATE_CANCELED, _text(run, "canceled")), incoming
             )
         elif error is not None:
-            self._apply(run, _status_event(run, TaskState.TASK_STATE_FAILED, _text(run, error)), incoming)
+            await self._apply(run, _status_event(run, TaskState.TASK_STATE_FAILED, _text(run, error)), incoming)
         elif task.status.state not in TERMINAL | INTERRUPTED:
             why = "the agent stopped before its task reached a final state"
-            self._apply(run, _status_event(run, TaskState.TASK_STATE_FAILED, _text(run, why)), incoming)
+            await self._apply(run, _status_event(run, TaskState.TASK_STATE_FAILED, _text(run, why)), incoming)
         await self._save(run.owner, task)
 
     async def _save(self, owner: str, task: Task) -> None:
@@ -279,6 +281,34 @@ class TaskCore:
         async with receive:
             async for event in receive:
                 yield event
+
+
+async def fail_unfinished(store: DatabaseTaskStore) -> int:
+    """Mark tasks a previous process left submitted or working as FAILED, with the reason.
+
+    A run lives in one process; after a restart nothing will ever finish those tasks,
+    and a task must not look like it is working forever.
+    """
+    model = store.task_model
+    unfinished = [
+        TaskState.Name(TaskState.TASK_STATE_SUBMITTED),
+        TaskState.Name(TaskState.TASK_STATE_WORKING),
+    ]
+    async with store.async_session_maker() as session:
+        query = select(model.id, model.owner).where(model.status["state"].as_string().in_(unfinished))
+        rows = (await session.execute(query)).all()
+    for task_id, owner in rows:
+        task = await store.get(task_id, _ctx(owner or ""))
+        if task is None:
+            continue
+        _archive_status(task)
+        text = "ranch restarted before this task finished; send the message again"
+        message = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_AGENT, parts=[Part(text=text)])
+        message.context_id, message.task_id = task.context_id, task.id
+        task.status.CopyFrom(TaskStatus(state=TaskState.TASK_STATE_FAILED, message=message))
+        _stamp(task.status)
+        await store.save(task, _ctx(owner or ""))
+    return len(rows)
 
 
 def _ctx(owner: str) -> ServerCallContext:
