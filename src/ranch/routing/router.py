@@ -79,12 +79,17 @@ class Turn:
                 outcome = await self.send(target, sender, parts)
                 ms = round((time.perf_counter() - started) * 1000, 3)
                 self.conversation.add(target, outcome.text)
+                self.conversation.mark_seen(target)  # its own reply is not news to it
                 yield self.reply_artifact(outcome, sender, reason)
                 if outcome.interrupted:
                     self.record(target, sender, extension.USER, "asked for input", ms)
                     yield self.final(outcome.state, outcome.parts)
                     return
-                step = self.next_recipient(target, sender, outcome)
+                try:
+                    step = self.next_recipient(target, sender, outcome)
+                except InvalidRecipient as exc:  # the failing hop still belongs in the trail
+                    self.record(target, sender, exc.recipient, f"invalid recipient '{exc.recipient}'", ms)
+                    raise
                 self.record(target, sender, step.recipient, step.reason, ms)
                 parts = outcome.parts + ([Part(text=step.note)] if step.note else [])
                 if step.recipient == extension.USER:
