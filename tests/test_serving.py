@@ -82,7 +82,8 @@ YAML = DEMO_YAML.replace("\nteams:\n", _EXTRA_AGENTS + "\nteams:\n") + _EXTRA_TE
 """The demo (triage, researcher, writer, echo; team helpdesk) plus:
 
 - slowdesk: a team whose only member sleeps 30 s (for cancel);
-- relay: a team whose member takes 0.2 s (a COMPLETED task whose first store has settled);
+- relay: one member taking 0.2 s (tasks whose checks should not depend on how quickly the
+  task is stored; test_completed_team_tasks_are_stored_completed covers the instant case);
 - pipeline: two 0.4 s members in a row (for SubscribeToTask);
 - guarded: an echo agent that requires the extension `urn:x-required`.
 """
@@ -105,7 +106,7 @@ COMPLETED = TaskState.TASK_STATE_COMPLETED
 WORKING = TaskState.TASK_STATE_WORKING
 CANCELED = TaskState.TASK_STATE_CANCELED
 
-# -- helpers -----------------------------------------------------------------------------------------
+# -- helpers ---------------------------------------------------------------------------------------
 
 
 def agents_of(task: Task) -> list[str]:
@@ -122,16 +123,21 @@ def message_json(text: str = "hello", **fields: Any) -> dict[str, Any]:
 
 
 def rpc(
-    url: str, method: str, params: dict[str, Any], *, headers: dict[str, str] | None = None, request_id: int = 1
+    url: str,
+    method: str,
+    params: dict[str, Any],
+    *,
+    headers: dict[str, str] | None = None,
+    request_id: int = 1,
 ) -> httpx.Response:
     """One raw JSON-RPC call, as curl would make it (A2A 1.0 unless `headers` say otherwise)."""
     body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
     return httpx.post(url, json=body, headers=V1 if headers is None else headers, timeout=TIMEOUT)
 
 
-async def ask(client: Client, text: str, *, context_id: str = "", timeout: float = TIMEOUT) -> Task:
-    """SendMessage (non-streaming) and return the Task it answers with, within `timeout` s."""
-    with anyio.fail_after(timeout):
+async def ask(client: Client, text: str, *, context_id: str = "", within: float = TIMEOUT) -> Task:
+    """SendMessage (non-streaming) and return the Task it answers with, within `within` s."""
+    with anyio.fail_after(within):
         [response] = await send(client, user_message(text, context_id=context_id))
     assert response.HasField("task"), MessageToDict(response)
     return response.task
@@ -152,7 +158,7 @@ def kind(response: StreamResponse) -> str:
     return str(response.WhichOneof("payload"))
 
 
-# -- 1. the official SDK client, both bindings, both versions ------------------------------------------
+# -- 1. the official SDK client, both bindings, both versions --------------------------------------
 
 CLIENT_MODES = [
     pytest.param(binding, version, header, id=f"{binding}-{version}{'' if header else '-no-version-header'}")
@@ -166,7 +172,7 @@ CLIENT_MODES = [
 async def test_sdk_client_gets_card_task_and_per_hop_stream(
     tmp_path: Path, binding: str, version: str, header: bool
 ) -> None:
-    """The a2a-sdk client gets a routing-extension card, a COMPLETED team task with its trail, and a per-hop stream."""
+    """The SDK client gets a card declaring routing, a COMPLETED team task with trail, a per-hop stream."""
     with serve_ranch(YAML, tmp_path / "t.db") as ranch:
         url = ranch.agent_url("helpdesk")
         async with httpx.AsyncClient(timeout=TIMEOUT) as http:
@@ -191,15 +197,17 @@ async def test_sdk_client_gets_card_task_and_per_hop_stream(
         assert kinds == ["task"] + ["status_update", "artifact_update"] * 3 + ["status_update"], kinds
         statuses = [event.status_update for event in events if event.HasField("status_update")]
         assert [s.status.state for s in statuses] == [WORKING] * 3 + [COMPLETED]
-        for status, agent in zip(statuses, PAPERS_ROUTE, strict=False):
-            assert text_of(status.status.message).startswith(f"{agent} is working"), text_of(status.status.message)
+        for status, agent in zip(statuses[:-1], PAPERS_ROUTE, strict=True):
+            assert text_of(status.status.message).startswith(f"{agent} is working"), text_of(
+                status.status.message
+            )
         artifacts = [event.artifact_update.artifact for event in events if event.HasField("artifact_update")]
         assert [artifact.name for artifact in artifacts] == PAPERS_ROUTE
         final = statuses[-1]
         assert [hop["agent"] for hop in MessageToDict(final.metadata)[URI]["trail"]] == PAPERS_ROUTE
 
 
-# -- 2. cards and the agent list -------------------------------------------------------------------------
+# -- 2. cards and the agent list -------------------------------------------------------------------
 
 
 def test_cards_at_both_well_known_paths_and_agent_list(tmp_path: Path) -> None:
@@ -238,12 +246,12 @@ def test_cards_at_both_well_known_paths_and_agent_list(tmp_path: Path) -> None:
         assert missing.status_code == 404 and "nope" in missing.json()["error"]["message"]
 
 
-# -- 3. restart durability -----------------------------------------------------------------------------
+# -- 3. restart durability -------------------------------------------------------------------------
 
 
 @pytest.mark.anyio
 async def test_tasks_survive_a_restart_on_the_same_database(tmp_path: Path) -> None:
-    """A new server on the same SQLite file serves earlier team tasks (state, history, trail) to Get/ListTasks."""
+    """A new server on the same SQLite file serves earlier team tasks (state, history, trail) to Get/List."""
     database = tmp_path / "t.db"
     with serve_ranch(YAML, database) as first:
         async with sdk_client(first.agent_url("helpdesk")) as client:
@@ -280,13 +288,13 @@ async def test_tasks_survive_a_restart_on_the_same_database(tmp_path: Path) -> N
                     assert list((await client.list_tasks(ListTasksRequest())).tasks) == []
 
 
-# -- 4. GetTask historyLength, ListTasks pagination, per-agent listing ---------------------------------------
+# -- 4. GetTask historyLength, ListTasks pagination, per-agent listing -----------------------------
 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("binding", BINDINGS)
 async def test_history_length_pagination_and_per_agent_tasks(tmp_path: Path, binding: str) -> None:
-    """historyLength trims GetTask history; ListTasks pages with pageSize/pageToken; tasks stay with their agent."""
+    """historyLength trims history; ListTasks pages by pageSize/pageToken; tasks stay with their agent."""
     with serve_ranch(YAML, tmp_path / "t.db") as ranch:
         async with sdk_client(ranch.agent_url("relay"), binding=binding) as client:
             tasks = [await ask(client, f"question {n}") for n in range(3)]
@@ -318,12 +326,12 @@ async def test_history_length_pagination_and_per_agent_tasks(tmp_path: Path, bin
                     await other.get_task(GetTaskRequest(id=tasks[0].id))
 
 
-# -- 5. CancelTask ---------------------------------------------------------------------------------------
+# -- 5. CancelTask ---------------------------------------------------------------------------------
 
 
 @pytest.mark.anyio
 async def test_cancel_running_team_task_and_cancel_errors(tmp_path: Path) -> None:
-    """CancelTask stops a team's slow hop within 5 s and it stays CANCELED; ended or unknown tasks give -32002/-32001."""
+    """CancelTask stops a slow team hop in < 5 s and it stays CANCELED; ended/unknown tasks: -32002/-32001."""
     with serve_ranch(YAML, tmp_path / "t.db") as ranch:
         async with sdk_client(ranch.agent_url("slowdesk")) as client:
             running = await start_in_background(client, "take your time")
@@ -351,13 +359,13 @@ async def test_cancel_running_team_task_and_cancel_errors(tmp_path: Path) -> Non
         assert healthy(ranch)
 
 
-# -- 6. SubscribeToTask ------------------------------------------------------------------------------------
+# -- 6. SubscribeToTask ----------------------------------------------------------------------------
 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("binding", BINDINGS)
 async def test_subscribe_to_running_team_task(tmp_path: Path, binding: str) -> None:
-    """SubscribeToTask on a running team task yields the current Task, then later events up to the final status."""
+    """SubscribeToTask on a running team task yields the current Task, then events up to the final status."""
     with serve_ranch(YAML, tmp_path / "t.db") as ranch:
         url = ranch.agent_url("pipeline")
         async with sdk_client(url, binding=binding) as client:
@@ -381,18 +389,30 @@ async def test_subscribe_to_running_team_task(tmp_path: Path, binding: str) -> N
             assert event.WhichOneof("payload") in ("status_update", "artifact_update")
 
 
-# -- 7. extension negotiation ----------------------------------------------------------------------------------
+# -- 7. extension negotiation ----------------------------------------------------------------------
 
 
 def test_extension_negotiation_and_required_extensions(tmp_path: Path) -> None:
-    """A2A-Extensions echoes only activated extensions; a required extension is enforced (-32008 / 400) and declared."""
+    """A2A-Extensions echoes only activated extensions; a required one is enforced (-32008/400), declared."""
     with serve_ranch(YAML, tmp_path / "t.db") as ranch:
         team = ranch.agent_url("helpdesk")
         asked = rpc(
-            team, "SendMessage", {"message": message_json(PAPERS)}, headers={**V1, "A2A-Extensions": f"{URI}, urn:unknown"}
+            team,
+            "SendMessage",
+            {"message": message_json(PAPERS)},
+            headers={**V1, "A2A-Extensions": f"{URI}, urn:unknown"},
         )
         assert asked.status_code == 200 and "result" in asked.json(), asked.text
         assert asked.headers.get("A2A-Extensions") == URI
+
+        streamed = httpx.post(
+            f"{team}/message:stream",
+            json={"message": message_json(PAPERS)},
+            headers={**V1, "A2A-Extensions": f"urn:unknown,{URI}"},
+            timeout=TIMEOUT,
+        )
+        assert streamed.status_code == 200 and "TASK_STATE_COMPLETED" in streamed.text, streamed.text
+        assert streamed.headers.get("A2A-Extensions") == URI
 
         plain = rpc(team, "SendMessage", {"message": message_json(PAPERS)})
         assert "result" in plain.json(), plain.text
@@ -403,7 +423,9 @@ def test_extension_negotiation_and_required_extensions(tmp_path: Path) -> None:
         error = refused.json()["error"]
         assert error["code"] == -32008, error
         assert "urn:x-required" in error["message"]
-        rest = httpx.post(f"{guarded}/message:send", json={"message": message_json()}, headers=V1, timeout=TIMEOUT)
+        rest = httpx.post(
+            f"{guarded}/message:send", json={"message": message_json()}, headers=V1, timeout=TIMEOUT
+        )
         assert rest.status_code == 400, rest.text
         assert "urn:x-required" in rest.json()["error"]["message"]
 
@@ -411,47 +433,80 @@ def test_extension_negotiation_and_required_extensions(tmp_path: Path) -> None:
         accepted = rpc(guarded, "SendMessage", {"message": message_json("let me in")}, headers=named)
         assert accepted.json()["result"]["message"]["parts"] == [{"text": "let me in"}], accepted.text
         assert accepted.headers.get("A2A-Extensions") == "urn:x-required"
-        rest_ok = httpx.post(f"{guarded}/message:send", json={"message": message_json()}, headers=named, timeout=TIMEOUT)
+        rest_ok = httpx.post(
+            f"{guarded}/message:send", json={"message": message_json()}, headers=named, timeout=TIMEOUT
+        )
         assert rest_ok.status_code == 200, rest_ok.text
 
         card = httpx.get(f"{guarded}/.well-known/agent-card.json", timeout=TIMEOUT).json()
         assert {"uri": "urn:x-required", "required": True} in card["capabilities"]["extensions"]
 
 
-# -- 8. bad input ------------------------------------------------------------------------------------------------
+# -- 8. bad input ----------------------------------------------------------------------------------
 
-_NO_PARTS = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {**message_json(), "parts": []}}}
-_EMPTY_PART = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {**message_json(), "parts": [{}]}}}
-_BIG = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message_json("x" * 2000)}}
-_UNKNOWN_TASK = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "SendMessage",
-    "params": {"message": message_json("more", taskId="no-such-task")},
-}
-_SEND = {"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": {"message": message_json()}}
+
+def jsonrpc_body(method: str = "SendMessage", request_id: int = 1, **params: Any) -> str:
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+
+
+def bad(
+    case_id: str,
+    body: bytes | str,
+    names: str,
+    *,
+    code: int | None = None,
+    status: int | None = None,
+    agent: str = "helpdesk",
+    suffix: str = "",
+    headers: dict[str, str] = V1,
+) -> Any:
+    """One bad request: `code` is the JSON-RPC error code (None on HTTP+JSON paths), `status`
+    the HTTP status (None = any), `names` what the error must mention."""
+    return pytest.param(agent, suffix, body, headers, status, code, names, id=case_id)
+
+
+_SEND = jsonrpc_body(request_id=7, message=message_json())
+_BIG = message_json("x" * 2000)
 
 BAD_INPUTS = [
-    # id, agent, path suffix, body, headers, HTTP status (None = any), JSON-RPC code (None = HTTP+JSON), must name
-    ("malformed-json", "helpdesk", "", b'{"jsonrpc": "2.0", "id": 1, "method": ', V1, None, -32700, "expecting"),
-    ("not-an-object", "helpdesk", "", b'"just a string"', V1, None, -32600, "object"),
-    ("missing-jsonrpc", "helpdesk", "", json.dumps({"id": 1, "method": "SendMessage", "params": {}}), V1, None, -32600, "jsonrpc"),
-    ("unknown-method", "helpdesk", "", json.dumps({**_SEND, "method": "ExplodeTask"}), V1, None, -32601, "method"),
-    ("no-parts", "helpdesk", "", json.dumps(_NO_PARTS), V1, None, -32602, "parts"),
-    ("part-without-content", "helpdesk", "", json.dumps(_EMPTY_PART), V1, None, -32602, "parts[0]"),
-    ("oversized-jsonrpc", "helpdesk", "", json.dumps(_BIG), V1, 413, -32600, "1000"),
-    ("oversized-http-json", "helpdesk", "/message:send", json.dumps(_BIG["params"]), V1, 413, None, "1000"),
-    ("unknown-agent-jsonrpc", "nope", "", json.dumps(_SEND), V1, 404, -32050, "'nope'"),
-    ("unknown-agent-http-json", "nope", "/message:send", json.dumps(_SEND["params"]), V1, 404, None, "'nope'"),
-    ("v1-method-without-version", "helpdesk", "", json.dumps(_SEND), {}, None, -32009, "version"),
-    ("unknown-task-id", "helpdesk", "", json.dumps(_UNKNOWN_TASK), V1, None, -32001, "no-such-task"),
+    bad("malformed-json", b'{"jsonrpc": "2.0", "id": 1, "method": ', "expecting", code=-32700),
+    bad("not-an-object", b'"just a string"', "object", code=-32600),
+    bad(
+        "missing-jsonrpc",
+        json.dumps({"id": 1, "method": "SendMessage", "params": {}}),
+        "jsonrpc",
+        code=-32600,
+    ),
+    bad("unknown-method", jsonrpc_body("ExplodeTask", message=message_json()), "method", code=-32601),
+    bad("no-parts", jsonrpc_body(message={**message_json(), "parts": []}), "parts", code=-32602),
+    bad(
+        "part-without-content",
+        jsonrpc_body(message={**message_json(), "parts": [{}]}),
+        "parts[0]",
+        code=-32602,
+    ),
+    bad("oversized-jsonrpc", jsonrpc_body(message=_BIG), "1000", code=-32600, status=413),
+    bad("oversized-http-json", json.dumps({"message": _BIG}), "1000", status=413, suffix="/message:send"),
+    bad("unknown-agent-jsonrpc", _SEND, "'nope'", code=-32050, status=404, agent="nope"),
+    bad(
+        "unknown-agent-http-json",
+        json.dumps({"message": message_json()}),
+        "'nope'",
+        status=404,
+        agent="nope",
+        suffix="/message:send",
+    ),
+    bad("v1-method-without-version", _SEND, "version", code=-32009, headers={}),
+    bad(
+        "unknown-task-id",
+        jsonrpc_body(message=message_json(taskId="no-such-task")),
+        "no-such-task",
+        code=-32001,
+    ),
 ]
 
 
-@pytest.mark.parametrize(
-    ("agent", "suffix", "body", "headers", "status", "code", "names"),
-    [pytest.param(*case[1:], id=case[0]) for case in BAD_INPUTS],
-)
+@pytest.mark.parametrize(("agent", "suffix", "body", "headers", "status", "code", "names"), BAD_INPUTS)
 def test_bad_input_gets_a2a_error_and_server_stays_up(
     tmp_path: Path,
     agent: str,
@@ -496,13 +551,13 @@ def test_continuing_a_completed_task_is_refused(tmp_path: Path) -> None:
         assert healthy(ranch)
 
 
-# -- 9. direct agents ------------------------------------------------------------------------------------------
+# -- 9. direct agents ------------------------------------------------------------------------------
 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("binding", BINDINGS)
 async def test_direct_agents_reply_with_messages(tmp_path: Path, binding: str) -> None:
-    """Echo answers SendMessage with a Message echoing the text; a rules agent's Message carries its decision."""
+    """Echo answers with a Message echoing the text; a rules agent's Message carries its routing decision."""
     with serve_ranch(YAML, tmp_path / "t.db") as ranch:
         async with sdk_client(ranch.agent_url("echo"), binding=binding) as client:
             with anyio.fail_after(TIMEOUT):
@@ -522,12 +577,12 @@ async def test_direct_agents_reply_with_messages(tmp_path: Path, binding: str) -
         assert decision == {"recipient": "researcher", "reason": "needs research"}
 
 
-# -- bugs found while writing the above --------------------------------------------------------------------------
+# -- bugs found while writing the above ------------------------------------------------------------
 
 
 @pytest.mark.anyio
 async def test_completed_team_tasks_are_stored_completed(tmp_path: Path) -> None:
-    """Every COMPLETED team task reads back COMPLETED with its trail from GetTask once the call has returned."""
+    """Every COMPLETED team task reads back COMPLETED, with its trail, from GetTask after the call."""
     with serve_ranch(YAML, tmp_path / "t.db") as ranch:
         async with sdk_client(ranch.agent_url("helpdesk")) as client:
             tasks = [await ask(client, PAPERS) for _ in range(10)]
@@ -545,13 +600,13 @@ async def test_completed_team_tasks_are_stored_completed(tmp_path: Path) -> None
 
 @pytest.mark.anyio
 async def test_second_turn_in_same_context_is_answered(tmp_path: Path) -> None:
-    """A second message in the contextId of a finished team turn is answered (the conversation is not left locked)."""
+    """A second message in the contextId of a finished team turn is answered (context not left locked)."""
     with serve_ranch(YAML, tmp_path / "t.db") as ranch:
         async with sdk_client(ranch.agent_url("helpdesk")) as client:
             first = await ask(client, PAPERS)
             assert first.status.state == COMPLETED
             try:
-                second = await ask(client, NOTE, context_id=first.context_id, timeout=5)
+                second = await ask(client, NOTE, context_id=first.context_id, within=5)
             except TimeoutError:
                 pytest.fail(f"no answer within 5 s to a second turn in context {first.context_id}")
         assert second.status.state == COMPLETED

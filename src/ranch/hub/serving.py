@@ -26,6 +26,7 @@ from a2a.types import (
     ListTasksRequest,
     ListTasksResponse,
     Message,
+    Role,
     SendMessageRequest,
     SubscribeToTaskRequest,
     Task,
@@ -162,6 +163,10 @@ class RanchRequestHandler(RequestHandler):
         message = params.message
         if not params.HasField("message"):
             raise InvalidParamsError("params.message is required")
+        if not message.message_id:
+            raise InvalidParamsError("message.messageId is required")
+        if message.role != Role.ROLE_USER:
+            raise InvalidParamsError("message.role must be ROLE_USER ('user' in A2A 0.3)")
         if not message.parts:
             raise InvalidParamsError("message.parts must contain at least one part")
         for index, part in enumerate(message.parts):
@@ -193,8 +198,9 @@ def guard_agent(registry: Registry, endpoint: Callable[[Request], Awaitable[Resp
         agent_id = request.path_params.get("agent_id", "")
         if agent_id in registry:
             response = await endpoint(request)
-            if b'"code":-32601' in getattr(response, "body", b""):
-                return await _name_unknown_method(request, response)
+            body = getattr(response, "body", b"")
+            if b'"code":-32601' in body or b'"code":-32600' in body:
+                return await _explain(request, response)
             return response
         known = ", ".join(registry.ids()) or "none"
         text = f"no agent or team '{agent_id}' is served here (known: {known})"
@@ -207,18 +213,25 @@ def guard_agent(registry: Registry, endpoint: Callable[[Request], Awaitable[Resp
     return guarded
 
 
-async def _name_unknown_method(request: Request, response: Response) -> Response:
-    """The SDK says only "Method not found"; say which method, and which exist."""
+async def _explain(request: Request, response: Response) -> Response:
+    """The SDK says only "Method not found" / "Invalid Request"; say which method, or what is wrong."""
     try:
         data = json.loads(await request.body())
         payload = json.loads(bytes(response.body))
-    except ValueError:
+        error = payload["error"]
+    except (ValueError, KeyError, TypeError):
         return response
-    method = data.get("method") if isinstance(data, dict) else None
-    payload["error"]["message"] = (
-        f"method {method!r} does not exist; A2A 1.0 methods are {', '.join(A2A_METHODS)} "
-        "(A2A 0.3 names such as message/send are served when no A2A-Version header is sent)"
-    )
+    if error.get("code") == -32601:
+        method = data.get("method") if isinstance(data, dict) else None
+        error["message"] = (
+            f"method {method!r} does not exist; A2A 1.0 methods are {', '.join(A2A_METHODS)} "
+            "(A2A 0.3 names such as message/send are served when no A2A-Version header is sent)"
+        )
+    else:
+        details = error.get("data") if isinstance(error.get("data"), list) else []
+        reasons = [d.get("metadata", {}).get("parseError") for d in details if isinstance(d, dict)]
+        if any(reasons):
+            error["message"] = f"{error.get('message', 'Invalid Request')}: {next(r for r in reasons if r)}"
     return JSONResponse(payload, status_code=response.status_code)
 
 

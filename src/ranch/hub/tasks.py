@@ -222,7 +222,9 @@ class TaskCore:
                 run, _status_event(run, TaskState.TASK_STATE_CANCELED, _text(run, "canceled")), incoming
             )
         elif error is not None:
-            await self._apply(run, _status_event(run, TaskState.TASK_STATE_FAILED, _text(run, error)), incoming)
+            await self._apply(
+                run, _status_event(run, TaskState.TASK_STATE_FAILED, _text(run, error)), incoming
+            )
         elif task.status.state not in TERMINAL | INTERRUPTED:
             why = "the agent stopped before its task reached a final state"
             await self._apply(run, _status_event(run, TaskState.TASK_STATE_FAILED, _text(run, why)), incoming)
