@@ -29,8 +29,8 @@ from google.protobuf.json_format import MessageToDict
 
 import probes
 from conftest import sdk_client, send, serve_ranch, trail_of, user_message
-from ranch.agents.base import CONTEXT_PART_KEY
 from peers import ROUTING_URI, RecordedRequest, running_peer
+from ranch.agents.base import CONTEXT_PART_KEY
 from servers import free_port
 
 TURN_LIMIT = 10.0
@@ -72,10 +72,16 @@ def request_text(request: RecordedRequest) -> str:
     return headers + "\n" + request.body.decode("utf-8", errors="replace")
 
 
-def assert_healthy(url: str) -> None:
-    with httpx.Client(timeout=5, trust_env=False) as http:
-        response = http.get(f"{url}/healthz")
-    assert response.status_code == 200 and response.json()["status"] == "ok"
+async def get_json(url: str) -> Any:
+    async with httpx.AsyncClient(timeout=5, trust_env=False) as http:
+        response = await http.get(url)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+async def card_json(agent_url: str) -> dict[str, Any]:
+    card: dict[str, Any] = await get_json(f"{agent_url}/.well-known/agent-card.json")
+    return card
 
 
 def remote(agent_id: str, url: str, timeout: float = 2) -> str:
@@ -179,7 +185,8 @@ async def test_plain_peer_receives_no_extension_data_on_the_wire(tmp_path: Path)
             url = ranch.agent_url("crew")
             routed = await ask_task(url, user_message("plain work please"))
             to_plain = user_message(
-                "straight to you", metadata={ROUTING_URI: {"recipient": "plainpeer", "reason": "user picked it"}}
+                "straight to you",
+                metadata={ROUTING_URI: {"recipient": "plainpeer", "reason": "user picked it"}},
             )
             to_plain.extensions.append(ROUTING_URI)
             addressed = await ask_task(url, to_plain, extensions=[ROUTING_URI])
@@ -269,9 +276,8 @@ teams:
 """
         with serve_ranch(config_b, tmp_path / "b.db") as ranch_b:
             task = await ask_task(ranch_b.agent_url("outer-b"), user_message("hello from b"))
-            with httpx.Client(timeout=5, trust_env=False) as http:
-                far_card = http.get(f"{ranch_b.agent_url('far')}/.well-known/agent-card.json").json()
-                inner_card = http.get(f"{inner_url}/.well-known/agent-card.json").json()
+            far_card = await card_json(ranch_b.agent_url("far"))
+            inner_card = await card_json(inner_url)
 
     assert task.status.state == TaskState.TASK_STATE_COMPLETED, text(task.status.message)
     assert hops(task) == ["desk", "far"]
@@ -280,38 +286,6 @@ teams:
     assert ROUTING_URI in [ext["uri"] for ext in inner_card["capabilities"]["extensions"]]
     # B built the far member's card from the card it fetched from A.
     assert ROUTING_URI in [ext["uri"] for ext in far_card["capabilities"]["extensions"]]
-
-
-@pytest.mark.anyio
-async def test_nested_team_over_http_relays_input_required(tmp_path: Path) -> None:
-    """A question asked deep inside a remote team reaches the user, and the answer goes back to it."""
-    with running_peer("asker", question="Which name, please?") as peer:
-        with serve_ranch(asker_config(peer.url), tmp_path / "a.db") as ranch_a:
-            config_b = f"""
-agents:
-  - id: front
-    kind: rules
-    rules:
-      - {{reply: "book a table, says front", route: far, reason: far books}}
-{remote("far", ranch_a.agent_url("desk"), timeout=5)}
-teams:
-  - id: outer-b
-    members: [front, far]
-    default_agent: front
-    routes: {{far: user}}
-"""
-            with serve_ranch(config_b, tmp_path / "b.db") as ranch_b:
-                url = ranch_b.agent_url("outer-b")
-                first = await ask_task(url, user_message("I want dinner"))
-                assert first.status.state == TaskState.TASK_STATE_INPUT_REQUIRED, text(first.status.message)
-                assert text(first.status.message) == "Which name, please?"
-                second = await ask_task(url, user_message("Ada", context_id=first.context_id, task_id=first.id))
-
-    assert second.status.state == TaskState.TASK_STATE_COMPLETED, text(second.status.message)
-    assert hops(first) == ["front", "far"] and hops(second) == ["far"]
-    assert text(second.status.message).endswith("Ada!")
-    asked, answered = peer.recorder.messages
-    assert asked.task_id and answered.task_id == asked.task_id
 
 
 # --------------------------------------------------------------------------- 4. failures
@@ -333,9 +307,11 @@ teams:
 """
 
 
-async def assert_fails_naming_peer(tmp_path: Path, peer_url: str, timeout: float = 2) -> tuple[Task, float]:
+async def assert_fails_naming_peer(
+    tmp_path: Path, peer_url: str, member_timeout: float = 2
+) -> tuple[Task, float]:
     """The turn ends FAILED naming `peer`, keeps triage's hop and reply; ranch still answers after."""
-    with serve_ranch(failure_config(peer_url, timeout), tmp_path / "t.db") as ranch:
+    with serve_ranch(failure_config(peer_url, member_timeout), tmp_path / "t.db") as ranch:
         url = ranch.agent_url("crew")
         started = time.monotonic()
         task = await ask_task(url, user_message("go now"))
@@ -348,7 +324,7 @@ async def assert_fails_naming_peer(tmp_path: Path, peer_url: str, timeout: float
         assert [a.name for a in task.artifacts] == ["triage"]
         assert [p.text for p in task.artifacts[0].parts] == ["handing over to the peer"]
 
-        assert_healthy(ranch.url)
+        assert (await get_json(f"{ranch.url}/healthz"))["status"] == "ok"
         after = await ask_task(url, user_message("hello"))
         assert after.status.state == TaskState.TASK_STATE_COMPLETED
         assert text(after.status.message) == "triage alone: hello"
@@ -367,7 +343,7 @@ async def test_remote_peer_down_fails_the_turn_naming_the_agent(tmp_path: Path) 
 async def test_slow_remote_peer_times_out_within_its_timeout(tmp_path: Path) -> None:
     """A remote member slower than its `timeout` ends the turn FAILED within timeout + 3 s."""
     with running_peer("slow", delay=5) as peer:
-        task, elapsed = await assert_fails_naming_peer(tmp_path, peer.url, timeout=1)
+        task, elapsed = await assert_fails_naming_peer(tmp_path, peer.url, member_timeout=1)
         peer.recorder.wait_for_messages(1)
     assert elapsed < 1 + 3
     assert error_of(task)["type"] == "AgentTimeout"
@@ -459,6 +435,40 @@ async def test_input_required_round_trip_by_context_only(tmp_path: Path) -> None
     await input_required_round_trip(tmp_path, with_task_id=False)
 
 
+@pytest.mark.anyio
+async def test_nested_team_over_http_relays_input_required(tmp_path: Path) -> None:
+    """A question asked deep inside a remote team reaches the user, and the answer goes back to it."""
+    with running_peer("asker", question="Which name, please?") as peer:
+        with serve_ranch(asker_config(peer.url), tmp_path / "a.db") as ranch_a:
+            config_b = f"""
+agents:
+  - id: front
+    kind: rules
+    rules:
+      - {{reply: "book a table, says front", route: far, reason: far books}}
+{remote("far", ranch_a.agent_url("desk"), timeout=5)}
+teams:
+  - id: outer-b
+    members: [front, far]
+    default_agent: front
+    routes: {{far: user}}
+"""
+            with serve_ranch(config_b, tmp_path / "b.db") as ranch_b:
+                url = ranch_b.agent_url("outer-b")
+                first = await ask_task(url, user_message("I want dinner"))
+                assert first.status.state == TaskState.TASK_STATE_INPUT_REQUIRED, text(first.status.message)
+                assert text(first.status.message) == "Which name, please?"
+                second = await ask_task(
+                    url, user_message("Ada", context_id=first.context_id, task_id=first.id)
+                )
+
+    assert second.status.state == TaskState.TASK_STATE_COMPLETED, text(second.status.message)
+    assert hops(first) == ["front", "far"] and hops(second) == ["far"]
+    assert text(second.status.message).endswith("Ada!")
+    asked, answered = peer.recorder.messages
+    assert asked.task_id and answered.task_id == asked.task_id
+
+
 # --------------------------------------------------------------------------- 6. multi-turn
 
 
@@ -510,8 +520,7 @@ agents:
         with serve_ranch(config, tmp_path / "t.db") as ranch:
             direct = await ask(ranch.agent_url("helper"), user_message("hi there"))
             tasked = await ask_task(ranch.agent_url("decider"), user_message("decide"))
-            with httpx.Client(timeout=5, trust_env=False) as http:
-                card = http.get(f"{ranch.agent_url('helper')}/.well-known/agent-card.json").json()
+            card = await card_json(ranch.agent_url("helper"))
 
     assert direct.HasField("message"), direct
     assert text(direct.message) == "plain saw: hi there"
@@ -576,6 +585,8 @@ async def test_cancelling_a_team_task_cancels_the_remote_hop(tmp_path: Path) -> 
                     )
                     [response] = [r async for r in client.send_message(request)]
                     (seen,) = peer.recorder.wait_for_messages(1)
+                    # let the peer's first Task event reach ranch: its id is what ranch can cancel
+                    await anyio.sleep(0.5)
                     canceled = await client.cancel_task(CancelTaskRequest(id=response.task.id))
             assert canceled.status.state == TaskState.TASK_STATE_CANCELED
             assert peer.recorder.wait_for_cancel(timeout=3) == [seen.task_id]

@@ -18,12 +18,14 @@ from collections import OrderedDict
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 
+import anyio
 import httpx
-from a2a.client import ClientCallContext
+from a2a.client import Client, ClientCallContext
 from a2a.client.errors import A2AClientError, A2AClientTimeoutError
 from a2a.client.service_parameters import with_a2a_extensions
 from a2a.types import (
     AgentCard,
+    CancelTaskRequest,
     Message,
     SendMessageRequest,
     StreamResponse,
@@ -42,7 +44,17 @@ from ranch.wire.client import ClientPool
 logger = logging.getLogger(__name__)
 
 MAX_SESSIONS = 10_000
+CANCEL_GRACE = 2.0
+"""Seconds ranch spends asking a peer to cancel the task of a hop that was cancelled."""
 _WAITING = frozenset({TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED})
+_FINAL = frozenset(
+    {
+        TaskState.TASK_STATE_COMPLETED,
+        TaskState.TASK_STATE_FAILED,
+        TaskState.TASK_STATE_CANCELED,
+        TaskState.TASK_STATE_REJECTED,
+    }
+)
 
 
 @dataclass
@@ -108,11 +120,17 @@ class RemoteAgent(Agent):
         with_a2a_extensions(sorted(declared & (call.extensions | {extension.URI})))(parameters)
         context = ClientCallContext(service_parameters=parameters, timeout=self.timeout)
         client = await self._pool.client(self.url, self._headers, self._ttl)
+        in_flight = ""
         try:
             async for response in client.send_message(SendMessageRequest(message=outgoing), context=context):
                 event = _unwrap(self.id, response)
                 _track(session, event)
+                in_flight = _running_task(event, in_flight)
                 yield event
+        except anyio.get_cancelled_exc_class():
+            if in_flight:  # the hop was cancelled (CancelTask, timeout): stop the peer's task as well
+                await self._cancel_remote(client, in_flight, context)
+            raise
         except (httpx.TimeoutException, A2AClientTimeoutError) as exc:
             raise AgentTimeout(self.id, self.timeout) from exc
         except httpx.HTTPStatusError as exc:
@@ -121,11 +139,22 @@ class RemoteAgent(Agent):
             self._pool.forget(self.url)
             raise AgentUnavailable(self.id, f"cannot reach {self.url}: {exc!r}") from exc
         except A2AClientError as exc:
+            if isinstance(exc.__cause__, ValueError) or "JSON" in str(exc):
+                raise InvalidAgentReply(
+                    self.id, f"answered with something that is not valid A2A: {exc}"
+                ) from exc
             raise AgentUnavailable(self.id, str(exc)) from exc
         except A2AError as exc:
             raise AgentError(self.id, f"answered with an A2A error: {exc}") from exc
         except (ValueError, KeyError, TypeError, json_format.Error) as exc:
             raise InvalidAgentReply(self.id, f"answered with something that is not valid A2A: {exc}") from exc
+
+    async def _cancel_remote(self, client: Client, task_id: str, context: ClientCallContext) -> None:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_GRACE):
+            try:
+                await client.cancel_task(CancelTaskRequest(id=task_id), context=context)
+            except (httpx.HTTPError, A2AError, A2AClientError) as exc:
+                logger.warning("agent %s: could not cancel its task %s: %s", self.id, task_id, exc)
 
     def _session(self, caller_context: str) -> RemoteSession:
         if not caller_context:
@@ -148,6 +177,17 @@ def _track(session: RemoteSession, event: Event) -> None:
         return
     task_id = event.id if isinstance(event, Task) else event.task_id
     session.waiting_task_id = task_id if event.status.state in _WAITING else ""
+
+
+def _running_task(event: Event, current: str) -> str:
+    """The peer's task id while that task runs; "" once it ended or waits for input."""
+    if isinstance(event, Message):
+        return ""
+    if isinstance(event, TaskArtifactUpdateEvent):
+        return current
+    task_id = event.id if isinstance(event, Task) else event.task_id
+    ended = event.status.state in _WAITING or event.status.state in _FINAL
+    return "" if ended else task_id
 
 
 def _unwrap(agent: str, response: StreamResponse) -> Event:

@@ -198,7 +198,10 @@ class Turn:
     def working(self, target: str, sender: str, reason: str) -> TaskStatusUpdateEvent:
         hop = {"agent": target, "sender": sender, "reason": reason, "hop": len(self.trail) + 1}
         text = f"{target} is working (hop {hop['hop']}: {reason})"
-        return self.status(TaskState.TASK_STATE_WORKING, [Part(text=text)], {HOP_KEY: hop})
+        event = self.status(TaskState.TASK_STATE_WORKING, [Part(text=text)], {HOP_KEY: hop})
+        # the trail so far rides on every update, so a canceled or interrupted task still has it
+        event.metadata.update({extension.URI: {"trail": [done.to_json() for done in self.trail]}})
+        return event
 
     def reply_artifact(self, outcome: HopOutcome, sender: str, reason: str) -> TaskArtifactUpdateEvent:
         hop = len(self.trail) + 1
