@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help serve test lint typecheck check bench clean
+.PHONY: help install serve test lint typecheck check bench clean
 
 help:  ## list the targets
 	@grep -E '^[a-z]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -20,17 +20,19 @@ install: $(STAMP)  ## create .venv and install ranch with its dev tools
 serve: $(STAMP)  ## run the built-in demo team on http://127.0.0.1:8000
 	$(BIN)/ranch serve
 
-test: $(STAMP)  ## run the whole test suite
+test: $(STAMP)  ## the whole suite: ruff, mypy --strict, then pytest
+	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy
 	$(BIN)/pytest -q
 
 lint: $(STAMP)  ## ruff check and format check
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 
-typecheck: $(STAMP)  ## mypy --strict over src
+typecheck: $(STAMP)  ## mypy --strict over src, tests and bench
 	$(BIN)/mypy
 
-check: lint typecheck test  ## everything CI cares about
+check: lint test  ## format check, then the whole suite
 
 bench: $(STAMP)  ## side-by-side benchmarks (see bench/README.md)
 	$(BIN)/python -m bench

@@ -68,7 +68,7 @@ def main() -> None:
         json.dump(BODY, handle)
     results = {(kind, c): measure(kind, c, args.seconds, handle.name) for c in (1, 32) for kind in ROWS}
     print(f"\nSendMessage, echo agent, one uvicorn worker, {args.seconds:g} s per row\n")
-    print(f"| server | c | req/s | p50 ms | p99 ms | errors | vs a2a-sdk | vs bare |")
+    print("| server | c | req/s | p50 ms | p99 ms | errors | vs a2a-sdk | vs bare |")
     print("|---|---|---|---|---|---|---|---|")
     for c in (1, 32):
         for kind in ROWS:

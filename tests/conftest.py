@@ -106,9 +106,15 @@ async def sdk_client(
             request.headers.pop("a2a-version", None)
 
     headers = {"A2A-Extensions": ",".join(extensions)} if extensions else {}
-    async with httpx.AsyncClient(timeout=30, headers=headers, event_hooks={"request": [strip_version]}) as http:
+    async with httpx.AsyncClient(
+        timeout=30, headers=headers, event_hooks={"request": [strip_version]}
+    ) as http:
         card = await A2ACardResolver(http, agent_url).get_agent_card()
-        keep = [i for i in card.supported_interfaces if i.protocol_version == version and i.protocol_binding == binding]
+        keep = [
+            i
+            for i in card.supported_interfaces
+            if i.protocol_version == version and i.protocol_binding == binding
+        ]
         del card.supported_interfaces[:]
         card.supported_interfaces.extend(keep)
         config = ClientConfig(httpx_client=http, streaming=streaming, supported_protocol_bindings=[binding])
@@ -116,9 +122,15 @@ async def sdk_client(
         yield client
 
 
-def user_message(text: str, *, context_id: str = "", task_id: str = "", metadata: dict[str, Any] | None = None) -> Message:
+def user_message(
+    text: str, *, context_id: str = "", task_id: str = "", metadata: dict[str, Any] | None = None
+) -> Message:
     message = Message(
-        role=Role.ROLE_USER, message_id=str(uuid.uuid4()), context_id=context_id, task_id=task_id, parts=[Part(text=text)]
+        role=Role.ROLE_USER,
+        message_id=str(uuid.uuid4()),
+        context_id=context_id,
+        task_id=task_id,
+        parts=[Part(text=text)],
     )
     if metadata:
         message.metadata.update(metadata)

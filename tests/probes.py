@@ -51,7 +51,8 @@ def reset() -> None:
 
 
 def metadata_of(message: Message) -> dict[str, Any]:
-    return MessageToDict(message.metadata)
+    data: dict[str, Any] = MessageToDict(message.metadata)
+    return data
 
 
 class Probe:
@@ -105,12 +106,16 @@ def _decide(answer: Message, opts: dict[str, Any]) -> None:
 
 async def _as_task(message: Message, answer: Message) -> AsyncIterator[Event]:
     task_id = message.task_id or str(uuid.uuid4())
-    yield Task(id=task_id, context_id=message.context_id, status=TaskStatus(state=TaskState.TASK_STATE_WORKING))
+    yield Task(
+        id=task_id, context_id=message.context_id, status=TaskStatus(state=TaskState.TASK_STATE_WORKING)
+    )
     yield TaskArtifactUpdateEvent(
         task_id=task_id,
         context_id=message.context_id,
         artifact=Artifact(artifact_id="answer", parts=[Part(text=text_of(answer))], metadata=answer.metadata),
     )
     yield TaskStatusUpdateEvent(
-        task_id=task_id, context_id=message.context_id, status=TaskStatus(state=TaskState.TASK_STATE_COMPLETED)
+        task_id=task_id,
+        context_id=message.context_id,
+        status=TaskStatus(state=TaskState.TASK_STATE_COMPLETED),
     )

@@ -82,14 +82,17 @@ teams:
 
 
 def test_a_member_that_failed_validation_is_not_also_reported_missing() -> None:
-    found = problems("agents:\n  - {id: a, kind: echo, bogus: 1}\nteams:\n  - {id: t, members: [a], default_agent: a}\n")
+    found = problems(
+        "agents:\n  - {id: a, kind: echo, bogus: 1}\nteams:\n  - {id: t, members: [a], default_agent: a}\n"
+    )
     assert found == ["a: bogus: Extra inputs are not permitted"]
 
 
 def test_environment_variables_are_expanded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PEER_TOKEN", "s3cret")
     config = parse_config(
-        "agents:\n  - {id: r, kind: remote, url: 'http://127.0.0.1:9', headers: {Authorization: 'Bearer ${PEER_TOKEN}'}}\n"
+        "agents:\n  - {id: r, kind: remote, url: 'http://127.0.0.1:9',\n"
+        "     headers: {Authorization: 'Bearer ${PEER_TOKEN}'}}\n"
     )
     remote = config.agents[0]
     assert isinstance(remote, RemoteAgentConfig)
@@ -98,13 +101,17 @@ def test_environment_variables_are_expanded(monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_a_missing_environment_variable_names_the_agent(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NOT_SET_ANYWHERE", raising=False)
-    found = problems("agents:\n  - {id: r, kind: remote, url: 'http://127.0.0.1:9', headers: {X: '${NOT_SET_ANYWHERE}'}}\n")
+    found = problems(
+        "agents:\n  - {id: r, kind: remote, url: 'http://127.0.0.1:9', headers: {X: '${NOT_SET_ANYWHERE}'}}\n"
+    )
     assert found == ["r: environment variable NOT_SET_ANYWHERE is not set"]
 
 
 def test_not_yaml_and_wrong_shape_are_clear() -> None:
     assert problems("agents: [")[0].startswith("<config>: not valid YAML")
-    assert problems("- just\n- a list\n") == ["<config>: the top level must be a mapping with `agents` and `teams`"]
+    assert problems("- just\n- a list\n") == [
+        "<config>: the top level must be a mapping with `agents` and `teams`"
+    ]
     assert problems("agentz: []\n") == ["<config>: unknown top-level key(s) agentz; expected agents, teams"]
 
 

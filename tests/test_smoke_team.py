@@ -16,7 +16,9 @@ def test_demo_team_answers_over_jsonrpc(tmp_path: Path) -> None:
             "jsonrpc": "2.0",
             "id": 1,
             "method": "SendMessage",
-            "params": {"message": {"role": "ROLE_USER", "messageId": "m1", "parts": [{"text": "find papers on x"}]}},
+            "params": {
+                "message": {"role": "ROLE_USER", "messageId": "m1", "parts": [{"text": "find papers on x"}]}
+            },
         }
         response = httpx.post(ranch.agent_url("helpdesk"), json=body, headers={"A2A-Version": "1.0"})
         task = response.json()["result"]["task"]
@@ -32,5 +34,13 @@ async def test_sdk_client_both_bindings_both_versions(tmp_path: Path) -> None:
                     ranch.agent_url("helpdesk"), binding=binding, version=version, send_version_header=header
                 ) as client:
                     [response] = await send(client, user_message("find papers on x"))
-                    assert response.task.status.state == TaskState.TASK_STATE_COMPLETED, (binding, version, header)
-                    assert [hop["agent"] for hop in trail_of(response.task)] == ["triage", "researcher", "triage"]
+                    assert response.task.status.state == TaskState.TASK_STATE_COMPLETED, (
+                        binding,
+                        version,
+                        header,
+                    )
+                    assert [hop["agent"] for hop in trail_of(response.task)] == [
+                        "triage",
+                        "researcher",
+                        "triage",
+                    ]

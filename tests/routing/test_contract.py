@@ -17,7 +17,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from a2a.types import GetTaskRequest, Message, StreamResponse, Task, TaskState
+from a2a.types import (
+    GetTaskRequest,
+    Message,
+    StreamResponse,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatusUpdateEvent,
+)
 from google.protobuf.json_format import MessageToDict
 
 import probes
@@ -293,7 +301,8 @@ def context_of(message: Message) -> str | None:
     assert len(marked) == 1, "one context part at most"
     assert CONTEXT_PART_KEY in message.parts[0].metadata.fields, "the context part comes first"
     assert MessageToDict(marked[0].metadata)[CONTEXT_PART_KEY] is True
-    return marked[0].text
+    text: str = marked[0].text
+    return text
 
 
 def context_lines(message: Message) -> list[str]:
@@ -889,7 +898,7 @@ async def test_member_is_not_shown_its_own_reply_as_new(ranch: RunningRanch) -> 
 
 
 def kind_of(response: StreamResponse) -> str:
-    kind = response.WhichOneof("payload")
+    kind: str | None = response.WhichOneof("payload")
     assert kind is not None
     return kind
 
@@ -915,8 +924,9 @@ async def test_streaming_yields_task_then_working_and_artifact_per_hop_then_fina
     working = [events[i].status_update for i in (1, 3, 5)]
     replies = [events[i].artifact_update for i in (2, 4, 6)]
     final = events[7].status_update
-    assert task.context_id and all(e.context_id == task.context_id for e in [*working, *replies, final])
-    assert all(e.task_id == task.id for e in [*working, *replies, final])
+    updates: list[TaskStatusUpdateEvent | TaskArtifactUpdateEvent] = [*working, *replies, final]
+    assert task.context_id and all(e.context_id == task.context_id for e in updates)
+    assert all(e.task_id == task.id for e in updates)
 
     expected = [("stream-a", "default agent"), ("stream-b", "b next"), ("stream-c", "c next")]
     for update, (agent, reason) in zip(working, expected, strict=True):

@@ -91,7 +91,8 @@ def uri_form(recipient: Any, **extra: Any) -> dict[str, Any]:
 
 
 def meta(msg: Message) -> dict[str, Any]:
-    return MessageToDict(msg.metadata)
+    data: dict[str, Any] = MessageToDict(msg.metadata)
+    return data
 
 
 # -- declaration ----------------------------------------------------------------------------------
