@@ -11,7 +11,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -299,5 +299,5 @@ def _describe(exc: ValidationError, section: str, index: int, entry: Any) -> lis
     return lines
 
 
-_AGENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(AgentConfig)  # type: ignore[arg-type]  # an Annotated union
+_AGENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(cast(Any, AgentConfig))  # an Annotated union
 _TEAM_ADAPTER: TypeAdapter[Any] = TypeAdapter(TeamConfig)
