@@ -93,6 +93,23 @@ def remote(agent_id: str, url: str, timeout: float = 2) -> str:
 """
 
 
+def duo_config(peer_url: str) -> str:
+    """Team `duo`: a rules triage that always hands to the remote `member`, which answers the user."""
+    return f"""
+agents:
+  - id: triage
+    kind: rules
+    rules:
+      - {{reply: "over to the peer", route: member, reason: always}}
+{remote("member", peer_url)}
+teams:
+  - id: duo
+    members: [triage, member]
+    default_agent: triage
+    routes: {{member: user}}
+"""
+
+
 # --------------------------------------------------------------------------- 1. mixed team
 
 
@@ -477,19 +494,7 @@ teams:
 async def test_remote_member_keeps_one_remote_context_across_turns(tmp_path: Path, kind: str) -> None:
     """Two turns in one contextId reach the remote member in one (its own) remote contextId."""
     with running_peer(kind, route_to="user") as peer:
-        config = f"""
-agents:
-  - id: triage
-    kind: rules
-    rules:
-      - {{reply: "over to the peer", route: member, reason: always}}
-{remote("member", peer.url)}
-teams:
-  - id: duo
-    members: [triage, member]
-    default_agent: triage
-    routes: {{member: user}}
-"""
+        config = duo_config(peer.url)
         with serve_ranch(config, tmp_path / "t.db") as ranch:
             url = ranch.agent_url("duo")
             first = await ask_task(url, user_message("turn one"))
@@ -596,19 +601,7 @@ async def test_cancelling_a_team_task_cancels_the_remote_hop(tmp_path: Path) -> 
 async def test_remote_member_is_not_shown_its_own_reply_as_new(tmp_path: Path) -> None:
     """The context part of turn two holds what the member has not seen, which excludes its own reply."""
     with running_peer("plain") as peer:
-        config = f"""
-agents:
-  - id: triage
-    kind: rules
-    rules:
-      - {{reply: "over to the peer", route: member, reason: always}}
-{remote("member", peer.url)}
-teams:
-  - id: duo
-    members: [triage, member]
-    default_agent: triage
-    routes: {{member: user}}
-"""
+        config = duo_config(peer.url)
         with serve_ranch(config, tmp_path / "t.db") as ranch:
             url = ranch.agent_url("duo")
             first = await ask_task(url, user_message("turn one"))

@@ -45,6 +45,7 @@ from sqlalchemy import select
 
 from ranch.agents.base import Agent, Call, Event
 from ranch.exceptions import AgentTimeout, RanchError
+from ranch.wire.events import apply_artifact
 
 logger = logging.getLogger(__name__)
 
@@ -187,7 +188,7 @@ class TaskCore:
             run.publish(event)
         elif isinstance(event, TaskArtifactUpdateEvent):
             event.task_id, event.context_id = run.task_id, run.context_id
-            _apply_artifact(task, event)
+            apply_artifact(task, event)
             run.publish(event)
         run.first.set()
         return task.status.state in TERMINAL or task.status.state in INTERRUPTED
@@ -345,17 +346,6 @@ def _merge_task(task: Task, incoming: Task) -> None:
         del task.artifacts[:]
         task.artifacts.extend(incoming.artifacts)
     task.metadata.update(MessageToDict(incoming.metadata))
-
-
-def _apply_artifact(task: Task, event: TaskArtifactUpdateEvent) -> None:
-    for artifact in task.artifacts:
-        if artifact.artifact_id == event.artifact.artifact_id:
-            if event.append:
-                artifact.parts.extend(event.artifact.parts)
-            else:
-                artifact.CopyFrom(event.artifact)
-            return
-    task.artifacts.append(event.artifact)
 
 
 def _text(run: Run, text: str) -> Message:

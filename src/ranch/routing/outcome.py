@@ -23,6 +23,7 @@ from google.protobuf.struct_pb2 import Struct
 from ranch.agents.base import Event, text_of
 from ranch.exceptions import AgentError, InvalidAgentReply
 from ranch.routing import extension
+from ranch.wire.events import apply_artifact
 
 INTERRUPTED = frozenset({TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED})
 FAILED = frozenset(
@@ -79,7 +80,7 @@ class _Folder:
             task.status.CopyFrom(event.status)
             task.metadata.update(_dict(event.metadata))
         elif isinstance(event, TaskArtifactUpdateEvent):
-            _apply_artifact(task, event)
+            apply_artifact(task, event)
         else:
             raise InvalidAgentReply(self.agent, f"yielded {type(event).__name__}, not an A2A event")
         return (
@@ -131,17 +132,6 @@ def _reply_parts(task: Task) -> list[Part]:
     if task.status.HasField("message") and task.status.message.parts:
         return list(task.status.message.parts)
     return [part for artifact in task.artifacts for part in artifact.parts]
-
-
-def _apply_artifact(task: Task, event: TaskArtifactUpdateEvent) -> None:
-    for artifact in task.artifacts:
-        if artifact.artifact_id == event.artifact.artifact_id:
-            if event.append:
-                artifact.parts.extend(event.artifact.parts)
-            else:
-                artifact.CopyFrom(event.artifact)
-            return
-    task.artifacts.append(event.artifact)
 
 
 def _dict(struct: Struct) -> dict[str, Any]:

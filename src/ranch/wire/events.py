@@ -1,0 +1,17 @@
+"""Folding A2A stream events into a Task: the one rule both the Router and the task core use."""
+
+from __future__ import annotations
+
+from a2a.types import Task, TaskArtifactUpdateEvent
+
+
+def apply_artifact(task: Task, event: TaskArtifactUpdateEvent) -> None:
+    """Add the event's artifact to `task`, or extend / replace the one with the same id."""
+    for artifact in task.artifacts:
+        if artifact.artifact_id == event.artifact.artifact_id:
+            if event.append:
+                artifact.parts.extend(event.artifact.parts)
+            else:
+                artifact.CopyFrom(event.artifact)
+            return
+    task.artifacts.append(event.artifact)
