@@ -469,7 +469,7 @@ _SEND = jsonrpc_body(request_id=7, message=message_json())
 _BIG = message_json("x" * 2000)
 
 BAD_INPUTS = [
-    bad("malformed-json", b'{"jsonrpc": "2.0", "id": 1, "method": ', "expecting", code=-32700),
+    bad("malformed-json", b'{"jsonrpc": "2.0", "id": 1, "method": ', "not valid JSON", code=-32700),
     bad("not-an-object", b'"just a string"', "object", code=-32600),
     bad(
         "missing-jsonrpc",

@@ -76,6 +76,8 @@ class Agent(ABC):
     timeout: float = 60.0
     """Seconds one call may take."""
     require_extensions: tuple[str, ...] = ()
+    replies_directly: bool = False
+    """True for kinds that always answer with exactly one Message; they are served without a task."""
 
     @abstractmethod
     async def info(self) -> AgentInfo:

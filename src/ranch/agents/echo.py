@@ -12,6 +12,8 @@ from ranch.agents.base import Agent, AgentInfo, Call, Event, reply, text_of
 class EchoAgent(Agent):
     """The simplest deterministic agent; it does not declare client routing."""
 
+    replies_directly = True
+
     def __init__(self, info: AgentInfo) -> None:
         self.id = info.id
         self._info = info

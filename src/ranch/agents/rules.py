@@ -42,6 +42,8 @@ class Rule:
 class RulesAgent(Agent):
     """Deterministic routing agent; declares the client-routing extension."""
 
+    replies_directly = True
+
     def __init__(self, info: AgentInfo, rules: Sequence[Rule]) -> None:
         self.id = info.id
         self._info = info

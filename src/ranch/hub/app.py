@@ -28,11 +28,12 @@ from starlette.routing import BaseRoute, Route
 from ranch import __version__
 from ranch.config import RanchConfig
 from ranch.hub.registry import Registry
-from ranch.hub.serving import ContextBuilder, RanchRequestHandler, guard_agent
+from ranch.hub.serving import ContextBuilder, RanchRequestHandler, call_context, explained, guard_agent
 from ranch.hub.tasks import TaskCore, fail_unfinished, owner_of
 from ranch.routing.team import Team
 from ranch.wire.cards import AGENTS_PATH, agent_url, build_card
 from ranch.wire.client import ClientPool
+from ranch.wire.jsonrpc import JsonRpcEndpoint
 from ranch.wire.middleware import ActivatedExtensions, BodyLimit
 
 logger = logging.getLogger(__name__)
@@ -89,8 +90,8 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
     """Every agent and team of `config` as an A2A server (JSON-RPC and HTTP+JSON)."""
     hub = Hub(config, settings or Settings())
     handler = RanchRequestHandler(hub.registry, lambda: hub.core)
-    jsonrpc = JsonRpcDispatcher(handler, context_builder=ContextBuilder(), enable_v0_3_compat=True)
-    rpc = guard_agent(hub.registry, jsonrpc.handle_requests)
+    legacy = JsonRpcDispatcher(handler, context_builder=ContextBuilder(), enable_v0_3_compat=True)
+    rpc = guard_agent(hub.registry, JsonRpcEndpoint(handler, call_context, explained(legacy.handle_requests)))
     routes: list[BaseRoute] = [
         Route("/healthz", _healthz, methods=["GET"]),
         Route(AGENTS_PATH, _list_agents(hub), methods=["GET"]),

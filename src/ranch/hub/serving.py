@@ -8,12 +8,17 @@ URL, negotiates extensions, and hands the message to `TaskCore`.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import aclosing
 from typing import Any
 
+from a2a.auth.user import UnauthenticatedUser
+from a2a.extensions.common import HTTP_EXTENSION_HEADER, get_requested_extensions
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers.request_handler import RequestHandler
 from a2a.server.routes import DefaultServerCallContextBuilder
+from a2a.server.routes.common import StarletteUser
 from a2a.types import (
     AgentCard,
     CancelTaskRequest,
@@ -35,6 +40,7 @@ from a2a.types import (
 from a2a.utils.errors import (
     ExtendedAgentCardNotConfiguredError,
     ExtensionSupportRequiredError,
+    InternalError,
     InvalidParamsError,
     PushNotificationNotSupportedError,
     UnsupportedOperationError,
@@ -47,17 +53,10 @@ from ranch.agents.base import Agent, Call, Event
 from ranch.hub.registry import Registry
 from ranch.hub.tasks import TERMINAL, TaskCore
 from ranch.wire.errors import error_body, http_status
+from ranch.wire.jsonrpc import unknown_method
 from ranch.wire.middleware import SCOPE_KEY
 
 AGENT_KEY = "ranch.agent"
-A2A_METHODS = (
-    "SendMessage",
-    "SendStreamingMessage",
-    "GetTask",
-    "ListTasks",
-    "CancelTask",
-    "SubscribeToTask",
-)
 
 
 class ContextBuilder(DefaultServerCallContextBuilder):
@@ -68,6 +67,36 @@ class ContextBuilder(DefaultServerCallContextBuilder):
         context.state[AGENT_KEY] = request.path_params.get("agent_id", "")
         context.state[SCOPE_KEY] = request.scope.setdefault(SCOPE_KEY, {})
         return context
+
+
+def call_context(request: Request) -> ServerCallContext:
+    """The same context as `ContextBuilder`, minus the header copy only the SDK's version check reads."""
+    user = StarletteUser(request.user) if "user" in request.scope else UnauthenticatedUser()
+    return ServerCallContext.model_construct(
+        state={
+            AGENT_KEY: request.path_params.get("agent_id", ""),
+            SCOPE_KEY: request.scope.setdefault(SCOPE_KEY, {}),
+        },
+        user=user,
+        tenant="",
+        requested_extensions=get_requested_extensions(request.headers.getlist(HTTP_EXTENSION_HEADER)),
+    )
+
+
+async def answer_inline(agent: Agent, message: Message, call: Call) -> Message:
+    """Agents that always answer with one Message run in the request itself: no task, no run.
+
+    Only ranch's own `rules` and `echo` kinds set `replies_directly`; they compute their
+    answer without waiting on anything, so no timeout scope is needed around them.
+    """
+    message.context_id = message.context_id or str(uuid.uuid4())
+    async with aclosing(agent.run(message, call)) as events:
+        async for event in events:
+            if isinstance(event, Message):
+                event.context_id, event.task_id = message.context_id, ""
+                return event
+            break
+    raise InternalError(f"agent '{agent.id}' did not answer with a message")
 
 
 class RanchRequestHandler(RequestHandler):
@@ -83,6 +112,8 @@ class RanchRequestHandler(RequestHandler):
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task | Message:
         agent, owner, message, call = await self._accept(params, context)
+        if agent.replies_directly and not message.task_id:
+            return await answer_inline(agent, message, call)
         run = await self.core.start(agent, message, call, owner)
         if params.configuration.return_immediately:
             await run.first.wait()
@@ -97,6 +128,9 @@ class RanchRequestHandler(RequestHandler):
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
         agent, owner, message, call = await self._accept(params, context)
+        if agent.replies_directly and not message.task_id:
+            yield await answer_inline(agent, message, call)
+            return
         run = await self.core.start(agent, message, call, owner)
         async for event in self.core.stream(run, run.subscribe()):
             yield event
@@ -197,11 +231,7 @@ def guard_agent(registry: Registry, endpoint: Callable[[Request], Awaitable[Resp
     async def guarded(request: Request) -> Response:
         agent_id = request.path_params.get("agent_id", "")
         if agent_id in registry:
-            response = await endpoint(request)
-            body = getattr(response, "body", b"")
-            if b'"code":-32601' in body or b'"code":-32600' in body:
-                return await _explain(request, response)
-            return response
+            return await endpoint(request)
         known = ", ".join(registry.ids()) or "none"
         text = f"no agent or team '{agent_id}' is served here (known: {known})"
         request_id = None
@@ -213,8 +243,20 @@ def guard_agent(registry: Registry, endpoint: Callable[[Request], Awaitable[Resp
     return guarded
 
 
+def explained(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+    """Wrap an SDK dispatcher so "Method not found" / "Invalid Request" say which method or what is wrong."""
+
+    async def explain_errors(request: Request) -> Response:
+        response = await endpoint(request)
+        body = getattr(response, "body", b"")
+        if b'"code":-32601' in body or b'"code":-32600' in body:
+            return await _explain(request, response)
+        return response
+
+    return explain_errors
+
+
 async def _explain(request: Request, response: Response) -> Response:
-    """The SDK says only "Method not found" / "Invalid Request"; say which method, or what is wrong."""
     try:
         data = json.loads(await request.body())
         payload = json.loads(bytes(response.body))
@@ -223,10 +265,7 @@ async def _explain(request: Request, response: Response) -> Response:
         return response
     if error.get("code") == -32601:
         method = data.get("method") if isinstance(data, dict) else None
-        error["message"] = (
-            f"method {method!r} does not exist; A2A 1.0 methods are {', '.join(A2A_METHODS)} "
-            "(A2A 0.3 names such as message/send are served when no A2A-Version header is sent)"
-        )
+        error["message"] = unknown_method(str(method))
     else:
         details = error.get("data") if isinstance(error.get("data"), list) else []
         reasons = [d.get("metadata", {}).get("parseError") for d in details if isinstance(d, dict)]

@@ -1,0 +1,234 @@
+"""A2A 1.0 JSON-RPC binding, lean: the hot path of every hop ranch serves.
+
+The a2a-sdk's `JsonRpcDispatcher` costs about 0.5 ms of CPU per request (tracing
+wrappers, a generic JSON-RPC library, header copies, dict <-> protobuf twice);
+bench/README.md shows it, not the agent, is what limits throughput. This binding
+parses with orjson, checks the envelope, dispatches by method to the same
+`RequestHandler`, and serialises the same protobuf results with the same
+`MessageToDict` rules, so the JSON on the wire is identical (tests/wire prove it
+against the SDK's dispatcher). Requests without `A2A-Version` are A2A 0.3: they go
+to the SDK's dispatcher, which owns the 0.3 conversion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from a2a.server.context import ServerCallContext
+from a2a.server.jsonrpc_models import JSONParseError, JSONRPCError, MethodNotFoundError
+from a2a.server.request_handlers.request_handler import RequestHandler
+from a2a.server.request_handlers.response_helpers import build_error_response
+from a2a.server.routes.common import serialize_list_tasks_response
+from a2a.types import (
+    CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest,
+    GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
+    ListTasksRequest,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+    Task,
+    TaskPushNotificationConfig,
+)
+from a2a.utils import proto_utils
+from a2a.utils.errors import A2AError, InvalidParamsError, InvalidRequestError, TaskNotFoundError
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.message import Message as Proto
+from sse_starlette.sse import EventSourceResponse
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ranch.wire import codec
+
+Context = ServerCallContext
+ContextFactory = Callable[[Request], ServerCallContext]
+A2A_METHODS = (
+    "SendMessage",
+    "SendStreamingMessage",
+    "GetTask",
+    "ListTasks",
+    "CancelTask",
+    "SubscribeToTask",
+)
+
+
+@dataclass(frozen=True)
+class _Method:
+    params: type[Proto]
+    call: Callable[[RequestHandler, Any, Context], Awaitable[Any]] | None = None
+    stream: Callable[[RequestHandler, Any, Context], AsyncIterator[Any]] | None = None
+
+
+async def _send(handler: RequestHandler, params: Any, context: Context) -> Any:
+    result = await handler.on_message_send(params, context)
+    if isinstance(result, Task):
+        return {"task": codec.to_json(result)}
+    return {"message": codec.to_json(result)}
+
+
+async def _get_task(handler: RequestHandler, params: Any, context: Context) -> Any:
+    task = await handler.on_get_task(params, context)
+    if task is None:
+        raise TaskNotFoundError()
+    return codec.to_json(task)
+
+
+async def _cancel_task(handler: RequestHandler, params: Any, context: Context) -> Any:
+    task = await handler.on_cancel_task(params, context)
+    if task is None:
+        raise TaskNotFoundError()
+    return codec.to_json(task)
+
+
+async def _list_tasks(handler: RequestHandler, params: Any, context: Context) -> Any:
+    return serialize_list_tasks_response(
+        await handler.on_list_tasks(params, context), params.include_artifacts
+    )
+
+
+def _proto_call(name: str) -> Callable[[RequestHandler, Any, Context], Awaitable[Any]]:
+    async def call(handler: RequestHandler, params: Any, context: Context) -> Any:
+        result = await getattr(handler, name)(params, context)
+        return None if result is None else MessageToDict(result)
+
+    return call
+
+
+METHODS: dict[str, _Method] = {
+    "SendMessage": _Method(SendMessageRequest, call=_send),
+    "SendStreamingMessage": _Method(
+        SendMessageRequest, stream=lambda h, p, c: h.on_message_send_stream(p, c)
+    ),
+    "GetTask": _Method(GetTaskRequest, call=_get_task),
+    "ListTasks": _Method(ListTasksRequest, call=_list_tasks),
+    "CancelTask": _Method(CancelTaskRequest, call=_cancel_task),
+    "SubscribeToTask": _Method(SubscribeToTaskRequest, stream=lambda h, p, c: h.on_subscribe_to_task(p, c)),
+    "CreateTaskPushNotificationConfig": _Method(
+        TaskPushNotificationConfig, call=_proto_call("on_create_task_push_notification_config")
+    ),
+    "GetTaskPushNotificationConfig": _Method(
+        GetTaskPushNotificationConfigRequest, call=_proto_call("on_get_task_push_notification_config")
+    ),
+    "ListTaskPushNotificationConfigs": _Method(
+        ListTaskPushNotificationConfigsRequest, call=_proto_call("on_list_task_push_notification_configs")
+    ),
+    "DeleteTaskPushNotificationConfig": _Method(
+        DeleteTaskPushNotificationConfigRequest, call=_proto_call("on_delete_task_push_notification_config")
+    ),
+    "GetExtendedAgentCard": _Method(
+        GetExtendedAgentCardRequest, call=_proto_call("on_get_extended_agent_card")
+    ),
+}
+
+
+class JsonRpcEndpoint:
+    """`POST /a2a/agents/{id}`: A2A 1.0 here, A2A 0.3 through the SDK's dispatcher."""
+
+    def __init__(
+        self,
+        handler: RequestHandler,
+        context: ContextFactory,
+        legacy: Callable[[Request], Awaitable[Response]],
+    ) -> None:
+        self.handler = handler
+        self.context = context
+        self.legacy = legacy
+
+    async def __call__(self, request: Request) -> Response:
+        version = request.headers.get("a2a-version")
+        if not version or not version.startswith("1"):
+            return await self.legacy(request)  # the SDK's dispatcher: 0.3, or a version it will refuse
+        try:
+            body = orjson.loads(await request.body())
+        except orjson.JSONDecodeError as exc:
+            return _error(None, JSONParseError(message=f"the request body is not valid JSON: {exc}"))
+        request_id, method, problem = _envelope(body)
+        if problem is not None:
+            return _error(request_id, problem)
+        entry = METHODS.get(method)
+        if entry is None:
+            return _error(request_id, MethodNotFoundError(message=unknown_method(method)))
+        try:
+            params = codec.parse(body.get("params") or {}, entry.params)
+        except codec.ParamsError as exc:
+            return _error(request_id, InvalidParamsError(message=str(exc), data={"parseError": str(exc)}))
+        context = self.context(request)
+        try:
+            if entry.stream is not None:
+                return await self._stream(request_id, entry.stream(self.handler, params, context))
+            assert entry.call is not None
+            result = await entry.call(self.handler, params, context)
+        except A2AError as exc:
+            return _error(request_id, exc)
+        return _json({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+    async def _stream(self, request_id: Any, events: AsyncIterator[Any]) -> Response:
+        # the first event is fetched here, so an upfront error is a plain JSON-RPC error response
+        try:
+            first = await anext(events)
+        except StopAsyncIteration:
+            first = None
+
+        async def frames() -> AsyncGenerator[dict[str, str]]:
+            try:
+                if first is not None:
+                    yield _frame(request_id, first)
+                async for event in events:
+                    yield _frame(request_id, event)
+            except A2AError as exc:
+                yield {"event": "error", "data": orjson.dumps(build_error_response(request_id, exc)).decode()}
+
+        return EventSourceResponse(frames())
+
+
+def _frame(request_id: Any, event: Any) -> dict[str, str]:
+    result = codec.to_json(proto_utils.to_stream_response(event))
+    return {"data": orjson.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}).decode()}
+
+
+def _envelope(body: Any) -> tuple[Any, str, A2AError | None]:
+    """Check the JSON-RPC 2.0 envelope; return (id, method, problem)."""
+    if not isinstance(body, dict):
+        kind = (
+            "Batch requests are not supported"
+            if isinstance(body, list)
+            else "the request must be a JSON object"
+        )
+        return None, "", InvalidRequestError(message=f"Invalid Request: {kind}")
+    request_id = body.get("id")
+    if isinstance(request_id, bool) or not (request_id is None or isinstance(request_id, str | int)):
+        return None, "", InvalidRequestError(message="Invalid Request: id must be a string, integer, or null")
+    if body.get("jsonrpc") != "2.0":
+        return request_id, "", InvalidRequestError(message="Invalid Request: 'jsonrpc' must be exactly '2.0'")
+    method = body.get("method")
+    if not isinstance(method, str) or not method:
+        return (
+            request_id,
+            "",
+            InvalidRequestError(message="Invalid Request: 'method' must be a non-empty string"),
+        )
+    params = body.get("params")
+    if params is not None and not isinstance(params, dict):
+        return request_id, method, InvalidParamsError(message="params must be a JSON object")
+    return request_id, method, None
+
+
+def unknown_method(method: str) -> str:
+    """The message for -32601: which method, and which exist."""
+    return (
+        f"method {method!r} does not exist; A2A 1.0 methods are {', '.join(A2A_METHODS)} "
+        "(A2A 0.3 names such as message/send are served when no A2A-Version header is sent)"
+    )
+
+
+def _error(request_id: Any, error: A2AError | JSONRPCError) -> Response:
+    return _json(build_error_response(request_id, error))
+
+
+def _json(payload: Any) -> Response:
+    return Response(orjson.dumps(payload), media_type="application/json")
