@@ -12,6 +12,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from typing import Literal
 
 import anyio
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
@@ -48,6 +49,8 @@ class Settings:
 
     database_url: str = DEFAULT_DATABASE_URL
     max_body_bytes: int = DEFAULT_MAX_BODY
+    jsonrpc: Literal["lean", "sdk"] = "lean"
+    """`sdk` serves A2A 1.0 JSON-RPC through the a2a-sdk's dispatcher too (slower; for comparison)."""
 
 
 class Hub:
@@ -91,7 +94,9 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
     hub = Hub(config, settings or Settings())
     handler = RanchRequestHandler(hub.registry, lambda: hub.core)
     legacy = JsonRpcDispatcher(handler, context_builder=ContextBuilder(), enable_v0_3_compat=True)
-    rpc = guard_agent(hub.registry, JsonRpcEndpoint(handler, call_context, explained(legacy.handle_requests)))
+    sdk_endpoint = explained(legacy.handle_requests)
+    lean = JsonRpcEndpoint(handler, call_context, sdk_endpoint)
+    rpc = guard_agent(hub.registry, lean if hub.settings.jsonrpc == "lean" else sdk_endpoint)
     routes: list[BaseRoute] = [
         Route("/healthz", _healthz, methods=["GET"]),
         Route(AGENTS_PATH, _list_agents(hub), methods=["GET"]),

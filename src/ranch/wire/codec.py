@@ -5,14 +5,18 @@ building the same protobuf directly takes 2-3 us. `parse` builds it directly whe
 the request uses only the plain fields most requests use, and hands anything else
 (push configs, files, snake_case keys, wrong types) to `ParseDict`, so the result
 and the errors are exactly ParseDict's (tests/wire/test_codec.py checks this with
-hypothesis). `to_json` is `MessageToDict`, the SDK's own rule for the wire.
+hypothesis). `to_json` follows `MessageToDict`, the SDK's own rule for the wire,
+by the same field walk without its generic machinery (checked the same way).
 """
 
 from __future__ import annotations
 
+import base64
+import math
 from typing import Any, TypeVar, cast
 
 from a2a.types import Message, Part, Role, SendMessageConfiguration, SendMessageRequest
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 from google.protobuf.message import Message as Proto
 
@@ -53,9 +57,94 @@ def parse(params: dict[str, Any], cls: type[P]) -> P:
 
 
 def to_json(message: Proto) -> dict[str, Any]:
-    """The JSON form A2A puts on the wire (camelCase, enums by name, defaults omitted)."""
-    data: dict[str, Any] = MessageToDict(message)
-    return data
+    """The JSON form A2A puts on the wire: exactly `MessageToDict(message)`, about 4x faster.
+
+    Same rules: fields that are set (`ListFields`), camelCase names, enums by name,
+    bytes in base64, int64 as strings, Struct / Value / Timestamp in their JSON forms.
+    Anything outside the A2A types (maps, extensions, float fields) goes to MessageToDict.
+    """
+    try:
+        return _message_json(message)
+    except _Slow:
+        data: dict[str, Any] = MessageToDict(message)
+        return data
+
+
+def _message_json(message: Proto) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for field, value in message.ListFields():
+        convert = _CONVERTERS.get(field)
+        if convert is None:
+            convert = _CONVERTERS[field] = _converter(field)
+        out[field.json_name] = convert(value)
+    return out
+
+
+def _converter(field: FieldDescriptor) -> Any:
+    if field.is_extension or (field.message_type is not None and field.message_type.GetOptions().map_entry):
+        raise _Slow
+    single = _single(field)
+    if field.is_repeated:
+        return lambda values: [single(v) for v in values]
+    return single
+
+
+def _single(field: FieldDescriptor) -> Any:
+    kind = field.cpp_type
+    if kind == FieldDescriptor.CPPTYPE_MESSAGE:
+        special = _WELL_KNOWN.get(field.message_type.full_name)
+        return special if special is not None else _message_json
+    if kind == FieldDescriptor.CPPTYPE_ENUM:
+        names = {value.number: value.name for value in field.enum_type.values}
+        if field.enum_type.full_name == "google.protobuf.NullValue" or field.enum_type.is_closed:
+            raise _Slow
+        return lambda number: names.get(number, number)
+    if field.type == FieldDescriptor.TYPE_BYTES:
+        return lambda raw: base64.b64encode(raw).decode("utf-8")
+    if kind in (FieldDescriptor.CPPTYPE_INT64, FieldDescriptor.CPPTYPE_UINT64):
+        return str
+    if kind in (FieldDescriptor.CPPTYPE_FLOAT, FieldDescriptor.CPPTYPE_DOUBLE):
+        raise _Slow
+    return _same
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _value_json(value: Any) -> Any:
+    kind = value.WhichOneof("kind")
+    if kind is None or kind == "null_value":
+        return None
+    if kind == "struct_value":
+        return _struct_json(value.struct_value)
+    if kind == "list_value":
+        return _list_json(value.list_value)
+    if kind == "number_value" and not math.isfinite(value.number_value):
+        raise _Slow  # MessageToDict refuses it; let it say so
+    return getattr(value, kind)
+
+
+def _struct_json(struct: Any) -> dict[str, Any]:
+    return {key: _value_json(item) for key, item in struct.fields.items()}
+
+
+def _list_json(values: Any) -> list[Any]:
+    return [_value_json(item) for item in values.values]
+
+
+def _timestamp_json(stamp: Any) -> str:
+    text: str = stamp.ToJsonString()
+    return text
+
+
+_WELL_KNOWN: dict[str, Any] = {
+    "google.protobuf.Struct": _struct_json,
+    "google.protobuf.Value": _value_json,
+    "google.protobuf.ListValue": _list_json,
+    "google.protobuf.Timestamp": _timestamp_json,
+}
+_CONVERTERS: dict[FieldDescriptor, Any] = {}
 
 
 def _send_message_request(params: dict[str, Any]) -> SendMessageRequest:
@@ -63,8 +152,10 @@ def _send_message_request(params: dict[str, Any]) -> SendMessageRequest:
         raise _Slow
     request = SendMessageRequest()
     if "message" in params:
+        request.message.SetInParent()  # present even when empty, as ParseDict makes it
         _message(params["message"], request.message)
     if "configuration" in params:
+        request.configuration.SetInParent()
         _configuration(params["configuration"], request.configuration)
     if "metadata" in params:
         _struct(params["metadata"], request)
@@ -78,7 +169,7 @@ def _message(data: Any, message: Message) -> None:
         raise _Slow
     if "role" in data:
         role = data["role"]
-        if role not in _ROLES:
+        if not isinstance(role, str) or role not in _ROLES:
             raise _Slow
         message.role = _ROLES[role]
     for key, field in (("messageId", "message_id"), ("contextId", "context_id"), ("taskId", "task_id")):
@@ -137,6 +228,7 @@ def _configuration(data: Any, config: SendMessageConfiguration) -> None:
 def _struct(data: Any, owner: Message | Part | SendMessageRequest) -> None:
     if not isinstance(data, dict) or not _plain_json(data):
         raise _Slow
+    owner.metadata.SetInParent()
     owner.metadata.update(data)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import orjson
@@ -151,10 +152,15 @@ class JsonRpcEndpoint:
         if problem is not None:
             return _error(request_id, problem)
         entry = METHODS.get(method)
+        if entry is None and method in _legacy_methods():
+            return await self.legacy(request)  # 0.3 method names go to the 0.3 adapter, as in the SDK
         if entry is None:
             return _error(request_id, MethodNotFoundError(message=unknown_method(method)))
+        raw = body.get("params")
+        if raw is not None and not isinstance(raw, dict):
+            return _error(request_id, InvalidParamsError(message="params must be a JSON object"))
         try:
-            params = codec.parse(body.get("params") or {}, entry.params)
+            params = codec.parse(raw or {}, entry.params)
         except codec.ParamsError as exc:
             return _error(request_id, InvalidParamsError(message=str(exc), data={"parseError": str(exc)}))
         context = self.context(request)
@@ -212,10 +218,15 @@ def _envelope(body: Any) -> tuple[Any, str, A2AError | None]:
             "",
             InvalidRequestError(message="Invalid Request: 'method' must be a non-empty string"),
         )
-    params = body.get("params")
-    if params is not None and not isinstance(params, dict):
-        return request_id, method, InvalidParamsError(message="params must be a JSON object")
     return request_id, method, None
+
+
+@cache
+def _legacy_methods() -> frozenset[str]:
+    """The A2A 0.3 method names the SDK's adapter serves (imported late: the SDK has an import cycle)."""
+    from a2a.compat.v0_3.jsonrpc_adapter import JSONRPC03Adapter
+
+    return frozenset(JSONRPC03Adapter.METHOD_TO_MODEL)
 
 
 def unknown_method(method: str) -> str:
