@@ -2,8 +2,8 @@
 
 It runs in its own process (`python -m bench.load URL BODY_FILE --concurrency C
 --seconds S`) so the load does not share the server's event loop, and prints one
-JSON line: requests, errors, requests/s, p50 and p99 in ms. It only ever targets
-127.0.0.1, and stops after `--seconds` or `--max-requests`, whichever comes first.
+JSON line: requests, errors, requests/s, SSE events/s, p50 and p99 in ms. It only
+targets 127.0.0.1 and stops after `--seconds` or `--max-requests`, whichever first.
 """
 
 from __future__ import annotations
@@ -17,39 +17,49 @@ from urllib.parse import urlsplit
 
 
 async def worker(
-    host: str,
     port: int,
     request: bytes,
     deadline: float,
     budget: list[int],
     latencies: list[float],
-    errors: list[int],
+    counts: dict[str, int],
 ) -> None:
-    reader, writer = await asyncio.open_connection(host, port)
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
         while time.perf_counter() < deadline and budget[0] > 0:
             budget[0] -= 1
             started = time.perf_counter()
             writer.write(request)
-            status = await read_response(reader)
+            status, body = await read_response(reader)
             latencies.append(time.perf_counter() - started)
-            if status != 200:
-                errors[0] += 1
+            counts["events"] += body.count(b"data:")
+            if status != 200 or b'"error"' in body:
+                counts["errors"] += 1
     finally:
         writer.close()
 
 
-async def read_response(reader: asyncio.StreamReader) -> int:
+async def read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    """One HTTP/1.1 response: its status and body (Content-Length, or chunked as SSE streams are)."""
     head = await reader.readuntil(b"\r\n\r\n")
     lines = head.split(b"\r\n")
     status = int(lines[0].split()[1])
-    length = 0
+    length, chunked = 0, False
     for line in lines[1:]:
-        if line.lower().startswith(b"content-length:"):
-            length = int(line.split(b":", 1)[1])
-    if length:
-        await reader.readexactly(length)
-    return status
+        name, _, value = line.partition(b":")
+        if name.lower() == b"content-length":
+            length = int(value)
+        elif name.lower() == b"transfer-encoding" and b"chunked" in value.lower():
+            chunked = True
+    if not chunked:
+        return status, await reader.readexactly(length) if length else b""
+    body = bytearray()
+    while True:
+        size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
+        chunk = await reader.readexactly(size + 2)
+        if size == 0:
+            return status, bytes(body)
+        body += chunk[:-2]
 
 
 async def run(
@@ -64,24 +74,23 @@ async def run(
         f"{extra}Content-Length: {len(body)}\r\n\r\n"
     ).encode() + body
     latencies: list[float] = []
-    errors = [0]
+    counts = {"errors": 0, "events": 0}
     budget = [cap]
     started = time.perf_counter()
     deadline = started + seconds
+    port = parts.port or 80
     await asyncio.gather(
-        *(
-            worker("127.0.0.1", parts.port or 80, request, deadline, budget, latencies, errors)
-            for _ in range(concurrency)
-        )
+        *(worker(port, request, deadline, budget, latencies, counts) for _ in range(concurrency))
     )
     elapsed = time.perf_counter() - started
     ordered = sorted(latencies)
     return {
         "requests": len(ordered),
-        "errors": errors[0],
+        "errors": counts["errors"],
         "rps": len(ordered) / elapsed,
+        "events_per_s": counts["events"] / elapsed,
         "p50_ms": statistics.median(ordered) * 1000 if ordered else 0.0,
-        "p99_ms": ordered[int(len(ordered) * 0.99) - 1] * 1000 if ordered else 0.0,
+        "p99_ms": ordered[max(0, int(len(ordered) * 0.99) - 1)] * 1000 if ordered else 0.0,
     }
 
 

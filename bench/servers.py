@@ -1,8 +1,12 @@
-"""The servers compared: ranch, the a2a-sdk's DefaultRequestHandler, and a bare Starlette endpoint.
+"""The servers compared: ranch, the a2a-sdk's DefaultRequestHandler, and bare Starlette.
 
-Each serves an echo agent (the bare endpoint returns a fixed JSON body: the
-ceiling for any Python server on this stack). Run one with
-`python -m bench.servers KIND PORT`; it binds 127.0.0.1 only.
+`python -m bench.servers KIND PORT` serves one of them on 127.0.0.1:
+
+- ranch: `echo` (an echo agent) and `tasker` (answers with a completed Task), served
+  exactly as `ranch serve` would, tasks in a throwaway SQLite file;
+- sdk: the same echo behaviour as an a2a-sdk `AgentExecutor` under `DefaultRequestHandler`
+  at `/`, and one that answers with a completed Task at `/task/` (for GetTask);
+- bare: Starlette endpoints returning fixed bodies: the ceiling for any Python server here.
 """
 
 from __future__ import annotations
@@ -18,37 +22,68 @@ from a2a.server.events.event_queue import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_jsonrpc_routes
 from a2a.server.tasks.inmemory_task_store import InMemoryTaskStore
-from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Message, Part, Role
+from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    AgentSkill,
+    Message,
+    Part,
+    Role,
+    Task,
+    TaskState,
+    TaskStatus,
+)
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ranch.config import parse_config
 from ranch.hub.app import Settings, create_app
 
-ECHO_CONFIG = "agents:\n  - {id: echo, kind: echo}\n"
+RANCH_CONFIG = """
+agents:
+  - {id: echo, kind: echo}
+  - {id: tasker, kind: python, entry: "bench.servers:answer_with_task"}
+"""
+
+
+async def answer_with_task(message: Message, call: Any) -> Any:
+    """ranch's twin of `TaskExecutor`: the same completed Task, for GetTask to read."""
+    reply = Message(role=Role.ROLE_AGENT, message_id="reply", parts=[Part(text=message.parts[0].text)])
+    status = TaskStatus(state=TaskState.TASK_STATE_COMPLETED, message=reply)
+    yield Task(id=message.task_id, context_id=message.context_id, status=status)
 
 
 class EchoExecutor(AgentExecutor):
     """The same behaviour as ranch's echo agent: one agent Message with the text it got."""
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-        await event_queue.enqueue_event(
-            Message(
-                role=Role.ROLE_AGENT,
-                message_id="reply",
-                context_id=context.context_id or "",
-                parts=[Part(text=context.get_user_input())],
-            )
+        reply = Message(
+            role=Role.ROLE_AGENT,
+            message_id="reply",
+            context_id=context.context_id or "",
+            parts=[Part(text=context.get_user_input())],
         )
+        await event_queue.enqueue_event(reply)
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         return None
 
 
-def sdk_app(port: int) -> Starlette:
-    card = AgentCard(
+class TaskExecutor(EchoExecutor):
+    """Answers with a completed Task, so there is something for GetTask to read."""
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        reply = Message(role=Role.ROLE_AGENT, message_id="reply", parts=[Part(text=context.get_user_input())])
+        status = TaskStatus(state=TaskState.TASK_STATE_COMPLETED, message=reply)
+        task = Task(id=context.task_id or "", context_id=context.context_id or "", status=status)
+        await event_queue.enqueue_event(task)
+
+
+def _card(port: int) -> AgentCard:
+    return AgentCard(
         name="echo",
         description="echo",
         version="1",
@@ -62,13 +97,26 @@ def sdk_app(port: int) -> Starlette:
         default_output_modes=["text/plain"],
         skills=[AgentSkill(id="echo", name="echo", description="echo", tags=["echo"])],
     )
-    handler = DefaultRequestHandler(
+
+
+def sdk_app(port: int) -> Starlette:
+    card = _card(port)
+    echo = DefaultRequestHandler(
         agent_executor=EchoExecutor(), task_store=InMemoryTaskStore(), agent_card=card
     )
-    return Starlette(routes=create_jsonrpc_routes(handler, rpc_url="/"))
+    tasks = DefaultRequestHandler(
+        agent_executor=TaskExecutor(), task_store=InMemoryTaskStore(), agent_card=card
+    )
+    return Starlette(
+        routes=[*create_jsonrpc_routes(echo, rpc_url="/"), *create_jsonrpc_routes(tasks, rpc_url="/task/")]
+    )
 
 
-FIXED = {"jsonrpc": "2.0", "id": 1, "result": {"message": {"role": "ROLE_AGENT", "parts": [{"text": "hi"}]}}}
+FIXED: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "result": {"message": {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": "hello"}]}},
+}
 
 
 def bare_app() -> Starlette:
@@ -76,12 +124,26 @@ def bare_app() -> Starlette:
         await request.body()
         return JSONResponse(FIXED)
 
-    return Starlette(routes=[Route("/", endpoint, methods=["POST"])])
+    async def stream(request: Request) -> Response:
+        await request.body()
+
+        async def body() -> Any:
+            yield b"data: " + JSONResponse(FIXED).body + b"\r\n\r\n"
+
+        return StreamingResponse(body(), media_type="text/event-stream")
+
+    return Starlette(
+        routes=[
+            Route("/", endpoint, methods=["POST"]),
+            Route("/task/", endpoint, methods=["POST"]),
+            Route("/stream", stream, methods=["POST"]),
+        ]
+    )
 
 
 def ranch_app() -> Any:
     database = tempfile.mktemp(suffix=".db", prefix="ranch-bench-")
-    return create_app(parse_config(ECHO_CONFIG), Settings(database_url=f"sqlite+aiosqlite:///{database}"))
+    return create_app(parse_config(RANCH_CONFIG), Settings(database_url=f"sqlite+aiosqlite:///{database}"))
 
 
 def main() -> None:

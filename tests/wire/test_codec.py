@@ -12,12 +12,15 @@ from typing import Any
 import pytest
 from a2a.types import (
     Artifact,
+    CancelTaskRequest,
+    GetTaskRequest,
     Message,
     Part,
     Role,
     SendMessageRequest,
     SendMessageResponse,
     StreamResponse,
+    SubscribeToTaskRequest,
     Task,
     TaskArtifactUpdateEvent,
     TaskState,
@@ -248,3 +251,32 @@ def test_parse_equals_parse_dict_for_plain_requests(params: dict[str, Any]) -> N
 @given(mangled())
 def test_parse_equals_parse_dict_for_mangled_requests(params: dict[str, Any]) -> None:
     assert fast_parse(params) == parse_dict(params)
+
+
+id_requests = st.fixed_dictionaries(
+    {},
+    optional={
+        "id": text | st.integers() | st.none(),
+        "tenant": text,
+        "historyLength": st.integers(-(2**32), 2**32) | st.booleans() | text,
+        "metadata": json_object,
+    },
+)
+
+
+@SETTINGS
+@given(st.sampled_from([GetTaskRequest, CancelTaskRequest, SubscribeToTaskRequest]), id_requests)
+def test_parse_equals_parse_dict_for_task_id_requests(cls: Any, params: dict[str, Any]) -> None:
+    def reference() -> Any:
+        try:
+            return ParseDict(params, cls(), ignore_unknown_fields=True)
+        except ParseError:
+            return "refused"
+
+    def ours() -> Any:
+        try:
+            return codec.parse(params, cls)
+        except codec.ParamsError:
+            return "refused"
+
+    assert ours() == reference()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -58,6 +59,7 @@ TERMINAL = frozenset(
     }
 )
 INTERRUPTED = frozenset({TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED})
+RECENT_TASKS = 1024
 SUBSCRIBER_BUFFER = 1024
 """Events buffered per subscriber; one that falls this far behind is dropped (it can GetTask)."""
 
@@ -114,6 +116,8 @@ class TaskCore:
         self.store = store
         self.group = group
         self.live: dict[str, Run] = {}
+        self.recent: OrderedDict[str, tuple[str, Task]] = OrderedDict()
+        """Tasks stored lately, by id, with their owner: GetTask right after a turn skips the database."""
 
     # -- sending ------------------------------------------------------------------------------
 
@@ -133,7 +137,7 @@ class TaskCore:
             raise UnsupportedOperationError(
                 f"task {message.task_id} is still working; wait for it or cancel it"
             )
-        task = await self.store.get(message.task_id, _ctx(owner))
+        task = await self._stored(message.task_id, owner)
         if task is None:
             raise TaskNotFoundError(f"task {message.task_id} not found")
         if task.status.state in TERMINAL:
@@ -232,10 +236,21 @@ class TaskCore:
         await self._save(run.owner, task)
 
     async def _save(self, owner: str, task: Task) -> None:
+        self.recent.pop(task.id, None)
         try:
             await self.store.save(task, _ctx(owner))
         except Exception:  # storage trouble is logged; the live answer still reaches the caller
             logger.exception("could not store task %s", task.id)
+            return
+        self.recent[task.id] = (owner, _copy(task))
+        while len(self.recent) > RECENT_TASKS:
+            self.recent.popitem(last=False)
+
+    async def _stored(self, task_id: str, owner: str) -> Task | None:
+        cached = self.recent.get(task_id)
+        if cached is not None and cached[0] == owner:
+            return _copy(cached[1])
+        return await self.store.get(task_id, _ctx(owner))
 
     # -- reading and cancelling ------------------------------------------------------------------
 
@@ -243,7 +258,7 @@ class TaskCore:
         run = self.live.get(task_id)
         if run is not None and run.owner == owner and run.task is not None:
             return _copy(run.task)
-        task = await self.store.get(task_id, _ctx(owner))
+        task = await self._stored(task_id, owner)
         if task is None:
             raise TaskNotFoundError(f"task {task_id} not found")
         return task

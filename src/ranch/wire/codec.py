@@ -15,7 +15,16 @@ import base64
 import math
 from typing import Any, TypeVar, cast
 
-from a2a.types import Message, Part, Role, SendMessageConfiguration, SendMessageRequest
+from a2a.types import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageConfiguration,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+)
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 from google.protobuf.message import Message as Proto
@@ -45,9 +54,10 @@ class _Slow(Exception):
 
 def parse(params: dict[str, Any], cls: type[P]) -> P:
     """`params` as a `cls` protobuf; unknown fields are ignored, as the SDK's dispatcher does."""
-    if cls is SendMessageRequest:
+    fast = _FAST.get(cls)
+    if fast is not None:
         try:
-            return cast(P, _send_message_request(params))
+            return cast(P, fast(params))
         except _Slow:
             pass
     try:
@@ -164,6 +174,27 @@ def _send_message_request(params: dict[str, Any]) -> SendMessageRequest:
     return request
 
 
+def _task_id_request(cls: type[P], keys: frozenset[str]) -> Any:
+    """GetTask / CancelTask / SubscribeToTask: an id, and for GetTask a history length."""
+
+    def parse_request(params: dict[str, Any]) -> P:
+        if not params.keys() <= keys:
+            raise _Slow
+        request: Any = cls()
+        if "id" in params:
+            request.id = _str(params["id"])
+        if "tenant" in params:
+            request.tenant = _str(params["tenant"])
+        if "historyLength" in params:
+            length = params["historyLength"]
+            if type(length) is not int or not -(2**31) <= length < 2**31:
+                raise _Slow
+            request.history_length = length
+        return cast(P, request)
+
+    return parse_request
+
+
 def _message(data: Any, message: Message) -> None:
     if not isinstance(data, dict) or not data.keys() <= _MESSAGE_KEYS:
         raise _Slow
@@ -245,6 +276,14 @@ def _plain_json(value: Any, depth: int = 0) -> bool:
     if isinstance(value, int):
         return abs(value) <= 2**53
     return isinstance(value, float) and value == value and abs(value) != float("inf")
+
+
+_FAST: dict[type[Proto], Any] = {
+    SendMessageRequest: _send_message_request,
+    GetTaskRequest: _task_id_request(GetTaskRequest, frozenset({"id", "tenant", "historyLength"})),
+    CancelTaskRequest: _task_id_request(CancelTaskRequest, frozenset({"id", "tenant"})),
+    SubscribeToTaskRequest: _task_id_request(SubscribeToTaskRequest, frozenset({"id", "tenant"})),
+}
 
 
 def _str(value: Any) -> str:

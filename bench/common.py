@@ -1,0 +1,173 @@
+"""What every benchmark shares: loopback ports, server processes, percentiles, tables.
+
+Servers run in their own processes and bind 127.0.0.1 only; every load loop is
+bounded in count and time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import resource
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+import httpx
+
+HOST = "127.0.0.1"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextlib.contextmanager
+def server_process(
+    command: Sequence[str], health_url: str, timeout: float = 30.0, quiet: bool = False
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run `command` (a server bound to 127.0.0.1) until the block ends; wait until `health_url` answers.
+
+    `quiet` drops the server's stdout (its banner), so a benchmark's own output stays a clean table.
+    """
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+    stdout = subprocess.DEVNULL if quiet else None
+    process = subprocess.Popen(list(command), env=env, cwd=ROOT, stdout=stdout)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if process.poll() is not None:
+                raise SystemExit(f"server exited early: {' '.join(command)}")
+            try:
+                if httpx.get(health_url, timeout=1).status_code < 500:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise SystemExit(f"server did not come up: {' '.join(command)}")
+            time.sleep(0.1)
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def ranch_serve(config: Path, port: int, database: Path) -> list[str]:
+    """The command that serves `config` with ranch, as users run it."""
+    return [
+        sys.executable, "-m", "ranch", "serve", str(config),
+        "--port", str(port), "--db", f"sqlite+aiosqlite:///{database}", "--log-level", "warning",
+    ]  # fmt: skip
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, int(round(fraction * len(ordered))) - 1))]
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else 0.0
+
+
+def table(title: str, header: Sequence[str], rows: Sequence[Sequence[object]], note: str = "") -> str:
+    lines = [f"### {title}", ""]
+    if note:
+        lines += [note, ""]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "---|" * len(header))
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def rss_kib(pid: int) -> int:
+    """Resident memory of a process, from /proc (Linux)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far, from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def raise_open_files(wanted: int) -> int:
+    """Raise this process's soft open-file limit toward `wanted`, never past the hard limit.
+
+    Servers started afterwards inherit it. Returns the soft limit now in force.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        return target
+    return soft
+
+
+# -- raw HTTP/1.1 over asyncio streams: far cheaper per connection than httpx at 1000 connections --
+
+A2A_HEADERS = {"A2A-Version": "1.0"}
+
+
+def jsonrpc_post(path: str, method: str, params: object, request_id: int | str = 1) -> bytes:
+    """One keep-alive HTTP/1.1 POST of a JSON-RPC request to 127.0.0.1, as A2A 1.0."""
+    body = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}).encode()
+    return http_post(path, body, A2A_HEADERS)
+
+
+def http_post(path: str, body: bytes, headers: Mapping[str, str] | None = None) -> bytes:
+    extra = "".join(f"{key}: {value}\r\n" for key, value in (headers or {}).items())
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: {HOST}\r\nContent-Type: application/json\r\n"
+        f"{extra}Content-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+async def read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]:
+    """The status code and headers (names lower-cased) of one response."""
+    lines = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if sep:
+            headers[name.strip().lower()] = value.strip()
+    return int(lines[0].split()[1]), headers
+
+
+async def read_chunk(reader: asyncio.StreamReader) -> bytes:
+    """One chunk of a chunked body; b"" for the last one (trailers are skipped)."""
+    size = int((await reader.readuntil(b"\r\n")).split(b";", 1)[0], 16)
+    if size == 0:
+        while await reader.readuntil(b"\r\n") != b"\r\n":
+            pass
+        return b""
+    data = await reader.readexactly(size + 2)
+    return data[:-2]
+
+
+async def read_body(reader: asyncio.StreamReader, headers: Mapping[str, str]) -> bytes:
+    """The whole body of a response whose head `read_head` returned (Content-Length or chunked)."""
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        parts: list[bytes] = []
+        while chunk := await read_chunk(reader):
+            parts.append(chunk)
+        return b"".join(parts)
+    return await reader.readexactly(int(headers.get("content-length", "0")))
