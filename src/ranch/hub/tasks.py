@@ -40,13 +40,12 @@ from a2a.utils.errors import (
 )
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from google.protobuf.json_format import MessageToDict
 from google.protobuf.timestamp_pb2 import Timestamp
 from sqlalchemy import select
 
 from ranch.agents.base import Agent, Call, Event
 from ranch.exceptions import AgentTimeout, RanchError
-from ranch.wire.events import apply_artifact
+from ranch.wire.events import apply_artifact, merge_metadata
 
 logger = logging.getLogger(__name__)
 
@@ -188,7 +187,7 @@ class TaskCore:
             _archive_status(task)
             task.status.CopyFrom(event.status)
             _stamp(task.status)
-            task.metadata.update(MessageToDict(event.metadata))
+            merge_metadata(task, event.metadata)
             run.publish(event)
         elif isinstance(event, TaskArtifactUpdateEvent):
             event.task_id, event.context_id = run.task_id, run.context_id
@@ -360,7 +359,7 @@ def _merge_task(task: Task, incoming: Task) -> None:
     if incoming.artifacts:
         del task.artifacts[:]
         task.artifacts.extend(incoming.artifacts)
-    task.metadata.update(MessageToDict(incoming.metadata))
+    merge_metadata(task, incoming.metadata)
 
 
 def _text(run: Run, text: str) -> Message:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any
 
 from a2a.types import (
     Artifact,
@@ -17,13 +16,11 @@ from a2a.types import (
     TaskStatus,
     TaskStatusUpdateEvent,
 )
-from google.protobuf.json_format import MessageToDict
-from google.protobuf.struct_pb2 import Struct
 
 from ranch.agents.base import Event, text_of
 from ranch.exceptions import AgentError, InvalidAgentReply
 from ranch.routing import extension
-from ranch.wire.events import apply_artifact
+from ranch.wire.events import apply_artifact, merge_metadata
 
 INTERRUPTED = frozenset({TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED})
 FAILED = frozenset(
@@ -78,7 +75,7 @@ class _Folder:
             task.CopyFrom(event)
         elif isinstance(event, TaskStatusUpdateEvent):
             task.status.CopyFrom(event.status)
-            task.metadata.update(_dict(event.metadata))
+            merge_metadata(task, event.metadata)
         elif isinstance(event, TaskArtifactUpdateEvent):
             apply_artifact(task, event)
         else:
@@ -132,8 +129,3 @@ def _reply_parts(task: Task) -> list[Part]:
     if task.status.HasField("message") and task.status.message.parts:
         return list(task.status.message.parts)
     return [part for artifact in task.artifacts for part in artifact.parts]
-
-
-def _dict(struct: Struct) -> dict[str, Any]:
-    data: dict[str, Any] = MessageToDict(struct)
-    return data

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from a2a.types import Task, TaskArtifactUpdateEvent
+from google.protobuf.struct_pb2 import Struct
 
 
 def apply_artifact(task: Task, event: TaskArtifactUpdateEvent) -> None:
@@ -15,3 +16,9 @@ def apply_artifact(task: Task, event: TaskArtifactUpdateEvent) -> None:
                 artifact.CopyFrom(event.artifact)
             return
     task.artifacts.append(event.artifact)
+
+
+def merge_metadata(task: Task, metadata: Struct) -> None:
+    """Top-level keys of an event's metadata replace the task's, as `dict.update` would."""
+    for key, value in metadata.fields.items():
+        task.metadata.fields[key].CopyFrom(value)
