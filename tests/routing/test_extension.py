@@ -408,3 +408,21 @@ def test_task_decision_none_anywhere() -> None:
 def test_parse_recipient(value: Any, expected: str | None) -> None:
     """A recipient is a non-empty string or the object form; anything else is none."""
     assert extension.parse_recipient(value) == expected
+
+
+def test_attach_request_data_writes_what_attach_request_writes() -> None:
+    """The Router's prebuilt-peers path puts the same JSON on the message as the typed helper."""
+    cards = [
+        SimplifiedAgentCard(
+            id="a", name="A", description="d", capabilities=["x"], supports_client_routing=True
+        ),
+        SimplifiedAgentCard(id="b", name="B"),
+    ]
+    typed = extension.attach_request(
+        message(), RoutingRequest(agent_cards=cards, sender="a", hops_remaining=3, trail=["a", "b"])
+    )
+    fast = extension.attach_request_data(
+        message(), peers=extension.peer_list(cards), sender="a", hops_remaining=3, trail=["a", "b"]
+    )
+    assert meta(fast) == meta(typed)
+    assert list(fast.extensions) == list(typed.extensions) == [URI]

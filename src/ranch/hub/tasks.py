@@ -10,6 +10,7 @@ reply to a new task is returned as is: no task is created for it.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator
@@ -341,7 +342,7 @@ def _copy(task: Task) -> Task:
 def _stamp(status: TaskStatus) -> None:
     if not status.HasField("timestamp"):
         now = Timestamp()
-        now.GetCurrentTime()
+        now.FromNanoseconds(time.time_ns())
         status.timestamp.CopyFrom(now)
 
 

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from a2a.types import AgentCard, AgentExtension, Message, Task
 from google.protobuf.json_format import MessageToDict
-from google.protobuf.struct_pb2 import Struct
+from google.protobuf.struct_pb2 import ListValue, Struct
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
@@ -84,6 +84,40 @@ def attach_request(message: Message, request: RoutingRequest) -> Message:
     if URI not in message.extensions:
         message.extensions.append(URI)
     return message
+
+
+def attach_request_data(
+    message: Message,
+    *,
+    peers: ListValue,
+    sender: str,
+    hops_remaining: int | None = None,
+    trail: list[str] | None = None,
+) -> Message:
+    """`attach_request` for the Router's hot path: the peer list comes prebuilt as a ListValue.
+
+    Writes the same metadata as `attach_request(message, RoutingRequest(...))`, field by field.
+    """
+    data = message.metadata.fields[URI].struct_value
+    data.fields["agentCards"].list_value.CopyFrom(peers)
+    data.fields["sender"].string_value = sender
+    if hops_remaining is not None:
+        data.fields["hopsRemaining"].number_value = hops_remaining
+    if trail is not None:
+        listed = data.fields["trail"].list_value
+        listed.SetInParent()
+        for agent in trail:
+            listed.values.add().string_value = agent
+    if URI not in message.extensions:
+        message.extensions.append(URI)
+    return message
+
+
+def peer_list(cards: list[SimplifiedAgentCard]) -> ListValue:
+    """Peers as the protobuf list `attach_request_data` takes; build it once, reuse it every hop."""
+    values = ListValue()
+    values.extend([card.model_dump(by_alias=True) for card in cards])
+    return values
 
 
 def strip(message: Message) -> Message:

@@ -80,17 +80,14 @@ class Turn:
                 ms = round((time.perf_counter() - started) * 1000, 3)
                 self.conversation.add(target, outcome.text)
                 self.conversation.mark_seen(target)  # its own reply is not news to it
-                yield self.reply_artifact(outcome, sender, reason)
+                step, invalid = self.decide(target, sender, outcome)
+                hop = self.record(target, sender, step.recipient, step.reason, ms)
+                yield self.reply_artifact(outcome, hop)  # the hop's record travels with its reply
+                if invalid is not None:
+                    raise invalid
                 if outcome.interrupted:
-                    self.record(target, sender, extension.USER, "asked for input", ms)
                     yield self.final(outcome.state, outcome.parts)
                     return
-                try:
-                    step = self.next_recipient(target, sender, outcome)
-                except InvalidRecipient as exc:  # the failing hop still belongs in the trail
-                    self.record(target, sender, exc.recipient, f"invalid recipient '{exc.recipient}'", ms)
-                    raise
-                self.record(target, sender, step.recipient, step.reason, ms)
                 parts = outcome.parts + ([Part(text=step.note)] if step.note else [])
                 if step.recipient == extension.USER:
                     yield self.final(TaskState.TASK_STATE_COMPLETED, parts)
@@ -148,17 +145,26 @@ class Turn:
             context_id=self.context_id,
             parts=([context_part] if context_part else []) + parts,
         )
-        info = await agent.info()
-        if info.client_routing:
-            peers = await self.team.peer_cards(exclude=target, only=self.handoffs)
-            request = extension.RoutingRequest(
-                agent_cards=peers,
+        roster = await self.team.roster()
+        if roster.routes(target):
+            extension.attach_request_data(
+                message,
+                peers=roster.peers(exclude=target, only=self.handoffs),
                 sender=sender,
                 hops_remaining=self.team.max_hops - len(self.trail),
                 trail=describe(self.trail),
             )
-            extension.attach_request(message, request)
         return message
+
+    def decide(self, target: str, sender: str, outcome: HopOutcome) -> tuple[Next, InvalidRecipient | None]:
+        """Where the turn goes next; an invalid recipient under the `error` policy is returned, not raised,
+        so the failing hop is recorded first."""
+        if outcome.interrupted:
+            return Next(extension.USER, "asked for input"), None
+        try:
+            return self.next_recipient(target, sender, outcome), None
+        except InvalidRecipient as exc:
+            return Next(exc.recipient, f"invalid recipient '{exc.recipient}'"), exc
 
     def next_recipient(self, target: str, sender: str, outcome: HopOutcome) -> Next:
         """Apply the contract's rules to the member's decision."""
@@ -190,28 +196,26 @@ class Turn:
             return Next(extension.USER, "default agent answered")
         return Next(self.team.default_agent, "no decision; back to the default agent")
 
-    def record(self, agent: str, sender: str, recipient: str, reason: str, ms: float) -> None:
-        self.trail.append(Hop(agent=agent, sender=sender, recipient=recipient, reason=reason, ms=ms))
+    def record(self, agent: str, sender: str, recipient: str, reason: str, ms: float) -> Hop:
+        hop = Hop(agent=agent, sender=sender, recipient=recipient, reason=reason, ms=ms)
+        self.trail.append(hop)
+        return hop
 
     # -- events -------------------------------------------------------------------------------
 
     def working(self, target: str, sender: str, reason: str) -> TaskStatusUpdateEvent:
         hop = {"agent": target, "sender": sender, "reason": reason, "hop": len(self.trail) + 1}
         text = f"{target} is working (hop {hop['hop']}: {reason})"
-        event = self.status(TaskState.TASK_STATE_WORKING, [Part(text=text)], {HOP_KEY: hop})
-        # the trail so far rides on every update, so a canceled or interrupted task still has it
-        event.metadata.update({extension.URI: {"trail": [done.to_json() for done in self.trail]}})
-        return event
+        return self.status(TaskState.TASK_STATE_WORKING, [Part(text=text)], {HOP_KEY: hop})
 
-    def reply_artifact(self, outcome: HopOutcome, sender: str, reason: str) -> TaskArtifactUpdateEvent:
-        hop = len(self.trail) + 1
+    def reply_artifact(self, outcome: HopOutcome, hop: Hop) -> TaskArtifactUpdateEvent:
+        """The member's reply with its hop record, so a canceled task still shows its route."""
+        number = len(self.trail)
         artifact = Artifact(
-            artifact_id=f"hop-{hop}-{outcome.agent}",
+            artifact_id=f"hop-{number}-{outcome.agent}",
             name=outcome.agent,
             parts=outcome.parts,
-            metadata=_struct(
-                {HOP_KEY: {"agent": outcome.agent, "sender": sender, "reason": reason, "hop": hop}}
-            ),
+            metadata=_struct({HOP_KEY: {**hop.to_json(), "hop": number}}),
         )
         return TaskArtifactUpdateEvent(
             task_id=self.task_id, context_id=self.context_id, artifact=artifact, last_chunk=True
@@ -241,7 +245,7 @@ class Turn:
             metadata=_struct(metadata) if metadata else None,
         )
         now = Timestamp()
-        now.GetCurrentTime()
+        now.FromNanoseconds(time.time_ns())
         return TaskStatusUpdateEvent(
             task_id=self.task_id,
             context_id=self.context_id,

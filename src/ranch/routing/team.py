@@ -9,13 +9,16 @@ messages in one context are answered in order.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Mapping
+from dataclasses import dataclass, field
 from typing import Literal
 
 import anyio
 from a2a.types import AgentSkill, Message
+from google.protobuf.struct_pb2 import ListValue
 
 from ranch.agents.base import Agent, AgentInfo, Call, Event
 from ranch.routing import context, extension
@@ -23,6 +26,38 @@ from ranch.routing.router import Turn
 
 MAX_CONVERSATIONS = 10_000
 """Idle conversations kept in memory per team; the least recently used go first."""
+ROSTER_TTL = 30.0
+"""Seconds the members' cards are reused before they are read again (remote cards may change)."""
+PEER_LISTS = 256
+"""Prebuilt peer lists kept per roster (one per target and handoff set)."""
+
+
+@dataclass
+class Roster:
+    """The team's members as routing peers: their infos, and peer lists built once and reused."""
+
+    infos: dict[str, AgentInfo]
+    built: float
+    _lists: dict[tuple[str, tuple[str, ...] | None], ListValue] = field(default_factory=dict)
+
+    def routes(self, member: str) -> bool:
+        """True when `member` declares client routing, so it gets the peers."""
+        return self.infos[member].client_routing
+
+    def peers(self, exclude: str, only: list[str] | None = None) -> ListValue:
+        """Members other than `exclude`, narrowed to `only` (the previous agent's handoffs)."""
+        key = (exclude, tuple(only) if only is not None else None)
+        listed = self._lists.get(key)
+        if listed is None:
+            if len(self._lists) >= PEER_LISTS:
+                self._lists.clear()
+            cards = [
+                info.peer_card()
+                for member, info in self.infos.items()
+                if member != exclude and (only is None or member in only)
+            ]
+            listed = self._lists[key] = extension.peer_list(cards)
+        return listed
 
 
 class Team(Agent):
@@ -57,9 +92,10 @@ class Team(Agent):
         self.timeout = timeout
         self.require_extensions = require_extensions
         self._conversations: OrderedDict[str, context.Conversation] = OrderedDict()
+        self._roster: Roster | None = None
 
     async def info(self) -> AgentInfo:
-        infos = await self._member_infos(list(self.members))
+        infos = (await self.roster()).infos.values()
         skills: dict[str, AgentSkill] = {}
         for info in infos:
             for skill in info.skills:
@@ -72,12 +108,13 @@ class Team(Agent):
             extensions=[extension.declaration()],
         )
 
-    async def peer_cards(
-        self, exclude: str, only: list[str] | None = None
-    ) -> list[extension.SimplifiedAgentCard]:
-        """Members other than `exclude`, narrowed to `only` when the previous agent gave handoffs."""
-        ids = [m for m in self.members if m != exclude and (only is None or m in only)]
-        return [info.peer_card() for info in await self._member_infos(ids)]
+    async def roster(self) -> Roster:
+        """The members as peers see them; built once, refreshed every ROSTER_TTL seconds."""
+        roster = self._roster
+        if roster is None or time.monotonic() - roster.built > ROSTER_TTL:
+            infos = await self._member_infos(list(self.members))
+            roster = self._roster = Roster(dict(zip(self.members, infos, strict=True)), time.monotonic())
+        return roster
 
     async def run(self, message: Message, call: Call) -> AsyncGenerator[Event, None]:
         if not message.context_id:

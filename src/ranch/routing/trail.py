@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -17,7 +17,13 @@ class Hop:
     ms: float
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {
+            "agent": self.agent,
+            "sender": self.sender,
+            "recipient": self.recipient,
+            "reason": self.reason,
+            "ms": self.ms,
+        }
 
 
 def describe(hops: list[Hop], current: str | None = None) -> list[str]:

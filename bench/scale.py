@@ -1,0 +1,303 @@
+"""`python -m bench.scale`: N concurrent team conversations with in-process members, N = 10, 100, 1000.
+
+A team of three in-process members (`rules` triage and worker, an `echo` writer) served by
+`ranch serve` in its own process, with its tasks in a fresh SQLite file per N. Every user turn
+takes 3 hops: triage -> worker -> back to its sender (triage) -> user. For each N the benchmark
+opens N keep-alive connections at once (raw asyncio streams, one per conversation) and each
+conversation sends 3 turns in sequence (SendMessage, non-streaming) in its own contextId. A turn
+is an error unless it answers HTTP 200 with a COMPLETED task carrying 3 hop artifacts.
+
+Memory per idle conversation is (server RSS once all N conversations have ended and their
+connections are closed, after a short settle) - (RSS before, after a warm-up) over N. The
+database cost is the growth of the SQLite file over N. Server CPU per turn comes from
+/proc/PID/stat. `--profile FILE` records the server with py-spy (raw format) during the
+largest N.
+
+Everything binds and connects to 127.0.0.1; every loop is bounded in turns and seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from bench.common import (
+    HOST,
+    cpu_seconds,
+    free_port,
+    jsonrpc_post,
+    median,
+    percentile,
+    raise_open_files,
+    ranch_serve,
+    read_body,
+    read_head,
+    rss_kib,
+    server_process,
+    table,
+)
+
+CONFIG = """\
+agents:
+  - id: triage
+    kind: rules
+    rules:
+      - {match: "^worker:", reply: "Done: {text}", route: user, reason: worker finished}
+      - {reply: "For the worker: {text}", route: worker, reason: needs work}
+  - id: worker
+    kind: rules
+    rules:
+      - {reply: "worker: {text}", route: sender, reason: back to sender}
+  - id: writer
+    kind: echo
+teams:
+  - id: desk
+    members: [triage, worker, writer]
+    default_agent: triage
+"""
+PATH = "/a2a/agents/desk"
+SIZES = (10, 100, 1000)
+TURNS = 3
+HOPS = 3
+WARMUP = 20
+"""Conversations run (and left idle) before the baseline RSS is read."""
+TURN_TIMEOUT = 30.0
+RUN_SECONDS = 60.0
+"""No conversation starts a turn after this many seconds of one N's run."""
+SETTLE = 1.5
+PROFILE_SECONDS = 5
+
+
+@dataclass
+class Outcome:
+    latencies: list[float] = field(default_factory=list)
+    errors: int = 0
+    examples: list[str] = field(default_factory=list)
+
+    def fail(self, why: str, turns: int = 1) -> None:
+        self.errors += turns
+        if len(self.examples) < 3:
+            self.examples.append(why)
+
+
+@dataclass
+class Row:
+    n: int
+    turns: int
+    seconds: float
+    latencies: list[float]
+    errors: int
+    examples: list[str]
+    cpu: float
+    rss_kib: int
+    db_bytes: int
+
+
+def problem(status: int, body: bytes) -> str | None:
+    """Why this SendMessage response is not a completed 3-hop turn, or None."""
+    if status != 200:
+        return f"HTTP {status}: {body[:200]!r}"
+    try:
+        payload: dict[str, Any] = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return f"not JSON: {body[:200]!r}"
+    if "error" in payload:
+        return f"JSON-RPC error {payload['error']}"
+    task = payload.get("result", {}).get("task", {})
+    state = task.get("status", {}).get("state")
+    if state != "TASK_STATE_COMPLETED":
+        return f"task state {state}"
+    if len(task.get("artifacts", [])) != HOPS:
+        return f"{len(task.get('artifacts', []))} hop artifacts, not {HOPS}"
+    return None
+
+
+def turn_request(context_id: str, turn: int) -> bytes:
+    message = {
+        "role": "ROLE_USER",
+        "messageId": f"{context_id}-{turn}",
+        "contextId": context_id,
+        "parts": [{"text": f"turn {turn} of {context_id}: please handle this"}],
+    }
+    return jsonrpc_post(PATH, "SendMessage", {"message": message}, request_id=turn)
+
+
+async def converse(port: int, context_id: str, outcome: Outcome, deadline: float) -> None:
+    """One conversation: TURNS turns in sequence over one keep-alive connection."""
+    try:
+        async with asyncio.timeout(TURN_TIMEOUT):
+            reader, writer = await asyncio.open_connection(HOST, port)
+    except (OSError, TimeoutError) as exc:
+        outcome.fail(f"connect: {exc!r}", TURNS)
+        return
+    try:
+        for turn in range(TURNS):
+            if time.perf_counter() > deadline:
+                outcome.fail("out of time", TURNS - turn)
+                return
+            started = time.perf_counter()
+            writer.write(turn_request(context_id, turn))
+            try:
+                async with asyncio.timeout(TURN_TIMEOUT):
+                    status, headers = await read_head(reader)
+                    body = await read_body(reader, headers)
+            except (OSError, asyncio.IncompleteReadError, TimeoutError) as exc:
+                outcome.fail(f"turn {turn}: {exc!r}", TURNS - turn)
+                return
+            outcome.latencies.append(time.perf_counter() - started)
+            why = problem(status, body)
+            if why is not None:
+                outcome.fail(why)
+    finally:
+        writer.close()
+        try:
+            await writer.wait_closed()
+        except OSError:
+            pass
+
+
+async def conversations(port: int, count: int, prefix: str) -> tuple[Outcome, float]:
+    """`count` conversations at once; their outcome and the wall time they took."""
+    outcome = Outcome()
+    started = time.perf_counter()
+    deadline = started + RUN_SECONDS
+    await asyncio.gather(*(converse(port, f"{prefix}-{i}", outcome, deadline) for i in range(count)))
+    return outcome, time.perf_counter() - started
+
+
+def db_size(database: Path) -> int:
+    """The SQLite file and any journal beside it, in bytes."""
+    files = [database, *database.parent.glob(database.name + "-*")]
+    return sum(path.stat().st_size for path in files if path.exists())
+
+
+def measure(config: Path, n: int, workdir: Path, profile: Path | None) -> Row:
+    """N conversations against a fresh server and database."""
+    port = free_port()
+    database = workdir / f"scale-{n}.db"
+    with server_process(
+        ranch_serve(config, port, database), f"http://{HOST}:{port}/healthz", quiet=True
+    ) as server:
+        warm, _ = asyncio.run(conversations(port, WARMUP, f"warm{n}"))
+        if warm.errors:
+            raise SystemExit(f"warm-up failed: {warm.examples}")
+        time.sleep(SETTLE)
+        rss, cpu, size = rss_kib(server.pid), cpu_seconds(server.pid), db_size(database)
+        spy = None
+        if profile is not None:
+            spy = subprocess.Popen(
+                [str(Path(sys.executable).parent / "py-spy"), "record", "-p", str(server.pid)]
+                + ["-d", str(PROFILE_SECONDS), "-f", "raw", "-o", str(profile), "--nonblocking"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        outcome, seconds = asyncio.run(conversations(port, n, f"n{n}"))
+        cpu = cpu_seconds(server.pid) - cpu
+        if spy is not None:
+            try:
+                spy.wait(timeout=PROFILE_SECONDS + 20)
+            except subprocess.TimeoutExpired:
+                spy.kill()
+        time.sleep(SETTLE)
+        rss = rss_kib(server.pid) - rss
+        size = db_size(database) - size
+    return Row(
+        n=n,
+        turns=len(outcome.latencies),
+        seconds=seconds,
+        latencies=outcome.latencies,
+        errors=outcome.errors,
+        examples=outcome.examples,
+        cpu=cpu,
+        rss_kib=rss,
+        db_bytes=size,
+    )
+
+
+def ratio(value: float, base: float) -> str:
+    return f"{value / base:.2f}x" if base > 0 else "n/a"
+
+
+def render(rows: list[Row]) -> str:
+    base = rows[0]
+    base_p50 = median(base.latencies)
+    base_mem = base.rss_kib / base.n
+    lines = []
+    for row in rows:
+        p50 = median(row.latencies)
+        per_conv = row.rss_kib / row.n
+        lines.append(
+            [
+                row.n,
+                f"{row.turns / row.seconds:.0f}",
+                f"{p50 * 1000:.1f}",
+                f"{percentile(row.latencies, 0.99) * 1000:.1f}",
+                ratio(p50, base_p50),
+                f"{row.cpu / max(row.turns, 1) * 1000:.2f}",
+                row.errors,
+                f"{per_conv:.1f}",
+                ratio(per_conv, base_mem),
+                f"{row.db_bytes / row.n / 1024:.1f}",
+            ]
+        )
+    note = (
+        f"A team of 3 in-process members (`rules`, `rules`, `echo`); each turn makes {HOPS} hops "
+        f"(triage -> worker -> triage -> user). N conversations at once, {TURNS} turns each in sequence "
+        "in its own contextId (SendMessage, one keep-alive connection per conversation, raw asyncio "
+        "client in another process); one `ranch serve` process with a fresh SQLite file per N. "
+        "Memory: server RSS growth (KiB) over N once every conversation has ended, its connection "
+        f"is closed and {SETTLE:g} s have passed, after a {WARMUP}-conversation warm-up. DB: growth "
+        "of the SQLite file per conversation. Targets: 0 errors at N=1000, <= 50 KB per idle "
+        "conversation, linear cost."
+    )
+    header = [
+        "N",
+        "turns/s",
+        "p50 ms",
+        "p99 ms",
+        "p50 vs N=10",
+        "server CPU ms/turn",
+        "errors",
+        "RSS KiB/conv",
+        "RSS/conv vs N=10",
+        "DB KiB/conv",
+    ]
+    text = table("Concurrent team conversations (3 hops per turn)", header, lines, note)
+    problems = [f"N={row.n}: {example}" for row in rows for example in row.examples]
+    if problems:
+        text += "\nFirst errors: " + "; ".join(problems) + "\n"
+    return text
+
+
+def main(argv: list[str] | None = None) -> str:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--sizes", type=int, nargs="+", default=list(SIZES), help="conversation counts (first is the base)"
+    )
+    parser.add_argument("--profile", type=Path, help="py-spy raw profile of the server during the largest N")
+    args = parser.parse_args(argv)
+    raise_open_files(max(args.sizes) * 2 + 256)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="ranch-scale-") as tmp:
+        workdir = Path(tmp)
+        config = workdir / "team.yaml"
+        config.write_text(CONFIG)
+        for n in args.sizes:
+            largest = n == max(args.sizes)
+            rows.append(measure(config, n, workdir, args.profile if largest else None))
+    text = render(rows)
+    print(text)
+    return text
+
+
+if __name__ == "__main__":
+    main()
