@@ -94,10 +94,10 @@ def table(title: str, header: Sequence[str], rows: Sequence[Sequence[object]], n
     return "\n".join(lines) + "\n"
 
 
-def rss_kib(pid: int) -> int:
-    """Resident memory of a process, from /proc (Linux)."""
+def rss_kib(pid: int, field: str = "VmRSS") -> int:
+    """Resident memory of a process, from /proc (Linux); `field="VmHWM"` gives its peak so far."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1])
     return 0
 

@@ -3,15 +3,18 @@
 A team of three in-process members (`rules` triage and worker, an `echo` writer) served by
 `ranch serve` in its own process, with its tasks in a fresh SQLite file per N. Every user turn
 takes 3 hops: triage -> worker -> back to its sender (triage) -> user. For each N the benchmark
-opens N keep-alive connections at once (raw asyncio streams, one per conversation) and each
-conversation sends 3 turns in sequence (SendMessage, non-streaming) in its own contextId. A turn
-is an error unless it answers HTTP 200 with a COMPLETED task carrying 3 hop artifacts.
+opens N keep-alive connections at once (raw asyncio streams, one per conversation, in this
+process) and each conversation sends 3 turns in sequence (SendMessage, non-streaming) in its own
+contextId. A turn is an error unless it answers HTTP 200 with a COMPLETED task carrying 3 hop
+artifacts; the database is then read to check every such task was stored, COMPLETED.
 
-Memory per idle conversation is (server RSS once all N conversations have ended and their
-connections are closed, after a short settle) - (RSS before, after a warm-up) over N. The
-database cost is the growth of the SQLite file over N. Server CPU per turn comes from
-/proc/PID/stat. `--profile FILE` records the server with py-spy (raw format) during the
-largest N.
+Memory per idle conversation is ((server RSS once all N conversations have ended, their
+connections are closed and a short settle has passed) - (RSS before, after a warm-up)) / N. The
+peak column is the growth of the server's RSS high-water mark over N; the database column the
+growth of the SQLite file over N. After the largest N, more conversations are run a few at a
+time to show the marginal memory of one more idle conversation once the peak is paid. Server CPU
+per turn comes from /proc/PID/stat. `--profile FILE` records the server with py-spy (raw
+format) during the largest N.
 
 Everything binds and connects to 127.0.0.1; every loop is bounded in turns and seconds.
 """
@@ -20,6 +23,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -70,10 +75,11 @@ TURNS = 3
 HOPS = 3
 WARMUP = 20
 """Conversations run (and left idle) before the baseline RSS is read."""
-TURN_TIMEOUT = 30.0
-RUN_SECONDS = 60.0
-"""No conversation starts a turn after this many seconds of one N's run."""
+BUDGET = 60.0
+"""Seconds one N's conversations may take; turns not answered by then count as errors."""
 SETTLE = 1.5
+MARGINAL = (10, 20)
+"""After the largest N: this many rounds of this many conversations at once, for the marginal memory."""
 PROFILE_SECONDS = 5
 
 
@@ -92,14 +98,17 @@ class Outcome:
 @dataclass
 class Row:
     n: int
-    turns: int
     seconds: float
-    latencies: list[float]
-    errors: int
-    examples: list[str]
+    outcome: Outcome
+    unstored: int
     cpu: float
     rss_kib: int
+    peak_kib: int
     db_bytes: int
+
+    @property
+    def turns(self) -> int:
+        return len(self.outcome.latencies)
 
 
 def problem(status: int, body: bytes) -> str | None:
@@ -115,7 +124,7 @@ def problem(status: int, body: bytes) -> str | None:
     task = payload.get("result", {}).get("task", {})
     state = task.get("status", {}).get("state")
     if state != "TASK_STATE_COMPLETED":
-        return f"task state {state}"
+        return f"task state {state}: {str(task.get('status', {}).get('message'))[:300]}"
     if len(task.get("artifacts", [])) != HOPS:
         return f"{len(task.get('artifacts', []))} hop artifacts, not {HOPS}"
     return None
@@ -132,22 +141,19 @@ def turn_request(context_id: str, turn: int) -> bytes:
 
 
 async def converse(port: int, context_id: str, outcome: Outcome, deadline: float) -> None:
-    """One conversation: TURNS turns in sequence over one keep-alive connection."""
+    """One conversation: TURNS turns in sequence over one keep-alive connection, until `deadline`."""
     try:
-        async with asyncio.timeout(TURN_TIMEOUT):
+        async with asyncio.timeout(max(deadline - time.perf_counter(), 0)):
             reader, writer = await asyncio.open_connection(HOST, port)
     except (OSError, TimeoutError) as exc:
         outcome.fail(f"connect: {exc!r}", TURNS)
         return
     try:
         for turn in range(TURNS):
-            if time.perf_counter() > deadline:
-                outcome.fail("out of time", TURNS - turn)
-                return
             started = time.perf_counter()
             writer.write(turn_request(context_id, turn))
             try:
-                async with asyncio.timeout(TURN_TIMEOUT):
+                async with asyncio.timeout(max(deadline - started, 0)):
                     status, headers = await read_head(reader)
                     body = await read_body(reader, headers)
             except (OSError, asyncio.IncompleteReadError, TimeoutError) as exc:
@@ -165,13 +171,26 @@ async def converse(port: int, context_id: str, outcome: Outcome, deadline: float
             pass
 
 
-async def conversations(port: int, count: int, prefix: str) -> tuple[Outcome, float]:
-    """`count` conversations at once; their outcome and the wall time they took."""
+async def conversations(port: int, count: int, prefix: str, rounds: int = 1) -> tuple[Outcome, float]:
+    """`rounds` x `count` conversations, `count` at a time; their outcome and the wall time taken."""
     outcome = Outcome()
     started = time.perf_counter()
-    deadline = started + RUN_SECONDS
-    await asyncio.gather(*(converse(port, f"{prefix}-{i}", outcome, deadline) for i in range(count)))
+    deadline = started + BUDGET
+    for r in range(rounds):
+        names = (f"{prefix}-{r}-{i}" for i in range(count))
+        await asyncio.gather(*(converse(port, name, outcome, deadline) for name in names))
     return outcome, time.perf_counter() - started
+
+
+def stored(database: Path, prefix: str) -> int:
+    """Tasks of conversations named `prefix-...` that the server stored as COMPLETED."""
+    with contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as db:
+        query = (
+            "SELECT count(*) FROM tasks WHERE context_id LIKE ? "
+            "AND json_extract(status, '$.state') = 'TASK_STATE_COMPLETED'"
+        )
+        count: int = db.execute(query, (f"{prefix}-%",)).fetchone()[0]
+        return count
 
 
 def db_size(database: Path) -> int:
@@ -180,84 +199,96 @@ def db_size(database: Path) -> int:
     return sum(path.stat().st_size for path in files if path.exists())
 
 
-def measure(config: Path, n: int, workdir: Path, profile: Path | None) -> Row:
-    """N conversations against a fresh server and database."""
+def start_profile(pid: int, output: Path) -> subprocess.Popen[bytes]:
+    command = [str(Path(sys.executable).parent / "py-spy"), "record", "-p", str(pid), "--nonblocking"]
+    command += ["-d", str(PROFILE_SECONDS), "-f", "raw", "-o", str(output)]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def measure(
+    config: Path, n: int, workdir: Path, last: bool, profile: Path | None
+) -> tuple[Row, float | None]:
+    """N conversations against a fresh server and database; the marginal KiB/conversation if `last`."""
     port = free_port()
     database = workdir / f"scale-{n}.db"
-    with server_process(
-        ranch_serve(config, port, database), f"http://{HOST}:{port}/healthz", quiet=True
-    ) as server:
+    command = ranch_serve(config, port, database)
+    with server_process(command, f"http://{HOST}:{port}/healthz", quiet=True) as server:
         warm, _ = asyncio.run(conversations(port, WARMUP, f"warm{n}"))
         if warm.errors:
             raise SystemExit(f"warm-up failed: {warm.examples}")
         time.sleep(SETTLE)
-        rss, cpu, size = rss_kib(server.pid), cpu_seconds(server.pid), db_size(database)
-        spy = None
-        if profile is not None:
-            spy = subprocess.Popen(
-                [str(Path(sys.executable).parent / "py-spy"), "record", "-p", str(server.pid)]
-                + ["-d", str(PROFILE_SECONDS), "-f", "raw", "-o", str(profile), "--nonblocking"],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
+        pid = server.pid
+        rss, peak, cpu, size = rss_kib(pid), rss_kib(pid, "VmHWM"), cpu_seconds(pid), db_size(database)
+        spy = start_profile(pid, profile) if profile is not None else None
         outcome, seconds = asyncio.run(conversations(port, n, f"n{n}"))
-        cpu = cpu_seconds(server.pid) - cpu
+        cpu = cpu_seconds(pid) - cpu
         if spy is not None:
             try:
                 spy.wait(timeout=PROFILE_SECONDS + 20)
             except subprocess.TimeoutExpired:
                 spy.kill()
         time.sleep(SETTLE)
-        rss = rss_kib(server.pid) - rss
-        size = db_size(database) - size
-    return Row(
-        n=n,
-        turns=len(outcome.latencies),
-        seconds=seconds,
-        latencies=outcome.latencies,
-        errors=outcome.errors,
-        examples=outcome.examples,
-        cpu=cpu,
-        rss_kib=rss,
-        db_bytes=size,
-    )
+        row = Row(
+            n=n,
+            seconds=seconds,
+            outcome=outcome,
+            unstored=n * TURNS - stored(database, f"n{n}"),
+            cpu=cpu,
+            rss_kib=rss_kib(pid) - rss,
+            peak_kib=rss_kib(pid, "VmHWM") - peak,
+            db_bytes=db_size(database) - size,
+        )
+        marginal = None
+        if last:
+            before = rss_kib(pid)
+            rounds, size_ = MARGINAL
+            more, _ = asyncio.run(conversations(port, size_, f"more{n}", rounds))
+            if more.errors:
+                outcome.fail(f"marginal round: {more.examples}", more.errors)
+            time.sleep(SETTLE)
+            marginal = (rss_kib(pid) - before) / (rounds * size_)
+    return row, marginal
 
 
 def ratio(value: float, base: float) -> str:
     return f"{value / base:.2f}x" if base > 0 else "n/a"
 
 
-def render(rows: list[Row]) -> str:
+def render(rows: list[Row], marginal: float | None) -> str:
     base = rows[0]
-    base_p50 = median(base.latencies)
+    base_p50 = median(base.outcome.latencies)
     base_mem = base.rss_kib / base.n
     lines = []
     for row in rows:
-        p50 = median(row.latencies)
+        p50 = median(row.outcome.latencies)
         per_conv = row.rss_kib / row.n
         lines.append(
             [
                 row.n,
                 f"{row.turns / row.seconds:.0f}",
                 f"{p50 * 1000:.1f}",
-                f"{percentile(row.latencies, 0.99) * 1000:.1f}",
+                f"{percentile(row.outcome.latencies, 0.99) * 1000:.1f}",
                 ratio(p50, base_p50),
                 f"{row.cpu / max(row.turns, 1) * 1000:.2f}",
-                row.errors,
+                row.outcome.errors,
+                row.unstored,
                 f"{per_conv:.1f}",
                 ratio(per_conv, base_mem),
+                f"{row.peak_kib / row.n:.1f}",
                 f"{row.db_bytes / row.n / 1024:.1f}",
             ]
         )
     note = (
         f"A team of 3 in-process members (`rules`, `rules`, `echo`); each turn makes {HOPS} hops "
         f"(triage -> worker -> triage -> user). N conversations at once, {TURNS} turns each in sequence "
-        "in its own contextId (SendMessage, one keep-alive connection per conversation, raw asyncio "
-        "client in another process); one `ranch serve` process with a fresh SQLite file per N. "
-        "Memory: server RSS growth (KiB) over N once every conversation has ended, its connection "
-        f"is closed and {SETTLE:g} s have passed, after a {WARMUP}-conversation warm-up. DB: growth "
-        "of the SQLite file per conversation. Targets: 0 errors at N=1000, <= 50 KB per idle "
-        "conversation, linear cost."
+        "in its own contextId (SendMessage; one keep-alive connection per conversation; raw asyncio "
+        "client in the benchmark process); one `ranch serve` process and a fresh SQLite file per N. "
+        "errors: turns not answered 200 + COMPLETED with 3 hop artifacts within "
+        f"{BUDGET:g} s; not stored: answered turns missing from the database as COMPLETED. "
+        f"RSS/idle conv: server RSS growth over N once every conversation ended, its connection "
+        f"closed and {SETTLE:g} s passed (after a {WARMUP}-conversation warm-up); peak: growth of the "
+        "RSS high-water mark over N; DB: growth of the SQLite file over N. Targets: 0 errors at "
+        "N=1000, <= 50 KB per idle conversation, linear cost."
     )
     header = [
         "N",
@@ -267,34 +298,49 @@ def render(rows: list[Row]) -> str:
         "p50 vs N=10",
         "server CPU ms/turn",
         "errors",
-        "RSS KiB/conv",
-        "RSS/conv vs N=10",
+        "not stored",
+        "RSS KiB/idle conv",
+        "vs N=10",
+        "peak KiB/conv",
         "DB KiB/conv",
     ]
     text = table("Concurrent team conversations (3 hops per turn)", header, lines, note)
-    problems = [f"N={row.n}: {example}" for row in rows for example in row.examples]
+    if marginal is not None:
+        rounds, size = MARGINAL
+        text += (
+            f"\nMarginal memory once the N={rows[-1].n} peak is paid: {marginal:.1f} KiB per idle "
+            f"conversation ({rounds * size} more conversations, {size} at a time, same server).\n"
+        )
+    problems = [f"N={row.n}: {example}" for row in rows for example in row.outcome.examples]
     if problems:
         text += "\nFirst errors: " + "; ".join(problems) + "\n"
     return text
 
 
 def main(argv: list[str] | None = None) -> str:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument(
-        "--sizes", type=int, nargs="+", default=list(SIZES), help="conversation counts (first is the base)"
+        "--sizes",
+        type=int,
+        nargs="+",
+        default=list(SIZES),
+        help="conversation counts (the first is the base)",
     )
     parser.add_argument("--profile", type=Path, help="py-spy raw profile of the server during the largest N")
     args = parser.parse_args(argv)
     raise_open_files(max(args.sizes) * 2 + 256)
     rows = []
+    marginal = None
     with tempfile.TemporaryDirectory(prefix="ranch-scale-") as tmp:
         workdir = Path(tmp)
         config = workdir / "team.yaml"
         config.write_text(CONFIG)
-        for n in args.sizes:
-            largest = n == max(args.sizes)
-            rows.append(measure(config, n, workdir, args.profile if largest else None))
-    text = render(rows)
+        for index, n in enumerate(args.sizes):
+            last = index == len(args.sizes) - 1
+            row, found = measure(config, n, workdir, last, args.profile if last else None)
+            rows.append(row)
+            marginal = found if found is not None else marginal
+    text = render(rows, marginal)
     print(text)
     return text
 
