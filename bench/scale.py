@@ -11,10 +11,8 @@ artifacts; the database is then read to check every such task was stored, COMPLE
 Memory per idle conversation is ((server RSS once all N conversations have ended, their
 connections are closed and a short settle has passed) - (RSS before, after a warm-up)) / N. The
 peak column is the growth of the server's RSS high-water mark over N; the database column the
-growth of the SQLite file over N. After the largest N, more conversations are run a few at a
-time to show the marginal memory of one more idle conversation once the peak is paid. Server CPU
-per turn comes from /proc/PID/stat. `--profile FILE` records the server with py-spy (raw
-format) during the largest N.
+growth of the SQLite file over N. Server CPU per turn comes from /proc/PID/stat. `--profile FILE`
+records the server with py-spy (raw format) during the largest N.
 
 Everything binds and connects to 127.0.0.1; every loop is bounded in turns and seconds.
 """
@@ -78,8 +76,6 @@ WARMUP = 20
 BUDGET = 60.0
 """Seconds one N's conversations may take; turns not answered by then count as errors."""
 SETTLE = 1.5
-MARGINAL = (10, 20)
-"""After the largest N: this many rounds of this many conversations at once, for the marginal memory."""
 PROFILE_SECONDS = 5
 
 
@@ -171,14 +167,12 @@ async def converse(port: int, context_id: str, outcome: Outcome, deadline: float
             pass
 
 
-async def conversations(port: int, count: int, prefix: str, rounds: int = 1) -> tuple[Outcome, float]:
-    """`rounds` x `count` conversations, `count` at a time; their outcome and the wall time taken."""
+async def conversations(port: int, count: int, prefix: str) -> tuple[Outcome, float]:
+    """`count` conversations at once; their outcome and the wall time they took."""
     outcome = Outcome()
     started = time.perf_counter()
     deadline = started + BUDGET
-    for r in range(rounds):
-        names = (f"{prefix}-{r}-{i}" for i in range(count))
-        await asyncio.gather(*(converse(port, name, outcome, deadline) for name in names))
+    await asyncio.gather(*(converse(port, f"{prefix}-{i}", outcome, deadline) for i in range(count)))
     return outcome, time.perf_counter() - started
 
 
@@ -205,10 +199,8 @@ def start_profile(pid: int, output: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def measure(
-    config: Path, n: int, workdir: Path, last: bool, profile: Path | None
-) -> tuple[Row, float | None]:
-    """N conversations against a fresh server and database; the marginal KiB/conversation if `last`."""
+def measure(config: Path, n: int, workdir: Path, profile: Path | None) -> Row:
+    """N conversations against a fresh server and database."""
     port = free_port()
     database = workdir / f"scale-{n}.db"
     command = ranch_serve(config, port, database)
@@ -228,7 +220,7 @@ def measure(
             except subprocess.TimeoutExpired:
                 spy.kill()
         time.sleep(SETTLE)
-        row = Row(
+        return Row(
             n=n,
             seconds=seconds,
             outcome=outcome,
@@ -238,23 +230,13 @@ def measure(
             peak_kib=rss_kib(pid, "VmHWM") - peak,
             db_bytes=db_size(database) - size,
         )
-        marginal = None
-        if last:
-            before = rss_kib(pid)
-            rounds, size_ = MARGINAL
-            more, _ = asyncio.run(conversations(port, size_, f"more{n}", rounds))
-            if more.errors:
-                outcome.fail(f"marginal round: {more.examples}", more.errors)
-            time.sleep(SETTLE)
-            marginal = (rss_kib(pid) - before) / (rounds * size_)
-    return row, marginal
 
 
 def ratio(value: float, base: float) -> str:
     return f"{value / base:.2f}x" if base > 0 else "n/a"
 
 
-def render(rows: list[Row], marginal: float | None) -> str:
+def render(rows: list[Row]) -> str:
     base = rows[0]
     base_p50 = median(base.outcome.latencies)
     base_mem = base.rss_kib / base.n
@@ -305,12 +287,6 @@ def render(rows: list[Row], marginal: float | None) -> str:
         "DB KiB/conv",
     ]
     text = table("Concurrent team conversations (3 hops per turn)", header, lines, note)
-    if marginal is not None:
-        rounds, size = MARGINAL
-        text += (
-            f"\nMarginal memory once the N={rows[-1].n} peak is paid: {marginal:.1f} KiB per idle "
-            f"conversation ({rounds * size} more conversations, {size} at a time, same server).\n"
-        )
     problems = [f"N={row.n}: {example}" for row in rows for example in row.outcome.examples]
     if problems:
         text += "\nFirst errors: " + "; ".join(problems) + "\n"
@@ -330,17 +306,14 @@ def main(argv: list[str] | None = None) -> str:
     args = parser.parse_args(argv)
     raise_open_files(max(args.sizes) * 2 + 256)
     rows = []
-    marginal = None
     with tempfile.TemporaryDirectory(prefix="ranch-scale-") as tmp:
         workdir = Path(tmp)
         config = workdir / "team.yaml"
         config.write_text(CONFIG)
         for index, n in enumerate(args.sizes):
             last = index == len(args.sizes) - 1
-            row, found = measure(config, n, workdir, last, args.profile if last else None)
-            rows.append(row)
-            marginal = found if found is not None else marginal
-    text = render(rows, marginal)
+            rows.append(measure(config, n, workdir, args.profile if last else None))
+    text = render(rows)
     print(text)
     return text
 

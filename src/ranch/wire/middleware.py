@@ -21,8 +21,8 @@ class ActivatedExtensions:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
+        if scope["type"] != "http" or not any(name == EXTENSIONS_HEADER for name, _ in scope["headers"]):
+            await self.app(scope, receive, send)  # nothing asked for, nothing to activate
             return
         state: dict[str, Any] = scope.setdefault(SCOPE_KEY, {})
 
