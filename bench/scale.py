@@ -6,7 +6,9 @@ takes 3 hops: triage -> worker -> back to its sender (triage) -> user. For each 
 opens N keep-alive connections at once (raw asyncio streams, one per conversation, in this
 process) and each conversation sends 3 turns in sequence (SendMessage, non-streaming) in its own
 contextId. A turn is an error unless it answers HTTP 200 with a COMPLETED task carrying 3 hop
-artifacts; the database is then read to check every such task was stored, COMPLETED.
+artifacts within the time budget; the database is then read to check every such task was stored,
+COMPLETED. A small N repeats its batch of N conversations, after its memory is read, so its
+latency has enough samples.
 
 Memory per idle conversation is ((server RSS once all N conversations have ended, their
 connections are closed and a short settle has passed) - (RSS before, after a warm-up)) / N. The
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import math
 import sqlite3
 import subprocess
 import sys
@@ -73,15 +76,18 @@ TURNS = 3
 HOPS = 3
 WARMUP = 20
 """Conversations run (and left idle) before the baseline RSS is read."""
-BUDGET = 60.0
-"""Seconds one N's conversations may take; turns not answered by then count as errors."""
+BUDGET = (10.0, 0.05, 60.0)
+"""Seconds one N's rounds may take: base + per conversation, capped; turns not answered by then are errors."""
 SETTLE = 1.5
+MIN_TURNS = 300
+"""A small N runs more rounds of N conversations (after its memory is read) for this many latency samples."""
 PROFILE_SECONDS = 5
 
 
 @dataclass
 class Outcome:
     latencies: list[float] = field(default_factory=list)
+    completed: int = 0
     errors: int = 0
     examples: list[str] = field(default_factory=list)
 
@@ -90,10 +96,17 @@ class Outcome:
         if len(self.examples) < 3:
             self.examples.append(why)
 
+    def merge(self, other: Outcome) -> None:
+        self.latencies += other.latencies
+        self.completed += other.completed
+        self.errors += other.errors
+        self.examples = (self.examples + other.examples)[:3]
+
 
 @dataclass
 class Row:
     n: int
+    rounds: int
     seconds: float
     outcome: Outcome
     unstored: int
@@ -157,7 +170,9 @@ async def converse(port: int, context_id: str, outcome: Outcome, deadline: float
                 return
             outcome.latencies.append(time.perf_counter() - started)
             why = problem(status, body)
-            if why is not None:
+            if why is None:
+                outcome.completed += 1
+            else:
                 outcome.fail(why)
     finally:
         writer.close()
@@ -167,23 +182,27 @@ async def converse(port: int, context_id: str, outcome: Outcome, deadline: float
             pass
 
 
-async def conversations(port: int, count: int, prefix: str) -> tuple[Outcome, float]:
+def budget(n: int) -> float:
+    base, per_conversation, cap = BUDGET
+    return min(base + per_conversation * n, cap)
+
+
+async def conversations(port: int, count: int, prefix: str, deadline: float) -> tuple[Outcome, float]:
     """`count` conversations at once; their outcome and the wall time they took."""
     outcome = Outcome()
     started = time.perf_counter()
-    deadline = started + BUDGET
     await asyncio.gather(*(converse(port, f"{prefix}-{i}", outcome, deadline) for i in range(count)))
     return outcome, time.perf_counter() - started
 
 
 def stored(database: Path, prefix: str) -> int:
-    """Tasks of conversations named `prefix-...` that the server stored as COMPLETED."""
+    """Tasks of conversations whose names start with `prefix` that the server stored as COMPLETED."""
     with contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as db:
         query = (
             "SELECT count(*) FROM tasks WHERE context_id LIKE ? "
             "AND json_extract(status, '$.state') = 'TASK_STATE_COMPLETED'"
         )
-        count: int = db.execute(query, (f"{prefix}-%",)).fetchone()[0]
+        count: int = db.execute(query, (f"{prefix}%",)).fetchone()[0]
         return count
 
 
@@ -205,14 +224,15 @@ def measure(config: Path, n: int, workdir: Path, profile: Path | None) -> Row:
     database = workdir / f"scale-{n}.db"
     command = ranch_serve(config, port, database)
     with server_process(command, f"http://{HOST}:{port}/healthz", quiet=True) as server:
-        warm, _ = asyncio.run(conversations(port, WARMUP, f"warm{n}"))
+        warm, _ = asyncio.run(conversations(port, WARMUP, f"warm{n}", time.perf_counter() + budget(WARMUP)))
         if warm.errors:
             raise SystemExit(f"warm-up failed: {warm.examples}")
         time.sleep(SETTLE)
         pid = server.pid
         rss, peak, cpu, size = rss_kib(pid), rss_kib(pid, "VmHWM"), cpu_seconds(pid), db_size(database)
         spy = start_profile(pid, profile) if profile is not None else None
-        outcome, seconds = asyncio.run(conversations(port, n, f"n{n}"))
+        deadline = time.perf_counter() + budget(n)
+        outcome, seconds = asyncio.run(conversations(port, n, f"n{n}-r0", deadline))
         cpu = cpu_seconds(pid) - cpu
         if spy is not None:
             try:
@@ -220,15 +240,24 @@ def measure(config: Path, n: int, workdir: Path, profile: Path | None) -> Row:
             except subprocess.TimeoutExpired:
                 spy.kill()
         time.sleep(SETTLE)
+        rss, peak, size = rss_kib(pid) - rss, rss_kib(pid, "VmHWM") - peak, db_size(database) - size
+        rounds = max(1, math.ceil(MIN_TURNS / (n * TURNS)))
+        for r in range(1, rounds):  # small N: more samples for latency, after the memory reading
+            before = cpu_seconds(pid)
+            more, took = asyncio.run(conversations(port, n, f"n{n}-r{r}", deadline))
+            cpu += cpu_seconds(pid) - before
+            seconds += took
+            outcome.merge(more)
         return Row(
             n=n,
+            rounds=rounds,
             seconds=seconds,
             outcome=outcome,
-            unstored=n * TURNS - stored(database, f"n{n}"),
+            unstored=outcome.completed - stored(database, f"n{n}-r"),
             cpu=cpu,
-            rss_kib=rss_kib(pid) - rss,
-            peak_kib=rss_kib(pid, "VmHWM") - peak,
-            db_bytes=db_size(database) - size,
+            rss_kib=rss,
+            peak_kib=peak,
+            db_bytes=size,
         )
 
 
@@ -247,6 +276,7 @@ def render(rows: list[Row]) -> str:
         lines.append(
             [
                 row.n,
+                f"{row.rounds} x {row.n * TURNS}",
                 f"{row.turns / row.seconds:.0f}",
                 f"{p50 * 1000:.1f}",
                 f"{percentile(row.outcome.latencies, 0.99) * 1000:.1f}",
@@ -265,8 +295,10 @@ def render(rows: list[Row]) -> str:
         f"(triage -> worker -> triage -> user). N conversations at once, {TURNS} turns each in sequence "
         "in its own contextId (SendMessage; one keep-alive connection per conversation; raw asyncio "
         "client in the benchmark process); one `ranch serve` process and a fresh SQLite file per N. "
-        "errors: turns not answered 200 + COMPLETED with 3 hop artifacts within "
-        f"{BUDGET:g} s; not stored: answered turns missing from the database as COMPLETED. "
+        f"A small N repeats its batch (rounds x turns) so latency has >= {MIN_TURNS} samples; memory and "
+        "DB are read after the first round. "
+        "errors: turns not answered 200 + COMPLETED with 3 hop artifacts in time "
+        f"(N=1000: {budget(1000):g} s); not stored: answered turns missing from the database as COMPLETED. "
         f"RSS/idle conv: server RSS growth over N once every conversation ended, its connection "
         f"closed and {SETTLE:g} s passed (after a {WARMUP}-conversation warm-up); peak: growth of the "
         "RSS high-water mark over N; DB: growth of the SQLite file over N. Targets: 0 errors at "
@@ -274,6 +306,7 @@ def render(rows: list[Row]) -> str:
     )
     header = [
         "N",
+        "turns",
         "turns/s",
         "p50 ms",
         "p99 ms",

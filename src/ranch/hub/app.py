@@ -18,7 +18,6 @@ import anyio
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes import create_rest_routes
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
-from a2a.server.tasks.database_task_store import DatabaseTaskStore
 from sqlalchemy.ext.asyncio import create_async_engine
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -30,6 +29,7 @@ from ranch import __version__
 from ranch.config import RanchConfig
 from ranch.hub.registry import Registry
 from ranch.hub.serving import ContextBuilder, RanchRequestHandler, call_context, explained, guard_agent
+from ranch.hub.store import SqlTaskStore
 from ranch.hub.tasks import TaskCore, fail_unfinished, owner_of
 from ranch.routing.team import Team
 from ranch.wire.cards import AGENTS_PATH, agent_url, build_card
@@ -75,7 +75,7 @@ class Hub:
             stack.push_async_callback(self.registry.aclose)
             engine = create_async_engine(self.settings.database_url)
             stack.push_async_callback(engine.dispose)
-            store = DatabaseTaskStore(engine, owner_resolver=owner_of)
+            store = SqlTaskStore(engine, owner_resolver=owner_of)
             await store.initialize()
             recovered = await fail_unfinished(store)
             if recovered:

@@ -45,7 +45,7 @@ from a2a.utils.errors import (
     PushNotificationNotSupportedError,
     UnsupportedOperationError,
 )
-from a2a.utils.task import apply_history_length
+from a2a.utils.task import apply_history_length, validate_history_length, validate_page_size
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -140,7 +140,15 @@ class RanchRequestHandler(RequestHandler):
         return apply_history_length(task, params)
 
     async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
-        return await self.core.list(params, self._owner(context))
+        validate_history_length(params)
+        if params.HasField("page_size"):
+            validate_page_size(params.page_size)
+        page = await self.core.list(params, self._owner(context))
+        for task in page.tasks:  # the same shaping as the SDK's own handler
+            if not params.include_artifacts:
+                task.ClearField("artifacts")
+            task.CopyFrom(apply_history_length(task, params))
+        return page
 
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
         return await self.core.cancel(params.id, self._owner(context))

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 
 import anyio
 from a2a.server.context import ServerCallContext
-from a2a.server.tasks.database_task_store import DatabaseTaskStore
 from a2a.server.tasks.task_store import TaskStore
 from a2a.types import (
     ListTasksRequest,
@@ -42,10 +41,10 @@ from a2a.utils.errors import (
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from google.protobuf.timestamp_pb2 import Timestamp
-from sqlalchemy import select
 
 from ranch.agents.base import Agent, Call, Event
 from ranch.exceptions import AgentTimeout, RanchError
+from ranch.hub.store import SqlTaskStore
 from ranch.wire.events import apply_artifact, merge_metadata
 
 logger = logging.getLogger(__name__)
@@ -301,22 +300,17 @@ class TaskCore:
                 yield event
 
 
-async def fail_unfinished(store: DatabaseTaskStore) -> int:
+async def fail_unfinished(store: SqlTaskStore) -> int:
     """Mark tasks a previous process left submitted or working as FAILED, with the reason.
 
     A run lives in one process; after a restart nothing will ever finish those tasks,
     and a task must not look like it is working forever.
     """
-    model = store.task_model
-    unfinished = [
-        TaskState.Name(TaskState.TASK_STATE_SUBMITTED),
-        TaskState.Name(TaskState.TASK_STATE_WORKING),
-    ]
-    async with store.async_session_maker() as session:
-        query = select(model.id, model.owner).where(model.status["state"].as_string().in_(unfinished))
-        rows = (await session.execute(query)).all()
-    for task_id, owner in rows:
-        task = await store.get(task_id, _ctx(owner or ""))
+    unfinished = await store.unfinished(
+        [TaskState.Name(TaskState.TASK_STATE_SUBMITTED), TaskState.Name(TaskState.TASK_STATE_WORKING)]
+    )
+    for task_id, owner in unfinished:
+        task = await store.get(task_id, _ctx(owner))
         if task is None:
             continue
         _archive_status(task)
@@ -325,8 +319,8 @@ async def fail_unfinished(store: DatabaseTaskStore) -> int:
         message.context_id, message.task_id = task.context_id, task.id
         task.status.CopyFrom(TaskStatus(state=TaskState.TASK_STATE_FAILED, message=message))
         _stamp(task.status)
-        await store.save(task, _ctx(owner or ""))
-    return len(rows)
+        await store.save(task, _ctx(owner))
+    return len(unfinished)
 
 
 def _ctx(owner: str) -> ServerCallContext:
