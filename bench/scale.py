@@ -112,6 +112,7 @@ class Row:
     unstored: int
     cpu: float
     rss_kib: int
+    second_kib: int
     peak_kib: int
     db_bytes: int
 
@@ -198,10 +199,7 @@ async def conversations(port: int, count: int, prefix: str, deadline: float) -> 
 def stored(database: Path, prefix: str) -> int:
     """Tasks of conversations whose names start with `prefix` that the server stored as COMPLETED."""
     with contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as db:
-        query = (
-            "SELECT count(*) FROM tasks WHERE context_id LIKE ? "
-            "AND json_extract(status, '$.state') = 'TASK_STATE_COMPLETED'"
-        )
+        query = "SELECT count(*) FROM ranch_tasks WHERE context_id LIKE ? AND state = 'TASK_STATE_COMPLETED'"
         count: int = db.execute(query, (f"{prefix}%",)).fetchone()[0]
         return count
 
@@ -241,6 +239,13 @@ def measure(config: Path, n: int, workdir: Path, profile: Path | None) -> Row:
                 spy.kill()
         time.sleep(SETTLE)
         rss, peak, size = rss_kib(pid) - rss, rss_kib(pid, "VmHWM") - peak, db_size(database) - size
+        # a second batch of N idle conversations: what each costs once the allocator is warm
+        before_second = rss_kib(pid)
+        second, _ = asyncio.run(conversations(port, n, f"m{n}", time.perf_counter() + budget(n)))
+        if second.errors:
+            raise SystemExit(f"second batch failed: {second.examples}")
+        time.sleep(SETTLE)
+        second_kib = rss_kib(pid) - before_second
         rounds = max(1, math.ceil(MIN_TURNS / (n * TURNS)))
         for r in range(1, rounds):  # small N: more samples for latency, after the memory reading
             before = cpu_seconds(pid)
@@ -256,6 +261,7 @@ def measure(config: Path, n: int, workdir: Path, profile: Path | None) -> Row:
             unstored=outcome.completed - stored(database, f"n{n}-r"),
             cpu=cpu,
             rss_kib=rss,
+            second_kib=second_kib,
             peak_kib=peak,
             db_bytes=size,
         )
@@ -286,6 +292,7 @@ def render(rows: list[Row]) -> str:
                 row.unstored,
                 f"{per_conv:.1f}",
                 ratio(per_conv, base_mem),
+                f"{row.second_kib / row.n:.1f}",
                 f"{row.peak_kib / row.n:.1f}",
                 f"{row.db_bytes / row.n / 1024:.1f}",
             ]
@@ -301,7 +308,9 @@ def render(rows: list[Row]) -> str:
         f"(N=1000: {budget(1000):g} s); not stored: answered turns missing from the database as COMPLETED. "
         f"RSS/idle conv: server RSS growth over N once every conversation ended, its connection "
         f"closed and {SETTLE:g} s passed (after a {WARMUP}-conversation warm-up); peak: growth of the "
-        "RSS high-water mark over N; DB: growth of the SQLite file over N. Targets: 0 errors at "
+        "RSS high-water mark over N; second batch: RSS growth for N more conversations run after the first "
+        "(the marginal cost of an idle conversation once the allocator holds the first batch's peak); "
+        "DB: growth of the SQLite file over N. Targets: 0 errors at "
         "N=1000, <= 50 KB per idle conversation, linear cost."
     )
     header = [
@@ -316,6 +325,7 @@ def render(rows: list[Row]) -> str:
         "not stored",
         "RSS KiB/idle conv",
         "vs N=10",
+        "second batch KiB/conv",
         "peak KiB/conv",
         "DB KiB/conv",
     ]
