@@ -58,6 +58,8 @@ TERMINAL = frozenset(
     }
 )
 INTERRUPTED = frozenset({TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED})
+SAVE_ATTEMPTS = 3
+"""Tries to store a task (50 ms, then 200 ms apart) before the failure is only logged."""
 RECENT_TASKS = 1024
 SUBSCRIBER_BUFFER = 1024
 """Events buffered per subscriber; one that falls this far behind is dropped (it can GetTask)."""
@@ -236,11 +238,16 @@ class TaskCore:
 
     async def _save(self, owner: str, task: Task) -> None:
         self.recent.pop(task.id, None)
-        try:
-            await self.store.save(task, _ctx(owner))
-        except Exception:  # storage trouble is logged; the live answer still reaches the caller
-            logger.exception("could not store task %s", task.id)
-            return
+        for attempt in range(SAVE_ATTEMPTS):
+            try:
+                await self.store.save(task, _ctx(owner))
+                break
+            except Exception:  # a busy or failing database must not lose the live answer
+                if attempt + 1 == SAVE_ATTEMPTS:
+                    logger.exception("could not store task %s after %d attempts", task.id, SAVE_ATTEMPTS)
+                    return
+                logger.warning("storing task %s failed; retrying", task.id, exc_info=True)
+                await anyio.sleep(0.05 * 4**attempt)
         self.recent[task.id] = (owner, _copy(task))
         while len(self.recent) > RECENT_TASKS:
             self.recent.popitem(last=False)
