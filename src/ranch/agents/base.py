@@ -8,7 +8,6 @@ reports its remote task and context ids); whoever serves or routes them maps ids
 
 from __future__ import annotations
 
-import uuid
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from a2a.types import (
     TaskStatusUpdateEvent,
 )
 
+from ranch.ids import new_id
 from ranch.routing import extension
 
 Event = Message | Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent
@@ -107,7 +107,7 @@ def reply(
 ) -> Message:
     """An agent Message answering `request`, optionally carrying a routing decision."""
     message = Message(
-        message_id=str(uuid.uuid4()),
+        message_id=new_id(),
         role=Role.ROLE_AGENT,
         context_id=request.context_id,
         task_id=request.task_id,

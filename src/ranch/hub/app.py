@@ -34,6 +34,7 @@ from ranch.hub.tasks import TaskCore, fail_unfinished, owner_of
 from ranch.routing.team import Team
 from ranch.wire.cards import AGENTS_PATH, agent_url, build_card
 from ranch.wire.client import ClientPool
+from ranch.wire.fastpath import FastPathApp
 from ranch.wire.jsonrpc import JsonRpcEndpoint
 from ranch.wire.middleware import ActivatedExtensions, BodyLimit
 
@@ -114,7 +115,10 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
     for route in rest:
         if isinstance(route, Route):  # the SDK also mounts /{tenant}/...; ranch has no tenants in URLs
             routes.append(Route(route.path, guard_agent(hub.registry, route.endpoint), methods=route.methods))
-    app = Starlette(
+    app = FastPathApp(
+        endpoint=lean if hub.settings.jsonrpc == "lean" else sdk_endpoint,
+        agents=hub.registry,
+        max_body=hub.settings.max_body_bytes,
         routes=routes,
         lifespan=hub.lifespan,
         middleware=[

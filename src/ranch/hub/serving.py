@@ -8,7 +8,6 @@ URL, negotiates extensions, and hands the message to `TaskCore`.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from typing import Any
@@ -52,6 +51,7 @@ from starlette.responses import JSONResponse, Response
 from ranch.agents.base import Agent, Call, Event
 from ranch.hub.registry import Registry
 from ranch.hub.tasks import TERMINAL, TaskCore
+from ranch.ids import new_id
 from ranch.wire.errors import error_body, http_status
 from ranch.wire.jsonrpc import unknown_method
 from ranch.wire.middleware import SCOPE_KEY
@@ -89,7 +89,7 @@ async def answer_inline(agent: Agent, message: Message, call: Call) -> Message:
     Only ranch's own `rules` and `echo` kinds set `replies_directly`; they compute their
     answer without waiting on anything, so no timeout scope is needed around them.
     """
-    message.context_id = message.context_id or str(uuid.uuid4())
+    message.context_id = message.context_id or new_id()
     async with aclosing(agent.run(message, call)) as events:
         async for event in events:
             if isinstance(event, Message):

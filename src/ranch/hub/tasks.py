@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import aclosing
@@ -45,6 +44,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from ranch.agents.base import Agent, Call, Event
 from ranch.exceptions import AgentTimeout, RanchError
 from ranch.hub.store import SqlTaskStore
+from ranch.ids import new_id
 from ranch.wire.events import apply_artifact, merge_metadata
 
 logger = logging.getLogger(__name__)
@@ -132,8 +132,8 @@ class TaskCore:
 
     async def _prepare(self, message: Message, owner: str) -> Run:
         if not message.task_id:
-            context_id = message.context_id or str(uuid.uuid4())
-            return Run(task_id=str(uuid.uuid4()), context_id=context_id, owner=owner, task=None)
+            context_id = message.context_id or new_id()
+            return Run(task_id=new_id(), context_id=context_id, owner=owner, task=None)
         if message.task_id in self.live and self.live[message.task_id].owner == owner:
             raise UnsupportedOperationError(
                 f"task {message.task_id} is still working; wait for it or cancel it"
@@ -322,7 +322,7 @@ async def fail_unfinished(store: SqlTaskStore) -> int:
             continue
         _archive_status(task)
         text = "ranch restarted before this task finished; send the message again"
-        message = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_AGENT, parts=[Part(text=text)])
+        message = Message(message_id=new_id(), role=Role.ROLE_AGENT, parts=[Part(text=text)])
         message.context_id, message.task_id = task.context_id, task.id
         task.status.CopyFrom(TaskStatus(state=TaskState.TASK_STATE_FAILED, message=message))
         _stamp(task.status)
@@ -366,7 +366,7 @@ def _merge_task(task: Task, incoming: Task) -> None:
 
 def _text(run: Run, text: str) -> Message:
     return Message(
-        message_id=str(uuid.uuid4()),
+        message_id=new_id(),
         role=Role.ROLE_AGENT,
         context_id=run.context_id,
         task_id=run.task_id,

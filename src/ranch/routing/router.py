@@ -11,7 +11,6 @@ the trail.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -32,6 +31,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from ranch.agents.base import Call, Event, text_of
 from ranch.exceptions import AgentError, AgentTimeout, HopLimitExceeded, InvalidRecipient, RanchError
+from ranch.ids import new_id
 from ranch.routing import context, extension
 from ranch.routing.outcome import HopOutcome, collect
 from ranch.routing.trail import Hop, describe
@@ -140,7 +140,7 @@ class Turn:
         limit = agent.history_length if agent.history_length is not None else self.team.history_length
         context_part = context.render(self.conversation.unseen(target, limit))
         message = Message(
-            message_id=str(uuid.uuid4()),
+            message_id=new_id(),
             role=Role.ROLE_USER,
             context_id=self.context_id,
             parts=([context_part] if context_part else []) + parts,
@@ -237,7 +237,7 @@ class Turn:
         self, state: TaskState, parts: list[Part], metadata: dict[str, Any] | None
     ) -> TaskStatusUpdateEvent:
         message = Message(
-            message_id=str(uuid.uuid4()),
+            message_id=new_id(),
             role=Role.ROLE_AGENT,
             context_id=self.context_id,
             task_id=self.task_id,

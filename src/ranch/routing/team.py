@@ -10,7 +10,6 @@ messages in one context are answered in order.
 from __future__ import annotations
 
 import time
-import uuid
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from a2a.types import AgentSkill, Message
 from google.protobuf.struct_pb2 import ListValue
 
 from ranch.agents.base import Agent, AgentInfo, Call, Event
+from ranch.ids import new_id
 from ranch.routing import context, extension
 from ranch.routing.router import Turn
 
@@ -118,8 +118,8 @@ class Team(Agent):
 
     async def run(self, message: Message, call: Call) -> AsyncGenerator[Event, None]:
         if not message.context_id:
-            message.context_id = str(uuid.uuid4())
-        task_id = message.task_id or str(uuid.uuid4())
+            message.context_id = new_id()
+        task_id = message.task_id or new_id()
         conversation = self.conversation(message.context_id)
         async with conversation.lock:
             async for event in Turn(self, conversation, message, task_id).run():
