@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from a2a.types import (
-    Artifact,
     Message,
     Part,
     Task,
@@ -30,15 +29,12 @@ FAILED = frozenset(
 
 @dataclass
 class HopOutcome:
-    """A member's answer: its reply parts, final state, decision and its own ids."""
+    """A member's answer: its reply parts, final state and decision (its ids are the agent's business)."""
 
     agent: str
     parts: list[Part]
     state: TaskState
     decision: extension.RoutingDecision | None
-    context_id: str = ""
-    task_id: str = ""
-    artifacts: list[Artifact] = field(default_factory=list)
 
     @property
     def interrupted(self) -> bool:
@@ -100,8 +96,6 @@ class _Folder:
                 parts=list(message.parts),
                 state=TaskState.TASK_STATE_COMPLETED,
                 decision=extension.read_decision(message),
-                context_id=message.context_id,
-                task_id=message.task_id,
             )
         task = self.task
         if task is None:
@@ -118,9 +112,6 @@ class _Folder:
             parts=_reply_parts(task),
             state=state,
             decision=extension.read_decision(task),
-            context_id=task.context_id,
-            task_id=task.id,
-            artifacts=list(task.artifacts),
         )
 
 
