@@ -31,6 +31,7 @@ from a2a.types import (
     GetTaskRequest,
     ListTaskPushNotificationConfigsRequest,
     ListTasksRequest,
+    Message,
     SendMessageRequest,
     SubscribeToTaskRequest,
     Task,
@@ -179,6 +180,11 @@ class JsonRpcEndpoint:
             first = await anext(events)
         except StopAsyncIteration:
             first = None
+        if isinstance(first, Message):  # a Message ends an A2A stream: send it whole, no stream machinery
+            await _close(events)
+            return Response(
+                SSE_DATA + _frame(request_id, first)["data"].encode() + SSE_END, headers=SSE_HEADERS
+            )
 
         async def frames() -> AsyncGenerator[dict[str, str]]:
             try:
@@ -193,8 +199,32 @@ class JsonRpcEndpoint:
 
 
 def _frame(request_id: Any, event: Any) -> dict[str, str]:
-    result = codec.to_json(proto_utils.to_stream_response(event))
-    return {"data": orjson.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}).decode()}
+    """One SSE data frame; an event fanned out to many subscribers is encoded once."""
+    cached = _ENCODED.get(id(event))
+    if cached is None or cached[0] is not event:
+        cached = (event, orjson.dumps(codec.to_json(proto_utils.to_stream_response(event))))
+        _ENCODED[id(event)] = cached
+        if len(_ENCODED) > ENCODED_EVENTS:
+            _ENCODED.pop(next(iter(_ENCODED)))
+    head = b'{"jsonrpc":"2.0","id":' + orjson.dumps(request_id) + b',"result":'
+    return {"data": (head + cached[1] + b"}").decode()}
+
+
+async def _close(events: AsyncIterator[Any]) -> None:
+    closer = getattr(events, "aclose", None)
+    if closer is not None:
+        await closer()
+
+
+ENCODED_EVENTS = 256
+"""Recent events kept with their JSON, keyed by identity (each event is held, so its id stays its own)."""
+_ENCODED: dict[int, tuple[Any, bytes]] = {}
+SSE_DATA, SSE_END = b"data: ", b"\r\n\r\n"
+SSE_HEADERS = {
+    "Content-Type": "text/event-stream; charset=utf-8",
+    "Cache-Control": "no-store",
+    "X-Accel-Buffering": "no",
+}
 
 
 def _envelope(body: Any) -> tuple[Any, str, A2AError | None]:
