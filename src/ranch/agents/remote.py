@@ -33,7 +33,6 @@ from a2a.types import (
     StreamResponse,
     Task,
     TaskArtifactUpdateEvent,
-    TaskState,
 )
 from a2a.utils.errors import A2AError
 from google.protobuf import json_format
@@ -42,21 +41,13 @@ from ranch.agents.base import Agent, AgentInfo, Call, Event
 from ranch.exceptions import AgentError, AgentTimeout, AgentUnavailable, InvalidAgentReply
 from ranch.routing import extension
 from ranch.wire.client import ClientPool
+from ranch.wire.events import INTERRUPTED, TERMINAL
 
 logger = logging.getLogger(__name__)
 
 MAX_SESSIONS = 10_000
 CANCEL_GRACE = 2.0
 """Seconds ranch spends asking a peer to cancel the task of a hop that was cancelled."""
-_WAITING = frozenset({TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED})
-_FINAL = frozenset(
-    {
-        TaskState.TASK_STATE_COMPLETED,
-        TaskState.TASK_STATE_FAILED,
-        TaskState.TASK_STATE_CANCELED,
-        TaskState.TASK_STATE_REJECTED,
-    }
-)
 
 
 @dataclass
@@ -197,7 +188,7 @@ def _track(session: RemoteSession, event: Event) -> None:
     if isinstance(event, TaskArtifactUpdateEvent):
         return
     task_id = event.id if isinstance(event, Task) else event.task_id
-    session.waiting_task_id = task_id if event.status.state in _WAITING else ""
+    session.waiting_task_id = task_id if event.status.state in INTERRUPTED else ""
 
 
 def _running_task(event: Event, current: str) -> str:
@@ -207,7 +198,7 @@ def _running_task(event: Event, current: str) -> str:
     if isinstance(event, TaskArtifactUpdateEvent):
         return current
     task_id = event.id if isinstance(event, Task) else event.task_id
-    ended = event.status.state in _WAITING or event.status.state in _FINAL
+    ended = event.status.state in INTERRUPTED or event.status.state in TERMINAL
     return "" if ended else task_id
 
 

@@ -98,11 +98,12 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
     sdk_endpoint = explained(legacy.handle_requests)
     lean = JsonRpcEndpoint(handler, call_context, sdk_endpoint)
     rpc = guard_agent(hub.registry, lean if hub.settings.jsonrpc == "lean" else sdk_endpoint)
+    card = guard_agent(hub.registry, _card(hub))  # an unknown id gets the same error as every binding
     routes: list[BaseRoute] = [
         Route("/healthz", _healthz, methods=["GET"]),
         Route(AGENTS_PATH, _list_agents(hub), methods=["GET"]),
-        Route(f"{AGENTS_PATH}/{{agent_id}}/.well-known/agent-card.json", _card(hub), methods=["GET"]),
-        Route(f"{AGENTS_PATH}/{{agent_id}}/.well-known/agent.json", _card(hub), methods=["GET"]),
+        Route(f"{AGENTS_PATH}/{{agent_id}}/.well-known/agent-card.json", card, methods=["GET"]),
+        Route(f"{AGENTS_PATH}/{{agent_id}}/.well-known/agent.json", card, methods=["GET"]),
         Route(f"{AGENTS_PATH}/{{agent_id}}", rpc, methods=["POST"]),
         Route(f"{AGENTS_PATH}/{{agent_id}}/", rpc, methods=["POST"]),
     ]
@@ -164,18 +165,6 @@ def _list_agents(hub: Hub):  # type: ignore[no-untyped-def]
 def _card(hub: Hub):  # type: ignore[no-untyped-def]
     async def card(request: Request) -> Response:
         agent_id = request.path_params["agent_id"]
-        if agent_id not in hub.registry:
-            known = ", ".join(hub.registry.ids())
-            return JSONResponse(
-                {
-                    "error": {
-                        "code": 404,
-                        "status": "NOT_FOUND",
-                        "message": f"no agent '{agent_id}' (known: {known})",
-                    }
-                },
-                status_code=404,
-            )
         agent = hub.registry.get(agent_id)
         info = await agent.info()
         built = build_card(

@@ -50,9 +50,10 @@ from starlette.responses import JSONResponse, Response
 
 from ranch.agents.base import Agent, Call, Event
 from ranch.hub.registry import Registry
-from ranch.hub.tasks import TERMINAL, TaskCore
+from ranch.hub.tasks import TaskCore
 from ranch.ids import new_id
 from ranch.wire.errors import error_body, http_status
+from ranch.wire.events import TERMINAL
 from ranch.wire.jsonrpc import unknown_method
 from ranch.wire.middleware import SCOPE_KEY
 
@@ -64,19 +65,23 @@ class ContextBuilder(DefaultServerCallContextBuilder):
 
     def build(self, request: Request) -> ServerCallContext:
         context = super().build(request)
-        context.state[AGENT_KEY] = request.path_params.get("agent_id", "")
-        context.state[SCOPE_KEY] = request.scope.setdefault(SCOPE_KEY, {})
+        context.state.update(_ranch_state(request))
         return context
+
+
+def _ranch_state(request: Request) -> dict[str, Any]:
+    """What ranch's handler reads from the call state: the agent in the URL, the per-request scope dict."""
+    return {
+        AGENT_KEY: request.path_params.get("agent_id", ""),
+        SCOPE_KEY: request.scope.setdefault(SCOPE_KEY, {}),
+    }
 
 
 def call_context(request: Request) -> ServerCallContext:
     """The same context as `ContextBuilder`, minus the header copy only the SDK's version check reads."""
     user = StarletteUser(request.user) if "user" in request.scope else UnauthenticatedUser()
     return ServerCallContext.model_construct(
-        state={
-            AGENT_KEY: request.path_params.get("agent_id", ""),
-            SCOPE_KEY: request.scope.setdefault(SCOPE_KEY, {}),
-        },
+        state=_ranch_state(request),
         user=user,
         tenant="",
         requested_extensions=get_requested_extensions(request.headers.getlist(HTTP_EXTENSION_HEADER)),

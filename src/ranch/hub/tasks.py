@@ -45,19 +45,10 @@ from ranch.agents.base import Agent, Call, Event
 from ranch.exceptions import AgentTimeout, RanchError
 from ranch.hub.store import SqlTaskStore
 from ranch.ids import new_id
-from ranch.wire.events import apply_artifact, merge_metadata
+from ranch.wire.events import INTERRUPTED, TERMINAL, apply_artifact, merge_metadata
 
 logger = logging.getLogger(__name__)
 
-TERMINAL = frozenset(
-    {
-        TaskState.TASK_STATE_COMPLETED,
-        TaskState.TASK_STATE_FAILED,
-        TaskState.TASK_STATE_CANCELED,
-        TaskState.TASK_STATE_REJECTED,
-    }
-)
-INTERRUPTED = frozenset({TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED})
 SAVE_ATTEMPTS = 3
 """Tries to store a task (50 ms, then 200 ms apart) before the failure is only logged."""
 RECENT_TASKS = 1024

@@ -19,12 +19,7 @@ from a2a.types import (
 from ranch.agents.base import Event, text_of
 from ranch.exceptions import AgentError, InvalidAgentReply
 from ranch.routing import extension
-from ranch.wire.events import apply_artifact, merge_metadata
-
-INTERRUPTED = frozenset({TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED})
-FAILED = frozenset(
-    {TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_REJECTED, TaskState.TASK_STATE_CANCELED}
-)
+from ranch.wire.events import INTERRUPTED, UNSUCCESSFUL, apply_artifact, merge_metadata
 
 
 @dataclass
@@ -78,7 +73,7 @@ class _Folder:
             raise InvalidAgentReply(self.agent, f"yielded {type(event).__name__}, not an A2A event")
         return (
             task.status.state in INTERRUPTED
-            or task.status.state in FAILED
+            or task.status.state in UNSUCCESSFUL
             or (task.status.state == TaskState.TASK_STATE_COMPLETED)
         )
 
@@ -101,7 +96,7 @@ class _Folder:
         if task is None:
             raise InvalidAgentReply(self.agent, "answered with no message and no task")
         state = task.status.state
-        if state in FAILED:
+        if state in UNSUCCESSFUL:
             detail = text_of(task.status.message) if task.status.HasField("message") else ""
             name = TaskState.Name(state).removeprefix("TASK_STATE_").lower()
             raise AgentError(self.agent, f"its task ended {name}" + (f": {detail}" if detail else ""))

@@ -69,7 +69,7 @@ class Turn:
     async def run(self) -> AsyncIterator[Event]:
         """The algorithm: hop until a recipient is the user, an agent asks, or something fails."""
         target, reason = self.first_recipient()
-        sender, parts = extension.USER, _content(self.message)
+        sender, parts = extension.USER, list(self.message.parts)
         self.conversation.add(extension.USER, text_of(self.message))
         try:
             while True:
@@ -251,11 +251,6 @@ class Turn:
             context_id=self.context_id,
             status=TaskStatus(state=state, message=message, timestamp=now),
         )
-
-
-def _content(message: Message) -> list[Part]:
-    """The user's parts, minus any extension data meant for the team itself."""
-    return list(message.parts)
 
 
 def _struct(data: dict[str, Any]) -> Struct:

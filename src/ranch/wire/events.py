@@ -2,8 +2,21 @@
 
 from __future__ import annotations
 
-from a2a.types import Task, TaskArtifactUpdateEvent
+from a2a.types import Task, TaskArtifactUpdateEvent, TaskState
 from google.protobuf.struct_pb2 import Struct
+
+TERMINAL = frozenset(
+    {
+        TaskState.TASK_STATE_COMPLETED,
+        TaskState.TASK_STATE_FAILED,
+        TaskState.TASK_STATE_CANCELED,
+        TaskState.TASK_STATE_REJECTED,
+    }
+)
+"""States a task never leaves."""
+INTERRUPTED = frozenset({TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED})
+"""States in which a task waits for the caller; the next message continues it."""
+UNSUCCESSFUL = TERMINAL - {TaskState.TASK_STATE_COMPLETED}
 
 
 def apply_artifact(task: Task, event: TaskArtifactUpdateEvent) -> None:
