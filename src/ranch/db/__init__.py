@@ -1,0 +1,1 @@
+"""The hub's relational model: tables, engines, and alembic migrations."""

@@ -1,0 +1,185 @@
+"""The hub's tables (SQLAlchemy 2 ORM), one class per concept of seed 003.
+
+Ids are strings: agents and organizations have readable slugs, everything
+else a UUID from `ranch.ids`. Messages and events carry an integer `seq` from
+the database: it is the cursor clients page and reconnect with, so it must
+grow in commit order (one writer per room at a time; see rooms/bus.py).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, ClassVar
+
+from sqlalchemy import JSON, BigInteger, Boolean, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def now() -> float:
+    """Seconds since the epoch; stored as a float so SQLite and PostgreSQL sort alike."""
+    return time.time()
+
+
+class Base(DeclarativeBase):
+    type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JSON, list[Any]: JSON, list[str]: JSON}
+
+
+class Organization(Base):
+    """A tenant: its rooms, users, agents and keys are invisible to every other one."""
+
+    __tablename__ = "organizations"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    allowed_agent_urls: Mapped[list[str]] = mapped_column(default=list)
+    """URL prefixes its agents may call with `call_remote_agent` (and register as remote agents)."""
+    created_at: Mapped[float] = mapped_column(Float, default=now)
+
+
+class User(Base):
+    __tablename__ = "users"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    role: Mapped[str] = mapped_column(String(16), default="member")
+    """owner | admin | member, within the organization."""
+    is_superuser: Mapped[bool] = mapped_column(Boolean, default=False)
+    """May create organizations (the bootstrap user)."""
+    created_at: Mapped[float] = mapped_column(Float, default=now)
+
+
+class ApiKey(Base):
+    """A key for a person or an agent; only its SHA-256 is stored."""
+
+    __tablename__ = "api_keys"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    digest: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16))
+    org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"), index=True)
+    owner_kind: Mapped[str] = mapped_column(String(8))
+    """user | agent"""
+    owner_id: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[float] = mapped_column(Float, default=now)
+    revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class AgentRecord(Base):
+    """An agent or team the hub knows: from the config file, or registered over REST."""
+
+    __tablename__ = "agents"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    description: Mapped[str] = mapped_column(Text, default="")
+    kind: Mapped[str] = mapped_column(String(16))
+    """rules | echo | remote | llm | python | team | external"""
+    model: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    is_external: Mapped[bool] = mapped_column(Boolean, default=False)
+    """Brings its own model and has no A2A server: it reads messages over the API."""
+    tools: Mapped[list[Any]] = mapped_column(default=list)
+    visibility: Mapped[str] = mapped_column(String(16), default="org")
+    """personal | org | global"""
+    owner_user_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    history_length: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    url: Mapped[str | None] = mapped_column(String(2000), nullable=True)
+    card: Mapped[dict[str, Any] | None] = mapped_column(nullable=True)
+    card_fetched_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    card_ttl: Mapped[float] = mapped_column(Float, default=300.0)
+    spec: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    """The agent's config entry (as in the YAML file), so the hub can rebuild it after a restart."""
+    source: Mapped[str] = mapped_column(String(8), default="api")
+    """config | api"""
+    created_at: Mapped[float] = mapped_column(Float, default=now)
+
+
+class Room(Base):
+    """A conversation shared by people and agents; its id is the A2A contextId."""
+
+    __tablename__ = "rooms"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"), index=True)
+    type: Mapped[str] = mapped_column(String(8), default="group")
+    """direct | group | task"""
+    status: Mapped[str] = mapped_column(String(10), default="active")
+    """active | archived | closed"""
+    title: Mapped[str] = mapped_column(String(300), default="")
+    default_agent: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    created_by: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    created_at: Mapped[float] = mapped_column(Float, default=now)
+
+
+class Participant(Base):
+    __tablename__ = "participants"
+    room_id: Mapped[str] = mapped_column(ForeignKey("rooms.id", ondelete="CASCADE"), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(8), primary_key=True)
+    """user | agent | team"""
+    ref: Mapped[str] = mapped_column(String(64), primary_key=True)
+    role: Mapped[str] = mapped_column(String(8), default="member")
+    """owner | admin | member"""
+    joined_at: Mapped[float] = mapped_column(Float, default=now)
+
+
+class RoomMessage(Base):
+    __tablename__ = "messages"
+    seq: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    id: Mapped[str] = mapped_column(String(64), unique=True)
+    room_id: Mapped[str] = mapped_column(ForeignKey("rooms.id", ondelete="CASCADE"))
+    type: Mapped[str] = mapped_column(String(12), default="text")
+    """text | thought | error | task | tool_call | tool_result"""
+    sender_kind: Mapped[str] = mapped_column(String(8))
+    """user | agent | team | system"""
+    sender_id: Mapped[str] = mapped_column(String(64))
+    text: Mapped[str] = mapped_column(Text, default="")
+    mentions: Mapped[list[str]] = mapped_column(default=list)
+    meta: Mapped[dict[str, Any]] = mapped_column("metadata", default=dict)
+    thread_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    execution_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    """The execution that wrote it (agent messages)."""
+    created_at: Mapped[float] = mapped_column(Float, default=now)
+    __table_args__ = (Index("messages_room_seq", "room_id", "seq"),)
+
+
+class Execution(Base):
+    """One agent's long-lived work in one room; served to A2A clients as a Task (rooms/tasks.py)."""
+
+    __tablename__ = "executions"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    room_id: Mapped[str] = mapped_column(ForeignKey("rooms.id", ondelete="CASCADE"))
+    agent_id: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16), default="submitted")
+    """submitted | working | ready | input-required | completed | failed | canceled"""
+    reason: Mapped[str] = mapped_column(Text, default="")
+    """Why it is in its status (the error of a failed one)."""
+    tool_calls: Mapped[list[Any]] = mapped_column(default=list)
+    turns: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[float] = mapped_column(Float, default=now)
+    updated_at: Mapped[float] = mapped_column(Float, default=now)
+    __table_args__ = (Index("executions_room_agent", "room_id", "agent_id"),)
+
+
+class Delivery(Base):
+    """A room message handed to one agent; external agents acknowledge theirs."""
+
+    __tablename__ = "deliveries"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    message_seq: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"))
+    room_id: Mapped[str] = mapped_column(ForeignKey("rooms.id", ondelete="CASCADE"))
+    agent_id: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(8), default="pending")
+    """pending | done (handled or acknowledged)"""
+    created_at: Mapped[float] = mapped_column(Float, default=now)
+    __table_args__ = (
+        Index("deliveries_agent_status", "agent_id", "status", "message_seq"),
+        Index("deliveries_room_agent", "room_id", "agent_id", "message_seq"),
+    )
+
+
+class RoomEvent(Base):
+    """Everything watchers see, in order; `seq` is the WebSocket reconnect cursor."""
+
+    __tablename__ = "events"
+    seq: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    room_id: Mapped[str] = mapped_column(ForeignKey("rooms.id", ondelete="CASCADE"))
+    type: Mapped[str] = mapped_column(String(32))
+    data: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[float] = mapped_column(Float, default=now)
+    __table_args__ = (Index("events_room_seq", "room_id", "seq"),)
