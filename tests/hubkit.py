@@ -47,7 +47,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     name = f"ranch_test_{uuid.uuid4().hex[:12]}"
     try:
         asyncio.run(_postgres(f'CREATE DATABASE "{name}"'))
-    except (OSError, asyncio.TimeoutError) as exc:
+    except (TimeoutError, OSError) as exc:
         pytest.fail(f"this test needs PostgreSQL at 127.0.0.1:5432 (user postgres, trust auth): {exc}")
     try:
         yield f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}"
@@ -138,7 +138,7 @@ class Live:
 
     def until(self, done: Callable[[dict[str, Any]], bool], timeout: float = 15.0) -> list[dict[str, Any]]:
         """Frames up to and including the first for which `done` is true."""
-        frames = []
+        frames: list[dict[str, Any]] = []
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
