@@ -358,7 +358,11 @@ def test_agents_work_concurrently_across_rooms_and_in_order_within_one(tmp_path:
             for room in rooms:
                 admin.post(f"/rooms/{room}/messages", {"text": f"@pondering {text}"})
         for room in rooms:
-            wait_until(lambda r=room: len(admin.messages(r)) == 6, what=f"three replies in {room}")
+
+            def answered(room: str = room) -> bool:
+                return len(admin.messages(room)) == 6
+
+            wait_until(answered, what=f"three replies in {room}")
             replies = [m["text"] for m in admin.messages(room) if m["sender"]["id"] == "pondering"]
             assert replies == ["thought about: one", "thought about: two", "thought about: three"]
             assert probes.PEAK[f"pondering/{room}"] == 1  # one message at a time within a room
