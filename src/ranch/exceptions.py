@@ -10,6 +10,7 @@
     - AgentUnavailable           connection refused, DNS failure, HTTP error
     - InvalidAgentReply          the answer was not valid A2A
   - AgentNotFound                a URL or config named an agent that does not exist
+  - ToolError                    a tool server (MCP) could not be reached or listed
 
 "You used ranch wrongly" (ConfigError, AgentNotFound) is kept apart from
 "a peer misbehaved" (AgentError).
@@ -83,3 +84,7 @@ class AgentNotFound(RanchError):
     def __init__(self, agent: str, known: list[str]) -> None:
         self.agent, self.known = agent, known
         super().__init__(f"no agent or team '{agent}' here (known: {', '.join(sorted(known)) or 'none'})")
+
+
+class ToolError(RanchError):
+    """A tool source failed as a whole (an MCP server that cannot be started or reached)."""

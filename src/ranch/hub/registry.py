@@ -9,12 +9,14 @@ from a2a.types import AgentSkill
 
 from ranch.agents.base import Agent, AgentInfo
 from ranch.agents.echo import EchoAgent
+from ranch.agents.llm import build_llm_agent
 from ranch.agents.loader import PythonAgent, import_entry, resolve_runner
 from ranch.agents.remote import RemoteAgent
 from ranch.agents.rules import Rule, RulesAgent
 from ranch.config import (
     AgentConfig,
     EchoAgentConfig,
+    LlmAgentConfig,
     PythonAgentConfig,
     RanchConfig,
     RemoteAgentConfig,
@@ -58,6 +60,11 @@ class Registry:
     def ids(self) -> list[str]:
         return list(self._agents)
 
+    async def open(self) -> None:
+        """Let every agent acquire what it holds (MCP connections); `aclose` releases it."""
+        for agent in self._agents.values():
+            await agent.open()
+
     async def aclose(self) -> None:
         for agent in self._agents.values():
             await agent.aclose()
@@ -88,6 +95,9 @@ def build_agent(config: AgentConfig, pool: ClientPool) -> Agent:
             info.extensions = [extension.declaration()]
         runner = resolve_runner(config.id, import_entry(config.id, config.entry), config.options)
         agent = PythonAgent(info, runner)
+    elif isinstance(config, LlmAgentConfig):
+        info.extensions = [extension.declaration()]
+        agent = build_llm_agent(config, info, pool)
     else:  # pragma: no cover - the config union is exhaustive
         raise TypeError(f"unknown agent config {type(config).__name__}")
     agent.history_length = config.history_length
