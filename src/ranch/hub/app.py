@@ -9,8 +9,8 @@ agent under /a2a/agents/{id}.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Literal
 
@@ -31,6 +31,7 @@ from ranch.hub.registry import Registry
 from ranch.hub.serving import ContextBuilder, RanchRequestHandler, call_context, explained, guard_agent
 from ranch.hub.store import SqlTaskStore
 from ranch.hub.tasks import TaskCore, fail_unfinished, owner_of
+from ranch.mcp.server import mcp_routes
 from ranch.routing.team import Team
 from ranch.wire.cards import AGENTS_PATH, agent_url, build_card
 from ranch.wire.client import ClientPool
@@ -61,6 +62,8 @@ class Hub:
         self.settings = settings
         self.pool = ClientPool()
         self.registry = Registry(config, self.pool)
+        self.services: list[Callable[[], AbstractAsyncContextManager[None]]] = []
+        """More things the lifespan runs, entered after the task core (the /mcp session manager)."""
         self._core: TaskCore | None = None
 
     @property
@@ -74,6 +77,7 @@ class Hub:
         async with AsyncExitStack() as stack:
             stack.push_async_callback(self.pool.aclose)
             stack.push_async_callback(self.registry.aclose)
+            await self.registry.open()
             engine = create_async_engine(self.settings.database_url)
             stack.push_async_callback(engine.dispose)
             store = SqlTaskStore(engine, owner_resolver=owner_of)
@@ -83,6 +87,8 @@ class Hub:
                 logger.warning("marked %d task(s) left unfinished by a previous run as failed", recovered)
             group = await stack.enter_async_context(anyio.create_task_group())
             self._core = TaskCore(store, group)
+            for service in self.services:
+                await stack.enter_async_context(service())
             try:
                 yield
             finally:
@@ -116,6 +122,7 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
     for route in rest:
         if isinstance(route, Route):  # the SDK also mounts /{tenant}/...; ranch has no tenants in URLs
             routes.append(Route(route.path, guard_agent(hub.registry, route.endpoint), methods=route.methods))
+    routes.extend(mcp_routes(hub))
     app = FastPathApp(
         endpoint=lean if hub.settings.jsonrpc == "lean" else sdk_endpoint,
         agents=hub.registry,
