@@ -15,7 +15,16 @@ from contextlib import aclosing, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio
-from a2a.types import Message, Part, Role, Task, TaskState, TaskStatus
+from a2a.types import (
+    Message,
+    Part,
+    Role,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
 from google.protobuf.json_format import MessageToDict
 from mcp import types
 from mcp.server.lowlevel import Server
@@ -113,13 +122,13 @@ async def ask(agent: Agent, text: str, context_id: str | None = None) -> dict[st
     return _answer(agent.id, message.context_id, task)
 
 
-def _fold(task: Task, event: Any) -> bool:
+def _fold(task: Task, event: Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> bool:
     """Apply one task event; True once the turn is over."""
     if isinstance(event, Task):
         task.status.CopyFrom(event.status)
         task.artifacts.extend(event.artifacts)
         merge_metadata(task, event.metadata)
-    elif event.HasField("artifact"):
+    elif isinstance(event, TaskArtifactUpdateEvent):
         apply_artifact(task, event)
     else:
         task.status.CopyFrom(event.status)
