@@ -31,7 +31,7 @@ agents:
   - {id: f, kind: lm}
 """
     )
-    assert problems and all(line[:2] in {"a:", "b:", "c:", "d:", "e:", "f:"} for line in found)
+    assert found and all(line[:2] in {"a:", "b:", "c:", "d:", "e:", "f:"} for line in found)
     assert "a: model: Field required" in found
     assert any(line.startswith("b: ") and "api_key or api_key_env, not both" in line for line in found)
     assert "c: api_key_env: environment variable NOT_SET_ANYWHERE is not set" in found
