@@ -9,7 +9,6 @@ from a2a.types import AgentSkill
 
 from ranch.agents.base import Agent, AgentInfo
 from ranch.agents.echo import EchoAgent
-from ranch.agents.llm import build_llm_agent
 from ranch.agents.loader import PythonAgent, import_entry, resolve_runner
 from ranch.agents.remote import RemoteAgent
 from ranch.agents.rules import Rule, RulesAgent
@@ -96,6 +95,8 @@ def build_agent(config: AgentConfig, pool: ClientPool) -> Agent:
         runner = resolve_runner(config.id, import_entry(config.id, config.entry), config.options)
         agent = PythonAgent(info, runner)
     elif isinstance(config, LlmAgentConfig):
+        from ranch.agents.llm import build_llm_agent  # the openai client takes ~1 s to import; only when used
+
         info.extensions = [extension.declaration()]
         agent = build_llm_agent(config, info, pool)
     else:  # pragma: no cover - the config union is exhaustive
