@@ -1,9 +1,10 @@
 """`create_app(config)`: the Starlette app serving every agent and team of a config.
 
-The lifespan opens, in order: the shared outbound client pool, the task store
-(SQLite by default), and the task group that owns every run; it closes them in
+The lifespan opens, in order: the shared outbound client pool, the agents (their
+MCP connections), the task store (SQLite by default), the task group that owns
+every run, and the hub's services (the /mcp session manager); it closes them in
 reverse. The layout is docs/surface (README): cards, JSON-RPC and HTTP+JSON per
-agent under /a2a/agents/{id}.
+agent under /a2a/agents/{id}, and every agent and team as MCP tools at /mcp.
 """
 
 from __future__ import annotations
