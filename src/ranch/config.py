@@ -14,12 +14,23 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, cast
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    SecretStr,
+    Tag,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
 
 from ranch.exceptions import ConfigError
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
 RESERVED_IDS = frozenset({"user", "sender"})
+KINDS = ("rules", "echo", "remote", "llm", "python")
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -96,8 +107,86 @@ class PythonAgentConfig(_AgentBase):
     """Declare the client-routing extension (the agent makes routing decisions)."""
 
 
+class StdioMcpServerConfig(_Strict):
+    """An MCP server ranch starts as a subprocess and talks to over stdin/stdout."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
+    command: str
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    """Extra environment for the subprocess; `${VAR}` is read from ranch's environment."""
+    cwd: str | None = None
+    timeout: float = Field(default=30.0, gt=0)
+    """Seconds to start the server, and for each tool call."""
+
+
+class HttpMcpServerConfig(_Strict):
+    """An MCP server reached over streamable HTTP."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
+    url: str = Field(pattern=r"^https?://")
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout: float = Field(default=30.0, gt=0)
+
+
+def _mcp_transport(value: Any) -> str:
+    has_url = isinstance(value, dict) and "url" in value or isinstance(value, HttpMcpServerConfig)
+    return "http" if has_url else "stdio"
+
+
+McpServerConfig = Annotated[
+    Annotated[StdioMcpServerConfig, Tag("stdio")] | Annotated[HttpMcpServerConfig, Tag("http")],
+    Discriminator(_mcp_transport),
+]
+
+
+class RemoteToolConfig(_Strict):
+    """An A2A agent an llm agent may call with `call_remote_agent`."""
+
+    url: str = Field(pattern=r"^https?://")
+    name: str | None = None
+    """A short name the model may use instead of the URL."""
+    description: str = ""
+    headers: dict[str, str] = Field(default_factory=dict)
+
+
+class LlmAgentConfig(_AgentBase):
+    """An OpenAI-compatible chat model (OpenAI, Azure OpenAI, Ollama, vLLM, LM Studio, OpenRouter, ...)."""
+
+    kind: Literal["llm"]
+    model: str = Field(min_length=1)
+    base_url: str = Field(default="https://api.openai.com/v1", pattern=r"^https?://")
+    api_key: SecretStr | None = None
+    """Usually `${OPENAI_API_KEY}`; never logged, never shown in errors or cards."""
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    """Name of the environment variable holding the key (read when the agent is built)."""
+    system_prompt: str = "You are a helpful assistant."
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, gt=0)
+    retry_count: int = Field(default=3, ge=0, le=10)
+    """Retries after a 429, a 5xx or a refused connection, with backoff (Retry-After is honoured)."""
+    request_timeout: float = Field(default=60.0, gt=0)
+    """Seconds one request to the provider may take."""
+    stream: bool = True
+    """Ask the provider for tokens as they are generated (each becomes an artifact update)."""
+    max_tool_rounds: int = Field(default=8, ge=0)
+    """Model calls that may end in tool calls before the model must answer."""
+    mcp_servers: list[McpServerConfig] = Field(default_factory=list)
+    """MCP servers whose tools the model may call: `{name, command, args, env}` or `{name, url, headers}`."""
+    remote_agents: list[RemoteToolConfig | str] = Field(default_factory=list)
+    """A2A agents callable with `call_remote_agent`: the allow-list (URLs, or {url, name})."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    """Extra HTTP headers for the provider (e.g. OpenRouter's HTTP-Referer)."""
+
+    @model_validator(mode="after")
+    def _one_key_source(self) -> LlmAgentConfig:
+        if self.api_key is not None and self.api_key_env is not None:
+            raise ValueError("give api_key or api_key_env, not both")
+        return self
+
+
 AgentConfig = Annotated[
-    RulesAgentConfig | EchoAgentConfig | RemoteAgentConfig | PythonAgentConfig,
+    RulesAgentConfig | EchoAgentConfig | RemoteAgentConfig | PythonAgentConfig | LlmAgentConfig,
     Field(discriminator="kind"),
 ]
 
@@ -198,6 +287,7 @@ def cross_check(config: RanchConfig, also_defined: set[str] | None = None) -> li
         *_check_ids(config),
         *_check_teams(config, known),
         *_check_rules(config, known),
+        *_check_llm(config),
         *_check_cycles(config),
     ]
 
@@ -241,6 +331,20 @@ def _check_rules(config: RanchConfig, defined: set[str]) -> Iterator[str]:
                     yield f"{agent.id}: rules[{index}].match is not a valid regex: {exc}"
             if rule.route is not None and rule.route not in known:
                 yield f"{agent.id}: rules[{index}].route '{rule.route}' is not an agent, team, user or sender"
+
+
+def _check_llm(config: RanchConfig) -> Iterator[str]:
+    for agent in config.agents:
+        if not isinstance(agent, LlmAgentConfig):
+            continue
+        if agent.api_key_env is not None and agent.api_key_env not in os.environ:
+            yield f"{agent.id}: api_key_env: environment variable {agent.api_key_env} is not set"
+        names = [server.name for server in agent.mcp_servers]
+        for name in sorted({n for n in names if names.count(n) > 1}):
+            yield f"{agent.id}: mcp_servers: the name '{name}' is used twice"
+        remote = [entry.name for entry in agent.remote_agents if not isinstance(entry, str) and entry.name]
+        for name in sorted({n for n in remote if remote.count(n) > 1}):
+            yield f"{agent.id}: remote_agents: the name '{name}' is used twice"
 
 
 def _check_cycles(config: RanchConfig) -> Iterator[str]:
@@ -287,14 +391,14 @@ def _describe(exc: ValidationError, section: str, index: int, entry: Any) -> lis
     lines = []
     for error in exc.errors():
         loc = list(error["loc"])
-        if loc and loc[0] in ("rules", "echo", "remote", "python") and section == "agents":
+        if loc and loc[0] in KINDS and section == "agents":
             loc = loc[1:]  # drop the discriminator tag pydantic inserts
         field = ".".join(str(part) for part in loc)
         message = error["msg"]
         if error["type"] == "union_tag_invalid":
-            message = f"unknown kind {entry.get('kind')!r}; expected one of rules, echo, remote, python"
+            message = f"unknown kind {entry.get('kind')!r}; expected one of {', '.join(KINDS)}"
         elif error["type"] == "union_tag_not_found":
-            message = "missing `kind` (rules, echo, remote or python)"
+            message = f"missing `kind` ({', '.join(KINDS[:-1])} or {KINDS[-1]})"
         lines.append(f"{owner}: {field + ': ' if field else ''}{message}")
     return lines
 

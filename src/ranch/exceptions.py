@@ -17,6 +17,7 @@
     - NotFound                   no such thing, or another tenant's (never told apart)
     - Conflict                   an id already taken, a closed room, a finished execution
     - Unprocessable              well-formed but refused (an unreadable remote card, a URL not allowed)
+  - ToolError                    a tool server (MCP) could not be reached or listed
 
 "You used ranch wrongly" (ConfigError, AgentNotFound) is kept apart from
 "a peer misbehaved" (AgentError).
@@ -124,3 +125,7 @@ class Conflict(HubError):
 
 class Unprocessable(HubError):
     code = "unprocessable"
+
+
+class ToolError(RanchError):
+    """A tool source failed as a whole (an MCP server that cannot be started or reached)."""

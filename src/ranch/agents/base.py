@@ -87,6 +87,12 @@ class Agent(ABC):
     def run(self, message: Message, call: Call) -> AsyncGenerator[Event, None]:
         """Answer one message with A2A events."""
 
+    async def open(self) -> None:  # noqa: B027 - most kinds hold nothing; they need not override
+        """Acquire what the agent holds (MCP connections) before serving; `aclose` releases it.
+
+        Called once, in the task that will later call `aclose` (the app's lifespan).
+        """
+
     async def aclose(self) -> None:  # noqa: B027 - most kinds hold nothing; they need not override
         """Release what the agent holds (connections, subprocesses)."""
 

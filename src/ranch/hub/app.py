@@ -1,16 +1,17 @@
 """`create_app(config)`: the Starlette app serving every agent and team of a config.
 
-The lifespan opens, in order: the shared outbound client pool, the task store
-(SQLite by default), and the task group that owns every run; it closes them in
+The lifespan opens, in order: the shared outbound client pool, the agents (their
+MCP connections), the task store (SQLite by default), the task group that owns
+every run, and the hub's services (the /mcp session manager); it closes them in
 reverse. The layout is docs/surface (README): cards, JSON-RPC and HTTP+JSON per
-agent under /a2a/agents/{id}.
+agent under /a2a/agents/{id}, and every agent and team as MCP tools at /mcp.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Literal
 
@@ -33,6 +34,7 @@ from ranch.hub.registry import Registry
 from ranch.hub.serving import ContextBuilder, RanchRequestHandler, call_context, explained, guard_agent
 from ranch.hub.store import SqlTaskStore
 from ranch.hub.tasks import TaskCore, fail_unfinished, owner_of
+from ranch.mcp.server import mcp_routes
 from ranch.rooms.gateway import Gateway
 from ranch.rooms.runtime import RoomsRuntime
 from ranch.rooms.runtime import start as start_rooms
@@ -73,6 +75,8 @@ class Hub:
         self.pool = ClientPool()
         self.registry = Registry(config, self.pool)
         self.config = config
+        self.services: list[Callable[[], AbstractAsyncContextManager[None]]] = []
+        """More things the lifespan runs, entered after the task core (the /mcp session manager)."""
         self._core: TaskCore | None = None
         self._rooms: RoomsRuntime | None = None
 
@@ -97,6 +101,7 @@ class Hub:
         async with AsyncExitStack() as stack:
             stack.push_async_callback(self.pool.aclose)
             stack.push_async_callback(self.registry.aclose)
+            await self.registry.open()
             engine = open_engine(self.settings.database_url)
             stack.push_async_callback(engine.dispose)
             store = SqlTaskStore(engine, owner_resolver=owner_of)
@@ -115,6 +120,8 @@ class Hub:
                 demo=self.settings.demo,
                 announce=self.settings.announce,
             )
+            for service in self.services:
+                await stack.enter_async_context(service())
             try:
                 yield
             finally:
@@ -150,6 +157,7 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
         if isinstance(route, Route):  # the SDK also mounts /{tenant}/...; ranch has no tenants in URLs
             routes.append(Route(route.path, guard_agent(hub.registry, route.endpoint), methods=route.methods))
     routes.extend(api_routes())
+    routes.extend(mcp_routes(hub))
     app = FastPathApp(
         endpoint=lean if hub.settings.jsonrpc == "lean" else sdk_endpoint,
         agents=hub.registry,

@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+import anyio
 from a2a.types import AgentSkill
+from anyio.abc import TaskGroup, TaskStatus
 
 from ranch.agents.base import Agent, AgentInfo
 from ranch.agents.echo import EchoAgent
@@ -15,6 +17,7 @@ from ranch.agents.rules import Rule, RulesAgent
 from ranch.config import (
     AgentConfig,
     EchoAgentConfig,
+    LlmAgentConfig,
     PythonAgentConfig,
     RanchConfig,
     RemoteAgentConfig,
@@ -34,6 +37,7 @@ class Registry:
         self.config = config
         self.pool = pool
         self._agents: dict[str, Agent] = {}
+        self._hosted: dict[str, anyio.Event] = {}
         for agent_config in config.agents:
             self._agents[agent_config.id] = build_agent(agent_config, pool)
         pending = {team.id: team for team in config.teams}
@@ -43,13 +47,32 @@ class Registry:
                 self._agents[team_config.id] = build_team(team_config, self._agents)
                 del pending[team_config.id]
 
-    def add(self, agent: Agent) -> None:
-        """Serve one more agent or team (registered over the hub's API)."""
+    async def host(self, agent: Agent, group: TaskGroup) -> None:
+        """Serve one more agent (registered over the hub's API), opened in a task of its own.
+
+        What an agent holds (an MCP session) lives in anyio cancel scopes, which must be
+        exited by the task that entered them: so one task opens it, waits, and closes it.
+        """
+        stop = anyio.Event()
+
+        async def own(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+            try:
+                await agent.open()
+                task_status.started()
+                await stop.wait()
+            finally:  # not shielded: the agent's own scopes must be exited from inside this task's
+                await agent.aclose()
+
+        await group.start(own)
+        self._hosted[agent.id] = stop
         self._agents[agent.id] = agent
 
     async def remove(self, agent_id: str) -> None:
         agent = self._agents.pop(agent_id, None)
-        if agent is not None:
+        stop = self._hosted.pop(agent_id, None)
+        if stop is not None:
+            stop.set()  # its own task closes it
+        elif agent is not None:
             await agent.aclose()
 
     def get(self, agent_id: str) -> Agent:
@@ -67,9 +90,15 @@ class Registry:
     def ids(self) -> list[str]:
         return list(self._agents)
 
-    async def aclose(self) -> None:
+    async def open(self) -> None:
+        """Let every agent acquire what it holds (MCP connections); `aclose` releases it."""
         for agent in self._agents.values():
-            await agent.aclose()
+            await agent.open()
+
+    async def aclose(self) -> None:
+        for agent_id, agent in self._agents.items():
+            if agent_id not in self._hosted:  # hosted agents are closed by their own task
+                await agent.aclose()
 
 
 def build_agent(config: AgentConfig, pool: ClientPool) -> Agent:
@@ -97,6 +126,11 @@ def build_agent(config: AgentConfig, pool: ClientPool) -> Agent:
             info.extensions = [extension.declaration()]
         runner = resolve_runner(config.id, import_entry(config.id, config.entry), config.options)
         agent = PythonAgent(info, runner)
+    elif isinstance(config, LlmAgentConfig):
+        from ranch.agents.llm import build_llm_agent  # the openai client takes ~1 s to import; only when used
+
+        info.extensions = [extension.declaration()]
+        agent = build_llm_agent(config, info, pool)
     else:  # pragma: no cover - the config union is exhaustive
         raise TypeError(f"unknown agent config {type(config).__name__}")
     agent.history_length = config.history_length

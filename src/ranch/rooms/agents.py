@@ -14,6 +14,7 @@ import secrets
 from typing import Any
 
 from a2a.types import AgentCard
+from anyio.abc import TaskGroup
 from google.protobuf.json_format import MessageToDict
 from pydantic import ValidationError
 from sqlalchemy import select
@@ -50,7 +51,7 @@ async def sync_config(session: AsyncSession, config: RanchConfig, registry: Regi
         session.add(row)
 
 
-async def load_registered(session: AsyncSession, registry: Registry) -> list[str]:
+async def load_registered(session: AsyncSession, registry: Registry, group: TaskGroup) -> list[str]:
     """Build the API-registered agents (teams after their members); the ids that could not be built."""
     rows = (
         await session.scalars(
@@ -65,7 +66,8 @@ async def load_registered(session: AsyncSession, registry: Registry) -> list[str
             members = row.spec.get("members", []) if row.kind == "team" else []
             if all(member in registry for member in members):
                 try:
-                    registry.add(build(row.kind, row.spec, registry))
+                    agent = build(row.kind, row.spec, registry)
+                    await activate(session, agent, row.org_id, registry, group)
                 except RanchError:
                     failed.append(row.id)
                 pending.remove(row)
@@ -76,6 +78,20 @@ async def load_registered(session: AsyncSession, registry: Registry) -> list[str
     return failed
 
 
+async def activate(
+    session: AsyncSession, agent: Agent, org_id: str, registry: Registry, group: TaskGroup
+) -> None:
+    """Narrow what the agent may call to its organization's allow-list, then serve it (opened)."""
+    org = await session.get(Organization, org_id)
+    prefixes = org.allowed_agent_urls if org is not None else []
+    allowed = getattr(agent, "allowed_remote_urls", None)  # llm agents; imported lazily (openai is heavy)
+    if prefixes and allowed is not None:
+        agent.allowed_remote_urls = frozenset(  # type: ignore[attr-defined]
+            url for url in allowed if any(url.startswith(prefix) for prefix in prefixes)
+        )
+    await registry.host(agent, group)
+
+
 def build(kind: str, spec: dict[str, Any], registry: Registry) -> Agent:
     if kind == "team":
         config = TeamConfig.model_validate(spec)
@@ -84,7 +100,7 @@ def build(kind: str, spec: dict[str, Any], registry: Registry) -> Agent:
 
 
 async def register(
-    session: AsyncSession, principal: Principal, body: dict[str, Any], registry: Registry
+    session: AsyncSession, principal: Principal, body: dict[str, Any], registry: Registry, group: TaskGroup
 ) -> tuple[AgentRecord, str | None]:
     """Validate, build and record one agent; returns it and, for an external agent, its new key."""
     principal.require_admin("register agents")
@@ -100,6 +116,11 @@ async def register(
         raise InvalidInput("visibility must be personal, org or global", "visibility")
     if visibility == "global" and not principal.is_superuser:
         raise InvalidInput("only the server's superuser may register global agents", "visibility")
+    if "api_key" in body:
+        raise InvalidInput(
+            "the hub does not store keys: give api_key_env, naming an environment variable of the server",
+            "api_key",
+        )
     spec = {k: v for k, v in body.items() if k not in ("visibility", "tools", "model_type")}
     row = AgentRecord(
         id=agent_id,
@@ -137,7 +158,7 @@ async def register(
                 row.description = card.description
         row.history_length = agent.history_length
         row.model = body.get("model")
-        registry.add(agent)
+        await activate(session, agent, principal.org_id, registry, group)
     session.add(row)
     return row, key
 
@@ -224,7 +245,7 @@ def is_team(agent: Agent) -> bool:
 
 
 async def refresh_card(row: AgentRecord, registry: Registry) -> None:
-    """Re-read a remote agent's card once its cached copy is older than `card_ttl`; keep the old one on failure."""
+    """Re-read a remote card older than `card_ttl`; keep the old one when the agent is unreachable."""
     if row.kind != "remote" or row.id not in registry:
         return
     if row.card_fetched_at is not None and now() - row.card_fetched_at < row.card_ttl:

@@ -38,6 +38,8 @@ class RoomsRuntime:
     rooms: Rooms
     dispatcher: Dispatcher
     registry: Registry
+    group: TaskGroup
+    """The app's task group: agents registered over the API are hosted in it."""
 
 
 async def start(
@@ -61,7 +63,7 @@ async def start(
         await _bootstrap_admin(session, admin_key, announce)
         await agents.sync_config(session, config, registry)
     async with sessions() as session:
-        failed = await agents.load_registered(session, registry)
+        failed = await agents.load_registered(session, registry, group)
     for agent_id in failed:
         logger.warning("registered agent %s could not be built; it is not served", agent_id)
     await rooms.load_known()
@@ -74,7 +76,7 @@ async def start(
     queued = await recover(dispatcher, external)
     if queued:
         logger.info("resuming %d room message(s) a previous run had not handled", queued)
-    return RoomsRuntime(sessions, bus, rooms, dispatcher, registry)
+    return RoomsRuntime(sessions, bus, rooms, dispatcher, registry, group)
 
 
 async def _bootstrap_admin(

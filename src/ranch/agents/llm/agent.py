@@ -1,0 +1,259 @@
+"""`kind: llm`: an OpenAI-compatible chat model that streams, uses tools and routes.
+
+One `run` is a few rounds of: ask the model (its tokens become artifact updates,
+appended to one artifact as they arrive), then answer the tools it called. Each
+tool call and result is a WORKING status whose message carries one data part and
+`metadata["ranch.message_type"]` = `tool_call` / `tool_result` (docs/llm.md), so
+they land in the task's history. The run ends when the model answers without
+calling a tool, or answers and routes in the same breath, or has used
+`max_tool_rounds` (the last round may not call tools). The final status is
+COMPLETED with the whole answer as its message, carrying the `route_to` decision
+when the model made one. Each caller context keeps its own short memory of what
+was asked and answered.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import OrderedDict
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+from typing import Any
+
+from a2a.types import (
+    Artifact,
+    Message,
+    Part,
+    Role,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
+from google.protobuf.json_format import MessageToDict, ParseDict
+from google.protobuf.struct_pb2 import Value
+
+from ranch.agents.base import Agent, AgentInfo, Call, Event, reply
+from ranch.agents.llm.provider import ChatProvider, Completion, ToolCall
+from ranch.agents.llm.remote_tool import RemoteAgentTool
+from ranch.agents.llm.tools import ROUTE_TO, Toolbox, route
+from ranch.ids import new_id
+from ranch.mcp.client import ToolResult
+from ranch.routing import extension
+
+MESSAGE_TYPE_KEY = "ranch.message_type"
+"""Metadata key naming what a status message records: `tool_call` or `tool_result`."""
+TOOL_CALL = "tool_call"
+TOOL_RESULT = "tool_result"
+MEMORY_CONTEXTS = 1_000
+MEMORY_MESSAGES = 40
+"""Messages (asked and answered) remembered per caller context."""
+
+
+class LlmAgent(Agent):
+    """A chat model behind an OpenAI-compatible URL; declares the client-routing extension."""
+
+    def __init__(
+        self,
+        info: AgentInfo,
+        provider: ChatProvider,
+        toolbox: Toolbox,
+        *,
+        system_prompt: str = "You are a helpful assistant.",
+        max_tool_rounds: int = 8,
+    ) -> None:
+        self.id = info.id
+        self._info = info
+        self.provider = provider
+        self.toolbox = toolbox
+        self.system_prompt = system_prompt
+        self.max_tool_rounds = max_tool_rounds
+        self._memory: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+
+    @property
+    def allowed_remote_urls(self) -> frozenset[str]:
+        """A2A agents `call_remote_agent` may reach; assign a subset to narrow it."""
+        remote = self.toolbox.remote
+        return remote.allowed if remote is not None else frozenset()
+
+    @allowed_remote_urls.setter
+    def allowed_remote_urls(self, urls: frozenset[str]) -> None:
+        remote: RemoteAgentTool | None = self.toolbox.remote
+        if remote is not None:
+            remote.allowed = frozenset(url.rstrip("/") for url in urls) & frozenset(remote.targets)
+
+    async def info(self) -> AgentInfo:
+        return self._info
+
+    async def open(self) -> None:
+        await self.toolbox.open()
+
+    async def aclose(self) -> None:
+        await self.toolbox.aclose()
+        await self.provider.aclose()
+
+    async def __aenter__(self) -> LlmAgent:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def run(self, message: Message, call: Call) -> AsyncGenerator[Event, None]:
+        deadline = time.monotonic() + self.timeout
+        routing = extension.read_request(message)
+        tools = await self.toolbox.specs(routing)
+        asked = _render(message)
+        chat = [self._system(routing), *self._memory.get(message.context_id, []), _chat("user", asked)]
+        stream = _ArtifactStream(message)
+        answers: list[str] = []
+        decision: extension.RoutingDecision | None = None
+        for round_number in range(self.max_tool_rounds + 1):
+            completion = Completion()
+            last = round_number == self.max_tool_rounds
+            async for item in self.provider.complete(chat, tools, tools_allowed=not last, deadline=deadline):
+                if isinstance(item, str):
+                    yield stream.delta(item)
+                else:
+                    completion = item
+            if completion.text:
+                answers.append(completion.text)
+            if last or not completion.tool_calls:
+                break
+            chat.append(_assistant(completion))
+            for tool_call in completion.tool_calls:
+                if tool_call.name == ROUTE_TO:
+                    result, chosen = route(tool_call.arguments, routing)
+                    decision = chosen or decision
+                else:
+                    yield _note(message, TOOL_CALL, _call_data(tool_call))
+                    result = await self.toolbox.call(tool_call.name, tool_call.arguments, message.context_id)
+                    yield _note(message, TOOL_RESULT, _result_data(tool_call, result))
+                chat.append({"role": "tool", "tool_call_id": tool_call.id, "content": result.text})
+            if decision is not None and completion.text:
+                break
+        text = "\n\n".join(answers) or (decision.reason or "" if decision is not None else "")
+        self._remember(message.context_id, asked, text)
+        if stream.started:
+            yield stream.whole(text)
+        answer = reply(message, text, decision)
+        yield TaskStatusUpdateEvent(
+            task_id=message.task_id,
+            context_id=message.context_id,
+            status=TaskStatus(state=TaskState.TASK_STATE_COMPLETED, message=answer),
+        )
+
+    def _system(self, routing: extension.RoutingRequest | None) -> dict[str, Any]:
+        if routing is None:
+            return _chat("system", self.system_prompt)
+        peers = "\n".join(
+            f"- {card.id} ({card.name}): {card.description}"
+            + (f" [skills: {', '.join(card.capabilities)}]" if card.capabilities else "")
+            for card in routing.agent_cards
+        )
+        team = (
+            f"You work in a team. This message comes from '{routing.sender}'. "
+            f"Your peers:\n{peers or '- none'}\n"
+            f"When someone else should act next, call {ROUTE_TO} with their id ('user' answers the user, "
+            "'sender' answers whoever sent this message) and a short reason, "
+            "and write your message for them. "
+            f"If you do not call {ROUTE_TO}, the team decides who goes next."
+        )
+        return _chat("system", f"{self.system_prompt}\n\n{team}")
+
+    def _remember(self, context_id: str, asked: str, answered: str) -> None:
+        if not context_id:
+            return
+        memory = self._memory.pop(context_id, [])
+        memory.extend([_chat("user", asked), _chat("assistant", answered)])
+        self._memory[context_id] = memory[-MEMORY_MESSAGES:]
+        while len(self._memory) > MEMORY_CONTEXTS:
+            self._memory.popitem(last=False)
+
+
+@dataclass
+class _ArtifactStream:
+    """The answer's tokens as updates of one artifact: the first creates it, the rest append."""
+
+    request: Message
+    artifact_id: str = ""
+    started: bool = False
+
+    def __post_init__(self) -> None:
+        self.artifact_id = self.artifact_id or new_id()
+
+    def delta(self, text: str) -> TaskArtifactUpdateEvent:
+        event = self._event([Part(text=text)], append=self.started, last=False)
+        self.started = True
+        return event
+
+    def whole(self, text: str) -> TaskArtifactUpdateEvent:
+        """The finished answer replaces the token pieces with one part."""
+        return self._event([Part(text=text)], append=False, last=True)
+
+    def _event(self, parts: list[Part], *, append: bool, last: bool) -> TaskArtifactUpdateEvent:
+        return TaskArtifactUpdateEvent(
+            task_id=self.request.task_id,
+            context_id=self.request.context_id,
+            artifact=Artifact(artifact_id=self.artifact_id, name="answer", parts=parts),
+            append=append,
+            last_chunk=last,
+        )
+
+
+def _note(request: Message, kind: str, data: dict[str, Any]) -> TaskStatusUpdateEvent:
+    """A WORKING status recording a tool call or result (docs/llm.md)."""
+    note = Message(
+        message_id=new_id(),
+        role=Role.ROLE_AGENT,
+        context_id=request.context_id,
+        task_id=request.task_id,
+        parts=[Part(data=ParseDict(data, Value()))],
+    )
+    note.metadata.update({MESSAGE_TYPE_KEY: kind})
+    return TaskStatusUpdateEvent(
+        task_id=request.task_id,
+        context_id=request.context_id,
+        status=TaskStatus(state=TaskState.TASK_STATE_WORKING, message=note),
+    )
+
+
+def _call_data(call: ToolCall) -> dict[str, Any]:
+    try:
+        arguments: Any = json.loads(call.arguments or "{}")
+    except json.JSONDecodeError:
+        arguments = call.arguments
+    return {"call_id": call.id, "name": call.name, "arguments": arguments}
+
+
+def _result_data(call: ToolCall, result: ToolResult) -> dict[str, Any]:
+    return {"call_id": call.id, "name": call.name, "result": result.text, "is_error": result.is_error}
+
+
+def _render(message: Message) -> str:
+    """The incoming message as the model reads it (the Router's context part comes first already)."""
+    pieces: list[str] = []
+    for part in message.parts:
+        if part.HasField("text"):
+            pieces.append(part.text)
+        elif part.HasField("data"):
+            pieces.append(json.dumps(MessageToDict(part.data)))
+        elif part.filename or part.url:
+            pieces.append(f"[file: {part.filename or part.url}]")
+    return "\n\n".join(pieces)
+
+
+def _chat(role: str, content: str) -> dict[str, Any]:
+    return {"role": role, "content": content}
+
+
+def _assistant(completion: Completion) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": completion.text or None,
+        "tool_calls": [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments or "{}"}}
+            for c in completion.tool_calls
+        ],
+    }

@@ -1,0 +1,47 @@
+"""An `LlmAgent` from its config entry: the provider, the MCP servers, the remote allow-list."""
+
+from __future__ import annotations
+
+import os
+
+from ranch.agents.base import AgentInfo
+from ranch.agents.llm.agent import LlmAgent
+from ranch.agents.llm.provider import ChatProvider, Sampling
+from ranch.agents.llm.remote_tool import RemoteAgentTool, RemoteTarget
+from ranch.agents.llm.tools import Toolbox
+from ranch.config import LlmAgentConfig
+from ranch.mcp.client import McpServer
+from ranch.wire.client import ClientPool
+
+
+def build_llm_agent(config: LlmAgentConfig, info: AgentInfo, pool: ClientPool) -> LlmAgent:
+    key = config.api_key.get_secret_value() if config.api_key is not None else None
+    if config.api_key_env is not None:
+        key = os.environ.get(config.api_key_env) or None
+    provider = ChatProvider(
+        config.id,
+        Sampling(
+            model=config.model,
+            temperature=config.temperature,
+            max_tokens=config.max_tokens,
+            stream=config.stream,
+        ),
+        base_url=config.base_url,
+        api_key=key,
+        headers=config.headers,
+        retry_count=config.retry_count,
+        request_timeout=config.request_timeout,
+    )
+    targets = [
+        RemoteTarget(url=entry) if isinstance(entry, str) else RemoteTarget(**entry.model_dump())
+        for entry in config.remote_agents
+    ]
+    remote = RemoteAgentTool(config.id, targets, pool, timeout=config.timeout) if targets else None
+    toolbox = Toolbox(config.id, [McpServer(server) for server in config.mcp_servers], remote)
+    return LlmAgent(
+        info,
+        provider,
+        toolbox,
+        system_prompt=config.system_prompt,
+        max_tool_rounds=config.max_tool_rounds,
+    )

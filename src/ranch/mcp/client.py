@@ -1,0 +1,236 @@
+"""MCP servers as tool sources: stdio subprocesses or streamable HTTP, with the official `mcp` SDK.
+
+One `McpServer` per configured server. Its connection lives in an owner task
+inside the server's own task group, so the SDK's transport is entered and left
+by the same task whatever task calls a tool; the connection is kept only once
+`initialize` succeeded, and is rebuilt on the next call after it broke. The tool
+list is read once and cached. Arguments are checked against the tool's JSON
+schema before the call; a mismatch (like every failure of the call itself)
+comes back as an error result for the model, not as an exception.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from enum import Enum
+from typing import Any
+
+import anyio
+import httpx
+import jsonschema
+from anyio.abc import TaskGroup, TaskStatus
+from mcp import ClientSession, McpError, StdioServerParameters, types
+from mcp.client.stdio import get_default_environment, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from ranch.config import HttpMcpServerConfig, StdioMcpServerConfig
+from ranch.exceptions import ToolError
+
+logger = logging.getLogger(__name__)
+
+
+_CALL_FAILURES = (McpError, OSError, httpx.HTTPError, anyio.BrokenResourceError, anyio.ClosedResourceError)
+"""What a request on a live session raises when the server or the connection fails."""
+
+
+class State(Enum):
+    NEW = "new"  # built, not opened yet
+    OPEN = "open"  # opened; connects on first use
+    CLOSED = "closed"  # closed for good
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What a tool call gave back, as text for the model."""
+
+    text: str
+    is_error: bool = False
+
+
+class McpServer:
+    """One MCP server: cached tool list, validated calls, one shared session."""
+
+    def __init__(self, config: StdioMcpServerConfig | HttpMcpServerConfig) -> None:
+        self.config = config
+        self.name = config.name
+        self._state = State.NEW
+        self._stack = AsyncExitStack()
+        self._group: TaskGroup | None = None
+        self._session: ClientSession | None = None
+        self._stop: anyio.Event | None = None
+        self._connecting = anyio.Lock()
+        self._tools: list[types.Tool] | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def __aenter__(self) -> McpServer:
+        if self._state is not State.NEW:
+            raise RuntimeError(f"MCP server '{self.name}' is {self._state.value}; it cannot be opened again")
+        self._group = await self._stack.enter_async_context(anyio.create_task_group())
+        self._state = State.OPEN
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._state is State.OPEN and self._group is not None:
+            self._group.cancel_scope.cancel()
+        self._state = State.CLOSED
+        self._session = None
+        await self._stack.aclose()
+
+    # -- tools --------------------------------------------------------------------------------
+
+    async def list_tools(self) -> list[types.Tool]:
+        """The server's tools, read once (every page) and cached; ToolError when it cannot be reached."""
+        if self._tools is None:
+            session = await self._connected()
+            tools: list[types.Tool] = []
+            cursor: str | None = None
+            try:
+                with anyio.fail_after(self.config.timeout):
+                    while True:
+                        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+                        page = await session.list_tools(params=params)
+                        tools.extend(page.tools)
+                        cursor = page.nextCursor
+                        if not cursor:
+                            break
+            except (*_CALL_FAILURES, TimeoutError) as exc:
+                self._drop()
+                raise ToolError(f"MCP server '{self.name}': cannot list its tools: {_reason(exc)}") from exc
+            self._tools = tools
+        return self._tools
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        """Validate `arguments` against the tool's schema, then call it; failures become error results."""
+        try:
+            tool = next((t for t in await self.list_tools() if t.name == name), None)
+        except ToolError as exc:
+            return ToolResult(str(exc), is_error=True)
+        if tool is None:
+            return ToolResult(f"MCP server '{self.name}' has no tool '{name}'", is_error=True)
+        problem = schema_error(tool.inputSchema, arguments)
+        if problem is not None:
+            return ToolResult(f"invalid arguments for tool '{name}': {problem}", is_error=True)
+        try:
+            session = await self._connected()
+            result = await session.call_tool(
+                name, arguments, read_timeout_seconds=timedelta(seconds=self.config.timeout)
+            )
+        except ToolError as exc:
+            return ToolResult(str(exc), is_error=True)
+        except _CALL_FAILURES as exc:
+            self._drop()
+            return ToolResult(
+                f"tool '{name}' on MCP server '{self.name}' failed: {_reason(exc)}", is_error=True
+            )
+        return ToolResult(result_text(result), is_error=result.isError)
+
+    # -- the connection -----------------------------------------------------------------------
+
+    async def _connected(self) -> ClientSession:
+        if self._state is not State.OPEN or self._group is None:
+            raise RuntimeError(
+                f"MCP server '{self.name}' is {self._state.value}; open it (async with) before use"
+            )
+        async with self._connecting:
+            if self._session is None:
+                try:
+                    with anyio.fail_after(self.config.timeout):
+                        self._session = await self._group.start(self._own)
+                except Exception as exc:
+                    raise ToolError(f"MCP server '{self.name}': cannot connect: {_reason(exc)}") from exc
+        return self._session
+
+    async def _own(self, *, task_status: TaskStatus[ClientSession]) -> None:
+        """The owner task: connect, initialise, hand the session out, hold it until told to stop."""
+        stop = self._stop = anyio.Event()
+        started = False
+        try:
+            async with AsyncExitStack() as stack:
+                read, write = await stack.enter_async_context(self._transport())
+                session = await stack.enter_async_context(ClientSession(read, write))
+                await session.initialize()
+                task_status.started(session)
+                started = True
+                await stop.wait()
+        except Exception:  # a session that broke after it started: the next call reconnects
+            if not started:
+                raise
+            logger.warning("MCP server '%s': connection lost", self.name, exc_info=True)
+        finally:
+            if started:
+                self._session = None
+
+    def _drop(self) -> None:
+        """Forget a session that failed; its owner task exits and the next call reconnects."""
+        self._session = None
+        if self._stop is not None:
+            self._stop.set()
+
+    @asynccontextmanager
+    async def _transport(self) -> AsyncIterator[tuple[Any, Any]]:
+        config = self.config
+        if isinstance(config, StdioMcpServerConfig):
+            params = StdioServerParameters(
+                command=config.command,
+                args=config.args,
+                env={**get_default_environment(), **config.env},  # not ranch's secrets
+                cwd=config.cwd,
+            )
+            async with stdio_client(params) as (read, write):
+                yield read, write
+            return
+        timeout = httpx.Timeout(config.timeout, read=max(config.timeout, 300.0))
+        async with (
+            httpx.AsyncClient(headers=config.headers, timeout=timeout, follow_redirects=False) as http,
+            streamable_http_client(config.url, http_client=http) as (read, write, _),
+        ):
+            yield read, write
+
+
+def _reason(exc: BaseException) -> str:
+    """The innermost message of a (possibly grouped) connection failure."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, TimeoutError):
+        return "no answer in time"
+    return str(exc) or type(exc).__name__
+
+
+def schema_error(schema: dict[str, Any], arguments: dict[str, Any]) -> str | None:
+    """Why `arguments` do not match `schema` (the most relevant error), or None when they do."""
+    validator_class = jsonschema.validators.validator_for(schema)
+    try:
+        validator_class.check_schema(schema)
+    except jsonschema.SchemaError:
+        return None  # the server's schema is broken; let the server judge the arguments
+    error = jsonschema.exceptions.best_match(validator_class(schema).iter_errors(arguments))
+    if error is None:
+        return None
+    where = "/".join(str(part) for part in error.absolute_path)
+    return f"{error.message}" + (f" (at '{where}')" if where else "")
+
+
+def result_text(result: types.CallToolResult) -> str:
+    """A tool result as text: its text blocks; structured content as JSON when there is no text."""
+    texts: list[str] = []
+    for block in result.content:
+        if isinstance(block, types.TextContent):
+            texts.append(block.text)
+        elif isinstance(block, types.EmbeddedResource) and isinstance(
+            block.resource, types.TextResourceContents
+        ):
+            texts.append(block.resource.text)
+        else:
+            texts.append(f"[{block.type} content]")
+    if not texts and result.structuredContent is not None:
+        texts.append(json.dumps(result.structuredContent))
+    return "\n".join(texts)

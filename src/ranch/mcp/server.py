@@ -1,0 +1,206 @@
+"""ranch's agents and teams as MCP tools, for any MCP client (an IDE, a desktop assistant).
+
+Each served agent and team is a tool `ask_<id>(message, context_id?)` that runs
+one turn and returns the final reply and the route it took (structured, and as
+text). Passing the returned `context_id` again continues the conversation. The
+same server runs over stdio (`ranch mcp CONFIG`) and over streamable HTTP at
+`/mcp` on `ranch serve` (`mcp_routes`). Turns asked over MCP run directly, within
+the agent's timeout; they are not stored as A2A tasks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import aclosing, asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from a2a.types import (
+    Message,
+    Part,
+    Role,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
+from google.protobuf.json_format import MessageToDict
+from mcp import types
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.routing import BaseRoute, Route
+from starlette.types import Receive, Scope, Send
+
+from ranch import __version__
+from ranch.agents.base import Agent, Call, text_of
+from ranch.exceptions import AgentTimeout, RanchError
+from ranch.ids import new_id
+from ranch.routing import extension
+from ranch.wire.events import INTERRUPTED, TERMINAL, apply_artifact, merge_metadata
+
+if TYPE_CHECKING:
+    from ranch.hub.app import Hub
+    from ranch.hub.registry import Registry
+
+PREFIX = "ask_"
+MCP_PATH = "/mcp"
+
+INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "message": {"type": "string", "description": "what to ask"},
+        "context_id": {
+            "type": "string",
+            "description": "continue an earlier conversation: the context_id a previous answer returned",
+        },
+    },
+    "required": ["message"],
+    "additionalProperties": False,
+}
+OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "reply": {"type": "string"},
+        "state": {
+            "type": "string",
+            "enum": ["completed", "input-required", "failed", "canceled", "rejected"],
+        },
+        "context_id": {"type": "string"},
+        "route": {"type": "array", "items": {"type": "string"}},
+        "trail": {"type": "array", "items": {"type": "object"}},
+    },
+    "required": ["reply", "state", "context_id", "route"],
+}
+
+
+def build_server(registry: Registry) -> Server[Any, Any]:
+    """The MCP server: one `ask_<id>` tool per agent and team of `registry`."""
+    server: Server[Any, Any] = Server("ranch", version=__version__)
+
+    async def list_tools() -> list[types.Tool]:
+        return [await _tool(agent) for agent in _askable(registry)]
+
+    async def call_tool(
+        name: str, arguments: dict[str, Any]
+    ) -> tuple[list[types.ContentBlock], dict[str, Any]]:
+        agent_id = name.removeprefix(PREFIX)
+        if not name.startswith(PREFIX) or agent_id not in registry:
+            raise ValueError(f"no tool '{name}'; the tools are {', '.join(_names(registry))}")
+        answer = await ask(registry.get(agent_id), str(arguments["message"]), arguments.get("context_id"))
+        text = answer["reply"] + "\n\nroute: " + " -> ".join(answer["route"])
+        return [types.TextContent(type="text", text=text)], answer
+
+    # the SDK's low-level decorators carry no annotations; the handlers themselves are typed
+    server.list_tools()(list_tools)  # type: ignore[no-untyped-call]
+    server.call_tool()(call_tool)
+    return server
+
+
+async def ask(agent: Agent, text: str, context_id: str | None = None) -> dict[str, Any]:
+    """Run one turn of `agent` and describe its outcome: reply, state, context_id, route, trail."""
+    message = Message(
+        message_id=new_id(),
+        role=Role.ROLE_USER,
+        context_id=context_id or new_id(),
+        parts=[Part(text=text)],
+    )
+    task = Task(id=new_id(), context_id=message.context_id, status=TaskStatus())
+    try:
+        with anyio.fail_after(agent.timeout):
+            async with aclosing(agent.run(message, Call())) as events:
+                async for event in events:
+                    if isinstance(event, Message):
+                        task.status.CopyFrom(TaskStatus(state=TaskState.TASK_STATE_COMPLETED, message=event))
+                        break
+                    if _fold(task, event):
+                        break
+    except TimeoutError:
+        _fail(task, str(AgentTimeout(agent.id, agent.timeout)))
+    except RanchError as exc:
+        _fail(task, str(exc))
+    return _answer(agent.id, message.context_id, task)
+
+
+def _fold(task: Task, event: Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> bool:
+    """Apply one task event; True once the turn is over."""
+    if isinstance(event, Task):
+        task.status.CopyFrom(event.status)
+        task.artifacts.extend(event.artifacts)
+        merge_metadata(task, event.metadata)
+    elif isinstance(event, TaskArtifactUpdateEvent):
+        apply_artifact(task, event)
+    else:
+        task.status.CopyFrom(event.status)
+        merge_metadata(task, event.metadata)
+    return task.status.state in TERMINAL or task.status.state in INTERRUPTED
+
+
+def _fail(task: Task, text: str) -> None:
+    message = Message(message_id=new_id(), role=Role.ROLE_AGENT, parts=[Part(text=text)])
+    task.status.CopyFrom(TaskStatus(state=TaskState.TASK_STATE_FAILED, message=message))
+
+
+def _answer(agent_id: str, context_id: str, task: Task) -> dict[str, Any]:
+    state = task.status.state
+    if state not in TERMINAL and state not in INTERRUPTED:
+        _fail(task, f"agent '{agent_id}' stopped before its turn ended")
+    reply = text_of(task.status.message) if task.status.HasField("message") else ""
+    if not reply:
+        reply = "\n".join(text_of(Message(parts=a.parts)) for a in task.artifacts)
+    data = MessageToDict(task.metadata).get(extension.URI, {})
+    trail = list(data.get("trail", [])) if isinstance(data, dict) else []
+    if trail:
+        route = ["user", *(str(hop["agent"]) for hop in trail), str(trail[-1]["recipient"])]
+    else:
+        decision = extension.read_decision(task.status.message) if task.status.HasField("message") else None
+        route = ["user", agent_id, decision.recipient if decision is not None else "user"]
+    name = TaskState.Name(task.status.state).removeprefix("TASK_STATE_").lower().replace("_", "-")
+    return {"reply": reply, "state": name, "context_id": context_id, "route": route, "trail": trail}
+
+
+def _askable(registry: Registry) -> list[Agent]:
+    """Agents a caller may ask; one that requires an extension cannot be asked over MCP."""
+    return [agent for agent in registry if not agent.require_extensions]
+
+
+def _names(registry: Registry) -> list[str]:
+    return [PREFIX + agent.id for agent in _askable(registry)]
+
+
+async def _tool(agent: Agent) -> types.Tool:
+    info = await agent.info()
+    about = info.description or info.name
+    return types.Tool(
+        name=PREFIX + agent.id,
+        title=info.name,
+        description=f"Ask {info.name} ({agent.id}): {about}. Returns its reply and the route the turn took.",
+        inputSchema=INPUT_SCHEMA,
+        outputSchema=OUTPUT_SCHEMA,
+    )
+
+
+# -- streamable HTTP at /mcp on `ranch serve` ---------------------------------------------------
+
+
+class _Endpoint:
+    """The ASGI endpoint of `/mcp`: every request goes to the session manager."""
+
+    def __init__(self, manager: StreamableHTTPSessionManager) -> None:
+        self.manager = manager
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.manager.handle_request(scope, receive, send)
+
+
+def mcp_routes(hub: Hub) -> list[BaseRoute]:
+    """The `/mcp` route; the session manager it needs joins the hub's lifespan (`hub.services`)."""
+    manager = StreamableHTTPSessionManager(app=build_server(hub.registry), stateless=True)
+
+    @asynccontextmanager
+    async def running() -> AsyncIterator[None]:
+        async with manager.run():
+            yield
+
+    hub.services.append(running)
+    return [Route(MCP_PATH, endpoint=_Endpoint(manager))]

@@ -1,0 +1,74 @@
+"""ranch's agents and teams as MCP tools, seen by the official `mcp` SDK client:
+over streamable HTTP at /mcp on a served app, and over stdio from `ranch mcp`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import ClientSession, StdioServerParameters, types
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from conftest import serve_ranch
+from ranch.cli.demo import DEMO_YAML
+
+pytestmark = pytest.mark.anyio
+
+TEAM_ROUTE = ["user", "triage", "researcher", "triage", "user"]
+
+
+def structured(result: types.CallToolResult) -> dict[str, Any]:
+    assert not result.isError, result.content
+    assert result.structuredContent is not None
+    return result.structuredContent
+
+
+async def test_the_mcp_client_lists_agents_and_teams_and_calls_a_team_over_http(tmp_path: Path) -> None:
+    with serve_ranch(DEMO_YAML, tmp_path / "t.db") as ranch:
+        with anyio.fail_after(20):
+            async with (
+                streamable_http_client(f"{ranch.url}/mcp") as (read, write, _),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                listed = await session.list_tools()
+                result = await session.call_tool("ask_helpdesk", {"message": "find papers on otters"})
+                follow_up = await session.call_tool(
+                    "ask_helpdesk",
+                    {"message": "find papers on seals", "context_id": structured(result)["context_id"]},
+                )
+                unknown = await session.call_tool("ask_nobody", {"message": "hi"})
+    names = {tool.name for tool in listed.tools}
+    assert {"ask_helpdesk", "ask_triage", "ask_researcher", "ask_writer"} <= names
+    helpdesk = next(tool for tool in listed.tools if tool.name == "ask_helpdesk")
+    assert helpdesk.inputSchema["required"] == ["message"]
+    answer = structured(result)
+    assert answer["state"] == "completed"
+    assert answer["route"] == TEAM_ROUTE
+    assert answer["reply"].startswith("Here is what the team prepared.")
+    assert [hop["agent"] for hop in answer["trail"]] == ["triage", "researcher", "triage"]
+    text = result.content[0]
+    assert isinstance(text, types.TextContent) and text.text.endswith("route: " + " -> ".join(TEAM_ROUTE))
+    assert structured(follow_up)["context_id"] == answer["context_id"]
+    assert unknown.isError
+
+
+async def test_ranch_mcp_serves_the_same_tools_over_stdio(tmp_path: Path) -> None:
+    config = tmp_path / "team.yaml"
+    config.write_text(DEMO_YAML)
+    params = StdioServerParameters(command=sys.executable, args=["-m", "ranch", "mcp", str(config)])
+    with anyio.fail_after(30):
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            listed = await session.list_tools()
+            result = await session.call_tool("ask_helpdesk", {"message": "find papers on otters"})
+            agent = await session.call_tool("ask_triage", {"message": "find papers on otters"})
+    assert "ask_helpdesk" in {tool.name for tool in listed.tools}
+    assert structured(result)["route"] == TEAM_ROUTE
+    single = structured(agent)
+    assert single["route"] == ["user", "triage", "researcher"]  # the agent's own decision
+    assert single["reply"] == "Routing to the researcher: find papers on otters"

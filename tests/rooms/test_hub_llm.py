@@ -1,0 +1,127 @@
+"""An llm agent in a room: its tool calls and results become room messages, its text streams
+as `message.delta` events, and `call_remote_agent` reaches only what the organization allows."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+import mcp_tools
+from fake_openai import FakeOpenAI, serve_fake_openai, text, tool
+from hubkit import ADMIN_KEY, Api, Live, database_url, serve_hub, wait_until
+from peers import running_peer
+from servers import ServerThread
+
+__all__ = ["database_url"]
+
+CONFIG = """
+agents:
+  - id: greeter
+    kind: rules
+    rules: [{reply: "hello"}]
+"""
+
+
+@pytest.fixture(scope="module")
+def provider() -> Iterator[tuple[FakeOpenAI, str]]:
+    with serve_fake_openai() as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
+def http_tools() -> Iterator[str]:
+    with ServerThread(mcp_tools.http_app(), name="mcp-http") as server:
+        yield f"{server.url}/mcp"
+
+
+def test_an_llm_agent_uses_tools_and_remote_agents_in_a_room(
+    database_url: str, provider: tuple[FakeOpenAI, str], http_tools: str
+) -> None:
+    fake, base_url = provider
+    fake.reset()
+    with (
+        running_peer("plain") as allowed,
+        running_peer("plain") as elsewhere,
+        serve_hub(CONFIG, database_url) as hub,
+    ):
+        admin = Api(hub.url, ADMIN_KEY)
+        admin.call("PATCH", "/organizations/current", {"allowed_agent_urls": [allowed.url]})
+        refused = admin.call(
+            "POST", "/agents", {"id": "leaky", "kind": "llm", "model": "m", "api_key": "sk-x"}
+        )
+        assert refused.status_code == 400 and refused.json()["error"]["field"] == "api_key"
+        admin.post(
+            "/agents",
+            {
+                "id": "analyst",
+                "kind": "llm",
+                "model": "analyst",
+                "base_url": base_url,
+                "mcp_servers": [{"name": "calc", "url": http_tools}],
+                "remote_agents": [
+                    {"name": "helper", "url": allowed.url},
+                    {"name": "outsider", "url": elsewhere.url},
+                ],
+            },
+        )
+        room = admin.post(
+            "/rooms", {"title": "Numbers", "participants": [{"kind": "agent", "id": "analyst"}]}
+        )["id"]
+        fake.script(
+            "analyst",
+            tool("add", {"a": 2, "b": 3}),
+            tool("call_remote_agent", {"agent": "outsider", "message": "psst"}),
+            tool("call_remote_agent", {"agent": "helper", "message": "check 5"}),
+            text("2 + 3 = 5, and the helper agrees."),
+        )
+        live = Live(hub.url, ADMIN_KEY)
+        live.subscribe([room])
+        admin.post(f"/rooms/{room}/messages", {"text": "@analyst what is 2 + 3?"})
+        frames = live.until(
+            lambda f: (
+                f["type"] == "message.created"
+                and f["data"]["sender"]["id"] == "analyst"
+                and f["data"]["type"] == "text"
+            )
+        )
+        live.close()
+
+        posted = [
+            (m["type"], m["metadata"].get("data", {}))
+            for m in admin.messages(room)
+            if m["sender"]["id"] == "analyst"
+        ]
+        kinds = [kind for kind, _ in posted]
+        assert kinds == [
+            "tool_call",
+            "tool_result",
+            "tool_call",
+            "tool_result",
+            "tool_call",
+            "tool_result",
+            "text",
+        ]
+        assert posted[0][1]["name"] == "add" and posted[0][1]["arguments"] == {"a": 2, "b": 3}
+        assert "5" in str(posted[1][1]["result"])
+        assert posted[3][1]["is_error"] and "allow-list" in str(
+            posted[3][1]["result"]
+        )  # the organization's list
+        assert "plain saw: check 5" in str(posted[5][1]["result"])
+        assert elsewhere.recorder.posts() == []  # refused before any request left
+        assert admin.messages(room)[-1]["text"] == "2 + 3 = 5, and the helper agrees."
+        streamed = ""
+        pieces = [f["data"] for f in frames if f["type"] == "message.delta"]
+        for piece in pieces:  # append, or replace what came before (docs/api.md)
+            streamed = streamed + piece["text"] if piece["append"] else piece["text"]
+        assert len(pieces) > 2 and streamed == "2 + 3 = 5, and the helper agrees."
+        execution = wait_until(
+            lambda: (
+                admin.executions(room)["analyst"]["status"] == "ready" and admin.executions(room)["analyst"]
+            )
+        )
+        assert [call["name"] for call in execution["tool_calls"]] == [
+            "add",
+            "call_remote_agent",
+            "call_remote_agent",
+        ]
