@@ -32,6 +32,7 @@ from ranch.hub.serving import ContextBuilder, RanchRequestHandler, call_context,
 from ranch.hub.store import SqlTaskStore
 from ranch.hub.tasks import TaskCore, fail_unfinished, owner_of
 from ranch.routing.team import Team
+from ranch.web import web_routes
 from ranch.wire.cards import AGENTS_PATH, agent_url, build_card
 from ranch.wire.client import ClientPool
 from ranch.wire.fastpath import FastPathApp
@@ -116,6 +117,7 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
     for route in rest:
         if isinstance(route, Route):  # the SDK also mounts /{tenant}/...; ranch has no tenants in URLs
             routes.append(Route(route.path, guard_agent(hub.registry, route.endpoint), methods=route.methods))
+    routes.extend(web_routes())  # the browser page; last, so it never shadows /a2a or /api
     app = FastPathApp(
         endpoint=lean if hub.settings.jsonrpc == "lean" else sdk_endpoint,
         agents=hub.registry,
