@@ -10,6 +10,13 @@
     - AgentUnavailable           connection refused, DNS failure, HTTP error
     - InvalidAgentReply          the answer was not valid A2A
   - AgentNotFound                a URL or config named an agent that does not exist
+  - HubError                     a REST/WebSocket request the hub refuses (api/errors.py maps each to HTTP)
+    - InvalidInput               a field has a wrong value or type (names the field)
+    - Unauthenticated            no key, or an unknown one
+    - Forbidden                  the caller may not do this in its organization
+    - NotFound                   no such thing, or another tenant's (never told apart)
+    - Conflict                   an id already taken, a closed room, a finished execution
+    - Unprocessable              well-formed but refused (an unreadable remote card, a URL not allowed)
 
 "You used ranch wrongly" (ConfigError, AgentNotFound) is kept apart from
 "a peer misbehaved" (AgentError).
@@ -83,3 +90,37 @@ class AgentNotFound(RanchError):
     def __init__(self, agent: str, known: list[str]) -> None:
         self.agent, self.known = agent, known
         super().__init__(f"no agent or team '{agent}' here (known: {', '.join(sorted(known)) or 'none'})")
+
+
+class HubError(RanchError):
+    """A hub request refused; `field` names the input at fault, when one is."""
+
+    code = "invalid_request"
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        self.field = field
+        super().__init__(message)
+
+
+class InvalidInput(HubError):
+    code = "invalid_request"
+
+
+class Unauthenticated(HubError):
+    code = "unauthenticated"
+
+
+class Forbidden(HubError):
+    code = "forbidden"
+
+
+class NotFound(HubError):
+    code = "not_found"
+
+
+class Conflict(HubError):
+    code = "conflict"
+
+
+class Unprocessable(HubError):
+    code = "unprocessable"

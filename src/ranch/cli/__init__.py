@@ -1,4 +1,4 @@
-"""The `ranch` command: serve, send, check. A RanchError becomes one line and exit code 2."""
+"""The `ranch` command: serve, send, check, db. A RanchError becomes one line and exit code 2."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ranch.exceptions import ConfigError, RanchError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ranch.cli import check, send, serve
+    from ranch.cli import check, db, send, serve
 
     parser = argparse.ArgumentParser(
         prog="ranch", description="Teams of A2A agents that route work to each other."
@@ -19,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.register(commands)
     send.register(commands)
     check.register(commands)
+    db.register(commands)
     return parser
 
 

@@ -22,7 +22,7 @@ def register(commands: Any) -> None:
     parser.add_argument(
         "--db",
         default=os.environ.get("RANCH_DATABASE_URL", DEFAULT_DATABASE_URL),
-        help=f"task store URL (env RANCH_DATABASE_URL; default {DEFAULT_DATABASE_URL})",
+        help=f"database URL for tasks and rooms (env RANCH_DATABASE_URL; default {DEFAULT_DATABASE_URL})",
     )
     parser.add_argument(
         "--max-body", type=int, default=DEFAULT_MAX_BODY, help="largest request body in bytes"
@@ -35,7 +35,14 @@ def register(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.config) if args.config else demo_config()
-    app = create_app(config, Settings(database_url=args.db, max_body_bytes=args.max_body))
+    settings = Settings(
+        database_url=args.db,
+        max_body_bytes=args.max_body,
+        admin_key=os.environ.get("RANCH_ADMIN_KEY") or None,
+        demo=args.config is None,
+        announce=lambda line: print(line, flush=True),
+    )
+    app = create_app(config, settings)
     print(banner(config, f"http://{args.host}:{args.port}", demo=args.config is None, db=args.db), flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
@@ -49,9 +56,15 @@ def banner(config: RanchConfig, base: str, *, demo: bool, db: str) -> str:
         )
     for agent in config.agents:
         lines.append(f"  agent {agent.id:<14} {agent_url(base, agent.id)}  ({agent.kind})")
-    lines.append(f"  tasks are stored in {db}")
+    lines.append(f"  rooms: {base}/api/v1 (REST) and {base.replace('http', 'ws', 1)}/api/v1/ws")
+    lines.append(f"  tasks and rooms are stored in {db}")
     target = DEMO_TEAM if demo else (config.teams[0].id if config.teams else config.agents[0].id)
     prompt = DEMO_PROMPT if demo else "hello"
     url_flag = "" if base == "http://127.0.0.1:8000" else f" --url {base}"
     lines.append(f'try: ranch send {target} "{prompt}"{url_flag} --stream')
+    if demo:
+        lines.append(
+            f"  or: curl -H 'X-API-Key: rk_demo' -H 'Content-Type: application/json' "
+            f'-d \'{{"text": "@{DEMO_TEAM} {prompt}"}}\' {base}/api/v1/rooms/demo/messages'
+        )
     return "\n".join(lines)

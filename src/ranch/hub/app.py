@@ -9,7 +9,7 @@ agent under /a2a/agents/{id}.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Literal
@@ -18,7 +18,6 @@ import anyio
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes import create_rest_routes
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
-from sqlalchemy.ext.asyncio import create_async_engine
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -26,14 +25,19 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from ranch import __version__
+from ranch.api.routes import routes as api_routes
 from ranch.config import RanchConfig
+from ranch.db import migrate
+from ranch.db.engine import open_engine
 from ranch.hub.registry import Registry
 from ranch.hub.serving import ContextBuilder, RanchRequestHandler, call_context, explained, guard_agent
 from ranch.hub.store import SqlTaskStore
 from ranch.hub.tasks import TaskCore, fail_unfinished, owner_of
+from ranch.rooms.runtime import RoomsRuntime
+from ranch.rooms.runtime import start as start_rooms
 from ranch.routing.team import Team
 from ranch.web import web_routes
-from ranch.wire.cards import AGENTS_PATH, agent_url, build_card
+from ranch.wire.cards import AGENTS_PATH, agent_url, served_card
 from ranch.wire.client import ClientPool
 from ranch.wire.fastpath import FastPathApp
 from ranch.wire.jsonrpc import JsonRpcEndpoint
@@ -53,6 +57,12 @@ class Settings:
     max_body_bytes: int = DEFAULT_MAX_BODY
     jsonrpc: Literal["lean", "sdk"] = "lean"
     """`sdk` serves A2A 1.0 JSON-RPC through the a2a-sdk's dispatcher too (slower; for comparison)."""
+    admin_key: str | None = None
+    """The bootstrap admin's API key (RANCH_ADMIN_KEY); None = generate one and print it once."""
+    demo: bool = False
+    """Create the demo user (key rk_demo) and the demo room with the config's first team."""
+    announce: Callable[[str], None] = print
+    """Where start-up notices for people go (the admin key, the demo room)."""
 
 
 class Hub:
@@ -62,7 +72,9 @@ class Hub:
         self.settings = settings
         self.pool = ClientPool()
         self.registry = Registry(config, self.pool)
+        self.config = config
         self._core: TaskCore | None = None
+        self._rooms: RoomsRuntime | None = None
 
     @property
     def core(self) -> TaskCore:
@@ -70,25 +82,41 @@ class Hub:
             raise RuntimeError("the ranch app was not started (its lifespan did not run)")
         return self._core
 
+    @property
+    def rooms(self) -> RoomsRuntime:
+        if self._rooms is None:
+            raise RuntimeError("the ranch app was not started (its lifespan did not run)")
+        return self._rooms
+
     @asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
             stack.push_async_callback(self.pool.aclose)
             stack.push_async_callback(self.registry.aclose)
-            engine = create_async_engine(self.settings.database_url)
+            engine = open_engine(self.settings.database_url)
             stack.push_async_callback(engine.dispose)
             store = SqlTaskStore(engine, owner_resolver=owner_of)
-            await store.initialize()
+            await migrate.upgrade(engine)
             recovered = await fail_unfinished(store)
             if recovered:
                 logger.warning("marked %d task(s) left unfinished by a previous run as failed", recovered)
             group = await stack.enter_async_context(anyio.create_task_group())
             self._core = TaskCore(store, group)
+            self._rooms = await start_rooms(
+                engine,
+                self.config,
+                self.registry,
+                group,
+                admin_key=self.settings.admin_key,
+                demo=self.settings.demo,
+                announce=self.settings.announce,
+            )
             try:
                 yield
             finally:
                 group.cancel_scope.cancel()
                 self._core = None
+                self._rooms = None
 
 
 def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlette:
@@ -117,6 +145,7 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
     for route in rest:
         if isinstance(route, Route):  # the SDK also mounts /{tenant}/...; ranch has no tenants in URLs
             routes.append(Route(route.path, guard_agent(hub.registry, route.endpoint), methods=route.methods))
+    routes.extend(api_routes())
     routes.extend(web_routes())  # the browser page; last, so it never shadows /a2a or /api
     app = FastPathApp(
         endpoint=lean if hub.settings.jsonrpc == "lean" else sdk_endpoint,
@@ -166,20 +195,7 @@ def _list_agents(hub: Hub):  # type: ignore[no-untyped-def]
 
 def _card(hub: Hub):  # type: ignore[no-untyped-def]
     async def card(request: Request) -> Response:
-        agent_id = request.path_params["agent_id"]
-        agent = hub.registry.get(agent_id)
-        info = await agent.info()
-        built = build_card(
-            agent_id=agent_id,
-            name=info.name,
-            description=info.description,
-            skills=info.skills,
-            extensions=info.extensions,
-            base_url=_base_url(request),
-            version=__version__,
-            required=agent.require_extensions,
-            streaming=True,
-        )
-        return JSONResponse(agent_card_to_dict(built))
+        agent = hub.registry.get(request.path_params["agent_id"])
+        return JSONResponse(agent_card_to_dict(await served_card(agent, _base_url(request))))
 
     return card

@@ -43,6 +43,15 @@ class Registry:
                 self._agents[team_config.id] = build_team(team_config, self._agents)
                 del pending[team_config.id]
 
+    def add(self, agent: Agent) -> None:
+        """Serve one more agent or team (registered over the hub's API)."""
+        self._agents[agent.id] = agent
+
+    async def remove(self, agent_id: str) -> None:
+        agent = self._agents.pop(agent_id, None)
+        if agent is not None:
+            await agent.aclose()
+
     def get(self, agent_id: str) -> Agent:
         try:
             return self._agents[agent_id]

@@ -30,7 +30,6 @@ from sqlalchemy import (
     Table,
     and_,
     case,
-    event,
     func,
     or_,
     select,
@@ -61,8 +60,6 @@ class SqlTaskStore(TaskStore):
     def __init__(self, engine: AsyncEngine, owner_resolver: OwnerResolver) -> None:
         self.engine = engine
         self.owner_of = owner_resolver
-        if engine.dialect.name == "sqlite":
-            event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
 
     async def initialize(self) -> None:
         async with self.engine.begin() as connection:
@@ -160,11 +157,3 @@ def _after(cursor: ListTasksCursor) -> Any:
         and_(tasks.c.updated_ns == cursor.timestamp_ns, tasks.c.id < cursor.task_id),
         tasks.c.updated_ns.is_(None),
     )
-
-
-def _sqlite_pragmas(connection: Any, _record: Any) -> None:
-    """WAL lets readers run while a turn is being written; NORMAL sync is safe with WAL."""
-    cursor = connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.close()

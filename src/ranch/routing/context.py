@@ -65,11 +65,11 @@ class Conversation:
         self.seen[member] = self.dropped + len(self.entries)
 
 
-def render(entries: list[Entry]) -> Part | None:
+def render(entries: list[Entry], header: str = HEADER) -> Part | None:
     """The context part for `entries`, or None when there is nothing new."""
     if not entries:
         return None
-    lines = [HEADER, *(f"{entry.speaker}: {entry.text}" for entry in entries)]
+    lines = [header, *(f"{entry.speaker}: {entry.text}" for entry in entries)]
     metadata = Struct()
     metadata.update({CONTEXT_PART_KEY: True})
     return Part(text="\n".join(lines), metadata=metadata)

@@ -42,7 +42,7 @@ class HopOutcome:
 
 async def collect(agent: str, events: AsyncGenerator[Event, None]) -> HopOutcome:
     """Consume a member's events; raise AgentError if they do not add up to an answer."""
-    folder = _Folder(agent)
+    folder = Folder(agent)
     async with aclosing(events) as stream:  # closing the member's generator releases what it holds
         async for event in stream:
             if folder.fold(event):
@@ -50,7 +50,9 @@ async def collect(agent: str, events: AsyncGenerator[Event, None]) -> HopOutcome
     return folder.outcome()
 
 
-class _Folder:
+class Folder:
+    """Folds one agent's events into its answer (also used by rooms, which watch the events go by)."""
+
     def __init__(self, agent: str) -> None:
         self.agent = agent
         self.message: Message | None = None

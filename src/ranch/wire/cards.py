@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from a2a.types import AgentCapabilities, AgentCard, AgentExtension, AgentInterface, AgentProvider, AgentSkill
 from a2a.utils.constants import TransportProtocol
+
+if TYPE_CHECKING:
+    from ranch.agents.base import Agent
 
 AGENTS_PATH = "/a2a/agents"
 VERSIONS = ("1.0", "0.3")
@@ -61,3 +65,21 @@ def _with_required(ext: AgentExtension, required: bool) -> AgentExtension:
     copy.CopyFrom(ext)
     copy.required = copy.required or required
     return copy
+
+
+async def served_card(agent: Agent, base_url: str) -> AgentCard:
+    """The card this server serves for `agent` at /a2a/agents/{id}."""
+    from ranch import __version__
+
+    info = await agent.info()
+    return build_card(
+        agent_id=agent.id,
+        name=info.name,
+        description=info.description,
+        skills=info.skills,
+        extensions=info.extensions,
+        base_url=base_url,
+        version=__version__,
+        required=agent.require_extensions,
+        streaming=True,
+    )

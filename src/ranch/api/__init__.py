@@ -1,0 +1,1 @@
+"""The hub's REST API under /api/v1 and its WebSocket (docs/api.md)."""

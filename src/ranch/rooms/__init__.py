@@ -1,0 +1,1 @@
+"""Rooms shared by people and agents: messages, executions, deliveries and live events."""

@@ -1,0 +1,221 @@
+"""The hub's agents: the config file's, and those registered over REST (kept in the database).
+
+Config agents and teams are written to the `agents` table on every start (in the
+organization `default`, visible to every organization). Agents registered over
+the API are validated with the same models as the config file, built, and served
+at /a2a/agents/{id} like the others; external agents (no A2A server) are only
+rows: they read their messages over the API.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from typing import Any
+
+from a2a.types import AgentCard
+from google.protobuf.json_format import MessageToDict
+from pydantic import ValidationError
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from ranch.agents.base import Agent
+from ranch.agents.remote import RemoteAgent
+from ranch.config import _AGENT_ADAPTER, ID_PATTERN, RESERVED_IDS, RanchConfig, TeamConfig
+from ranch.db.models import AgentRecord, ApiKey, Organization, now
+from ranch.exceptions import Conflict, InvalidInput, RanchError, Unprocessable
+from ranch.hub.registry import Registry, build_agent, build_team
+from ranch.ids import new_id
+from ranch.rooms.access import Principal, usable_agent
+from ranch.rooms.keys import digest
+from ranch.routing.team import Team
+
+DEFAULT_ORG = "default"
+API_KINDS = ("remote", "external", "rules", "echo", "llm", "team")
+
+
+async def sync_config(session: AsyncSession, config: RanchConfig, registry: Registry) -> None:
+    """Record the config's agents and teams (global, in the default organization)."""
+    specs: list[tuple[str, str, dict[str, Any], str, str]] = [
+        (a.id, a.kind, a.model_dump(mode="json"), a.display_name, a.description) for a in config.agents
+    ]
+    specs += [(t.id, "team", t.model_dump(mode="json"), t.display_name, t.description) for t in config.teams]
+    for agent_id, kind, spec, name, description in specs:
+        row = await session.get(AgentRecord, agent_id) or AgentRecord(id=agent_id)
+        row.org_id, row.kind, row.name, row.description = DEFAULT_ORG, kind, name, description
+        row.visibility, row.source, row.spec = "global", "config", spec
+        row.history_length = spec.get("history_length")
+        row.url = spec.get("url")
+        row.model = spec.get("model")
+        session.add(row)
+
+
+async def load_registered(session: AsyncSession, registry: Registry) -> list[str]:
+    """Build the API-registered agents (teams after their members); the ids that could not be built."""
+    rows = (
+        await session.scalars(
+            select(AgentRecord).where(AgentRecord.source == "api", AgentRecord.is_external.is_(False))
+        )
+    ).all()
+    failed = []
+    pending = [row for row in rows if row.id not in registry]
+    while pending:
+        progress = False
+        for row in list(pending):
+            members = row.spec.get("members", []) if row.kind == "team" else []
+            if all(member in registry for member in members):
+                try:
+                    registry.add(build(row.kind, row.spec, registry))
+                except RanchError:
+                    failed.append(row.id)
+                pending.remove(row)
+                progress = True
+        if not progress:
+            failed.extend(row.id for row in pending)
+            break
+    return failed
+
+
+def build(kind: str, spec: dict[str, Any], registry: Registry) -> Agent:
+    if kind == "team":
+        config = TeamConfig.model_validate(spec)
+        return build_team(config, {member: registry.get(member) for member in config.members})
+    return build_agent(_AGENT_ADAPTER.validate_python(spec), registry.pool)
+
+
+async def register(
+    session: AsyncSession, principal: Principal, body: dict[str, Any], registry: Registry
+) -> tuple[AgentRecord, str | None]:
+    """Validate, build and record one agent; returns it and, for an external agent, its new key."""
+    principal.require_admin("register agents")
+    agent_id = _check_id(body.get("id"))
+    kind = body.get("kind")
+    if kind not in API_KINDS:
+        why = " (python agents come from the config file only)" if kind == "python" else ""
+        raise InvalidInput(f"kind must be one of {', '.join(API_KINDS)}{why}", "kind")
+    if await session.get(AgentRecord, agent_id) is not None or agent_id in registry:
+        raise Conflict(f"the id '{agent_id}' is taken", "id")
+    visibility = body.get("visibility", "org")
+    if visibility not in ("personal", "org", "global"):
+        raise InvalidInput("visibility must be personal, org or global", "visibility")
+    if visibility == "global" and not principal.is_superuser:
+        raise InvalidInput("only the server's superuser may register global agents", "visibility")
+    spec = {k: v for k, v in body.items() if k not in ("visibility", "tools", "model_type")}
+    row = AgentRecord(
+        id=agent_id,
+        org_id=principal.org_id,
+        kind=kind,
+        name=str(body.get("name") or agent_id),
+        description=str(body.get("description") or ""),
+        visibility=visibility,
+        owner_user_id=principal.id if visibility == "personal" else None,
+        tools=list(body.get("tools") or []),
+        source="api",
+        spec=spec,
+    )
+    key = None
+    if kind == "external":
+        _only(body, {"id", "kind", "name", "description", "visibility", "history_length", "tools", "model"})
+        row.is_external = True
+        row.model = body.get("model")
+        row.history_length = _history_length(body)
+        key = await issue_key(session, principal.org_id, "agent", agent_id)
+    else:
+        if kind == "remote":
+            await _check_url(session, principal, str(body.get("url") or ""))
+        if kind == "team":
+            for index, member in enumerate(body.get("members") or []):
+                await usable_agent(session, principal, str(member), f"members[{index}]")
+        agent = _build_checked(kind, spec, registry)
+        if isinstance(agent, RemoteAgent):
+            card = await _fetch_card(agent)
+            row.card, row.card_fetched_at = MessageToDict(card), now()
+            row.url, row.card_ttl = spec["url"], float(spec.get("card_ttl", 300.0))
+            if not body.get("name"):
+                row.name = card.name or agent_id
+            if not body.get("description"):
+                row.description = card.description
+        row.history_length = agent.history_length
+        row.model = body.get("model")
+        registry.add(agent)
+    session.add(row)
+    return row, key
+
+
+async def issue_key(
+    session: AsyncSession, org_id: str, owner_kind: str, owner_id: str, key: str | None = None
+) -> str:
+    """A new API key; only its digest is kept, so it is shown once."""
+    key = key or f"rk_{secrets.token_urlsafe(24)}"
+    session.add(
+        ApiKey(
+            id=new_id(),
+            digest=digest(key),
+            prefix=key[:7],
+            org_id=org_id,
+            owner_kind=owner_kind,
+            owner_id=owner_id,
+        )
+    )
+    return key
+
+
+async def ensure_org(session: AsyncSession, org_id: str, name: str) -> Organization:
+    org = await session.get(Organization, org_id)
+    if org is None:
+        org = Organization(id=org_id, name=name, allowed_agent_urls=[])
+        session.add(org)
+        await session.flush()
+    return org
+
+
+def _check_id(value: Any) -> str:
+    if not isinstance(value, str) or not re.match(ID_PATTERN, value) or len(value) > 64:
+        raise InvalidInput("id must match [a-z0-9][a-z0-9_-]* (at most 64 characters)", "id")
+    if value in RESERVED_IDS:
+        raise InvalidInput(f"'{value}' is reserved for routing", "id")
+    return value
+
+
+def _history_length(body: dict[str, Any]) -> int | None:
+    value = body.get("history_length")
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+        raise InvalidInput("history_length must be a non-negative integer", "history_length")
+    return value
+
+
+def _only(body: dict[str, Any], allowed: set[str]) -> None:
+    extra = sorted(set(body) - allowed)
+    if extra:
+        raise InvalidInput(f"unknown field '{extra[0]}' for this kind", extra[0])
+
+
+def _build_checked(kind: str, spec: dict[str, Any], registry: Registry) -> Agent:
+    try:
+        return build(kind, spec, registry)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        loc = [str(part) for part in error["loc"] if str(part) not in API_KINDS]
+        raise InvalidInput(error["msg"], ".".join(loc) or None) from exc
+    except RanchError as exc:
+        raise InvalidInput(str(exc)) from exc
+
+
+async def _check_url(session: AsyncSession, principal: Principal, url: str) -> None:
+    org = await session.get(Organization, principal.org_id)
+    allowed = org.allowed_agent_urls if org else []
+    if allowed and not any(url.startswith(prefix) for prefix in allowed):
+        raise Unprocessable(
+            f"'{url}' is not on organization '{principal.org_id}''s allow-list of agent URLs", "url"
+        )
+
+
+async def _fetch_card(agent: RemoteAgent) -> AgentCard:
+    try:
+        return await agent.card()
+    except RanchError as exc:
+        raise Unprocessable(f"cannot read a valid agent card: {exc}", "url") from exc
+
+
+def is_team(agent: Agent) -> bool:
+    return isinstance(agent, Team)

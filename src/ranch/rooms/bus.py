@@ -1,0 +1,167 @@
+"""One ordered stream of room events: written with the change, then fanned out live.
+
+Every change to a room (a message, an execution's status, a routing decision, a
+participant) is written in the same transaction as its event row. The event's
+`seq` is the cursor clients reconnect with, so it must grow in commit order:
+writes go through one lock, held only for the short transaction (never while an
+agent works). After commit, events go to the watchers of their room; a watcher
+too slow to keep up is closed and reconnects with its cursor, losing nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from ranch.db.models import RoomEvent
+
+WATCHER_BUFFER = 1024
+"""Frames a watcher may fall behind by before it is closed (it reconnects with its cursor)."""
+
+
+def iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
+
+
+def frame(event: RoomEvent) -> dict[str, Any]:
+    """The wire form of a stored event (WebSocket frame and `GET .../events` item)."""
+    return {
+        "type": event.type,
+        "room_id": event.room_id,
+        "cursor": event.seq,
+        "at": iso(event.created_at),
+        "data": event.data,
+    }
+
+
+@dataclass
+class Tx:
+    """A write transaction; `emit` records an event that goes out once it commits."""
+
+    session: AsyncSession
+    events: list[RoomEvent] = field(default_factory=list)
+    after: list[Any] = field(default_factory=list)
+    """Callables run after commit (e.g. waking a worker)."""
+
+    async def emit(self, room_id: str, type: str, data: dict[str, Any]) -> RoomEvent:
+        event = RoomEvent(room_id=room_id, type=type, data=data)
+        self.session.add(event)
+        await self.session.flush()  # assigns seq
+        self.events.append(event)
+        return event
+
+
+@dataclass(eq=False)
+class Watcher:
+    """One WebSocket (or test) listening to some rooms; agents also get their deliveries."""
+
+    send: MemoryObjectSendStream[dict[str, Any]]
+    receive: MemoryObjectReceiveStream[dict[str, Any]]
+    agent_id: str | None = None
+    rooms: dict[str, int] = field(default_factory=dict)
+    """Room id -> the last cursor sent for it (replay and live events are deduplicated with it)."""
+    closed: bool = False
+
+
+class Bus:
+    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+        self.sessions = sessions
+        self._lock = anyio.Lock()
+        self._watchers: set[Watcher] = set()
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Tx]:
+        async with self._lock:
+            async with self.sessions() as session, session.begin():
+                tx = Tx(session)
+                yield tx
+            for event in tx.events:
+                self._fan_out(frame(event))
+        for callback in tx.after:
+            callback()
+
+    def live(self, room_id: str, type: str, data: dict[str, Any]) -> None:
+        """An event that is not stored (streamed text): sent to current watchers only."""
+        self._fan_out({"type": type, "room_id": room_id, "cursor": None, "data": data})
+
+    def to_agent(self, agent_id: str, payload: dict[str, Any]) -> int:
+        """Send a frame to every connection of an external agent; how many got it."""
+        sent = 0
+        for watcher in list(self._watchers):
+            if watcher.agent_id == agent_id and self._offer(watcher, payload):
+                sent += 1
+        return sent
+
+    def watch(self, agent_id: str | None = None) -> Watcher:
+        send, receive = anyio.create_memory_object_stream[dict[str, Any]](WATCHER_BUFFER)
+        watcher = Watcher(send, receive, agent_id)
+        self._watchers.add(watcher)
+        return watcher
+
+    def unwatch(self, watcher: Watcher) -> None:
+        self._watchers.discard(watcher)
+        watcher.closed = True
+        watcher.send.close()
+
+    async def subscribe(self, watcher: Watcher, rooms: list[str], cursor: int) -> list[dict[str, Any]]:
+        """Start live events for `rooms` and return what happened after `cursor`, in order.
+
+        Registering and reading happen under the write lock, so every event is either
+        in the backlog or fanned out afterwards, never both and never neither. The
+        caller must send the backlog before the live frames queued after this call.
+        """
+        async with self._lock, self.sessions() as session:
+            for room in rooms:
+                watcher.rooms[room] = cursor
+            rows = (
+                await session.scalars(
+                    select(RoomEvent)
+                    .where(RoomEvent.room_id.in_(rooms), RoomEvent.seq > cursor)
+                    .order_by(RoomEvent.seq)
+                )
+            ).all()
+        backlog = []
+        for row in rows:
+            if row.seq > watcher.rooms[row.room_id]:
+                watcher.rooms[row.room_id] = row.seq
+                backlog.append(frame(row))
+        return backlog
+
+    def accept(self, watcher: Watcher, payload: dict[str, Any]) -> bool:
+        """True if a live frame is new to this watcher (not already sent in its backlog)."""
+        room = payload.get("room_id")
+        if room is None or payload["type"] == "delivery":
+            return True  # replies to the client's frames, and an agent's deliveries
+        if room not in watcher.rooms:
+            return False
+        cursor = payload.get("cursor")
+        if cursor is None:
+            return True
+        if cursor <= watcher.rooms[room]:
+            return False
+        watcher.rooms[room] = cursor
+        return True
+
+    def _fan_out(self, payload: dict[str, Any]) -> None:
+        room = payload["room_id"]
+        for watcher in list(self._watchers):
+            if room in watcher.rooms:
+                self._offer(watcher, payload)
+
+    def _offer(self, watcher: Watcher, payload: dict[str, Any]) -> bool:
+        try:
+            watcher.send.send_nowait(payload)
+            return True
+        except anyio.WouldBlock:  # too slow: close it; it reconnects with its cursor
+            self.unwatch(watcher)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._watchers.discard(watcher)
+        return False

@@ -1,0 +1,133 @@
+"""The rooms side of one server: started in the app's lifespan, after the task store.
+
+Start-up order: migrate (done by the caller), bootstrap the default organization
+and its admin, record the config's agents, build the API-registered ones, create
+the demo room when asked, then recover what a stopped server left behind.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from anyio.abc import TaskGroup
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from ranch.config import RanchConfig
+from ranch.db.models import AgentRecord, ApiKey, Room, User
+from ranch.hub.registry import Registry
+from ranch.rooms import agents
+from ranch.rooms.access import SYSTEM
+from ranch.rooms.bus import Bus
+from ranch.rooms.delivery import Dispatcher, recover
+from ranch.rooms.keys import digest
+from ranch.rooms.service import Rooms
+
+logger = logging.getLogger(__name__)
+
+DEMO_KEY = "rk_demo"
+DEMO_ROOM = "demo"
+
+
+@dataclass
+class RoomsRuntime:
+    sessions: async_sessionmaker[AsyncSession]
+    bus: Bus
+    rooms: Rooms
+    dispatcher: Dispatcher
+    registry: Registry
+
+
+async def start(
+    engine: AsyncEngine,
+    config: RanchConfig,
+    registry: Registry,
+    group: TaskGroup,
+    *,
+    admin_key: str | None = None,
+    demo: bool = False,
+    announce: Callable[[str], None] = print,
+) -> RoomsRuntime:
+    sessions = async_sessionmaker(engine, expire_on_commit=False)
+    bus = Bus(sessions)
+    dispatcher_ref: list[Dispatcher] = []
+    rooms = Rooms(bus, lambda delivery: dispatcher_ref[0].wake(delivery))
+    dispatcher = Dispatcher(rooms, registry, group)
+    dispatcher_ref.append(dispatcher)
+    async with sessions() as session, session.begin():
+        await agents.ensure_org(session, agents.DEFAULT_ORG, "Default organization")
+        await _bootstrap_admin(session, admin_key, announce)
+        await agents.sync_config(session, config, registry)
+    async with sessions() as session:
+        failed = await agents.load_registered(session, registry)
+    for agent_id in failed:
+        logger.warning("registered agent %s could not be built; it is not served", agent_id)
+    if demo:
+        await _demo_room(sessions, rooms, config, announce)
+    async with sessions() as session:
+        external = set(
+            (await session.scalars(select(AgentRecord.id).where(AgentRecord.is_external.is_(True)))).all()
+        )
+    queued = await recover(dispatcher, external)
+    if queued:
+        logger.info("resuming %d room message(s) a previous run had not handled", queued)
+    return RoomsRuntime(sessions, bus, rooms, dispatcher, registry)
+
+
+async def _bootstrap_admin(
+    session: AsyncSession, admin_key: str | None, announce: Callable[[str], None]
+) -> None:
+    """The first start creates `admin` (superuser, owner of `default`) and shows its key once."""
+    admin = await session.get(User, "admin")
+    if admin is None:
+        admin = User(id="admin", org_id=agents.DEFAULT_ORG, name="Admin", role="owner", is_superuser=True)
+        session.add(admin)
+        await session.flush()
+        if admin_key is None:
+            key = await agents.issue_key(session, agents.DEFAULT_ORG, "user", "admin")
+            announce(f"ranch: created user 'admin'; its API key (shown once): {key}")
+    if admin_key is not None:
+        exists = await session.scalar(
+            select(func.count()).select_from(ApiKey).where(ApiKey.digest == digest(admin_key))
+        )
+        if not exists:
+            await agents.issue_key(session, agents.DEFAULT_ORG, "user", "admin", key=admin_key)
+
+
+async def _demo_room(
+    sessions: async_sessionmaker[AsyncSession],
+    rooms: Rooms,
+    config: RanchConfig,
+    announce: Callable[[str], None],
+) -> None:
+    """The built-in demo's user `demo` (key rk_demo) and room `demo` with the helpdesk team."""
+    async with sessions() as session, session.begin():
+        if await session.get(User, "demo") is None:
+            session.add(User(id="demo", org_id=agents.DEFAULT_ORG, name="Demo user", role="owner"))
+            await session.flush()
+        exists = await session.scalar(
+            select(func.count()).select_from(ApiKey).where(ApiKey.digest == digest(DEMO_KEY))
+        )
+        if not exists:
+            await agents.issue_key(session, agents.DEFAULT_ORG, "user", "demo", key=DEMO_KEY)
+        room = await session.get(Room, DEMO_ROOM)
+    if room is None:
+        team = config.teams[0]
+        participants = [{"kind": "user", "id": "demo", "role": "owner"}, {"kind": "team", "id": team.id}]
+        participants += [{"kind": "agent", "id": member} for member in team.members]
+        await rooms.create(
+            SYSTEM,
+            {
+                "id": DEMO_ROOM,
+                "org_id": agents.DEFAULT_ORG,
+                "title": "Helpdesk demo",
+                "participants": participants,
+                "default_agent": team.id,
+            },
+        )
+    announce(
+        f"ranch: demo room '{DEMO_ROOM}' is ready; sign in with the API key {DEMO_KEY} "
+        f"(e.g. curl -H 'X-API-Key: {DEMO_KEY}' .../api/v1/rooms/{DEMO_ROOM}/messages)"
+    )

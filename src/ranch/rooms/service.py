@@ -1,0 +1,456 @@
+"""Rooms: create and join them, post and read messages, follow executions (docs/api.md).
+
+Posting is where a room comes alive: the message and its `message.created`
+event are written together with one delivery per agent it wakes (its mentions,
+else the room's default agent), and the dispatcher is told after commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sqlalchemy import or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from ranch.db.models import AgentRecord, Delivery, Execution, Participant, Room, RoomEvent, RoomMessage, User
+from ranch.exceptions import Conflict, InvalidInput, NotFound
+from ranch.ids import new_id
+from ranch.rooms import executions, views
+from ranch.rooms.access import SYSTEM, Principal, usable_agent, visible_room
+from ranch.rooms.adapters import FINAL, to_task
+from ranch.rooms.bus import Bus, Tx, frame
+from ranch.rooms.mentions import mentioned
+
+ROOM_TYPES = ("direct", "group", "task")
+ROOM_STATUSES = ("active", "archived", "closed")
+ROLES = ("owner", "admin", "member")
+POSTABLE_TYPES = ("text", "thought")
+MAX_AGENT_CHAIN = 10
+"""Agent-to-agent messages in a row (by mention) before the room stops waking agents."""
+CHAIN_KEY = "ranch.chain"
+
+Wake = Callable[[Delivery], None]
+"""Told after commit about each new delivery to an agent ranch runs."""
+
+
+class Rooms:
+    def __init__(self, bus: Bus, wake: Wake) -> None:
+        self.bus = bus
+        self.wake = wake
+
+    # -- rooms ---------------------------------------------------------------------------------
+
+    async def create(self, principal: Principal, body: dict[str, Any]) -> Room:
+        room_id = body.get("id") or new_id()
+        _text_field(body, "title", 300, required=False)
+        kind = body.get("type", "group")
+        if kind not in ROOM_TYPES:
+            raise InvalidInput(f"type must be one of {', '.join(ROOM_TYPES)}", "type")
+        participants = body.get("participants") or []
+        if not isinstance(participants, list):
+            raise InvalidInput("participants must be a list of {kind, id, role}", "participants")
+        async with self.bus.transaction() as tx:
+            if not isinstance(room_id, str) or not room_id or len(room_id) > 64:
+                raise InvalidInput("id must be a string of 1 to 64 characters", "id")
+            if await tx.session.get(Room, room_id) is not None:
+                raise Conflict(f"the room id '{room_id}' is taken", "id")
+            room = Room(
+                id=room_id,
+                org_id=str(body["org_id"]) if principal is SYSTEM else principal.org_id,
+                type=kind,
+                status="active",
+                title=str(body.get("title") or ""),
+                created_by=principal.id,
+            )
+            tx.session.add(room)
+            await tx.session.flush()
+            if principal is not SYSTEM:
+                await self._join(tx, room, principal.kind, principal.id, "owner", principal)
+            for index, entry in enumerate(participants):
+                kind_, ref, role = _participant_fields(entry, f"participants[{index}]")
+                await self._join(tx, room, kind_, ref, role, principal, field=f"participants[{index}].id")
+            if body.get("default_agent") is not None:
+                room.default_agent = await self._default_agent(tx, room, body["default_agent"])
+            return room
+
+    async def get(self, principal: Principal, room_id: str) -> Room:
+        async with self.bus.sessions() as session:
+            return await visible_room(session, principal, room_id)
+
+    async def list(
+        self, principal: Principal, limit: int, after: str | None
+    ) -> tuple[list[Room], str | None]:
+        async with self.bus.sessions() as session:
+            query = select(Room).where(Room.org_id == principal.org_id)
+            if not principal.is_admin:
+                query = query.where(
+                    Room.id.in_(
+                        select(Participant.room_id).where(
+                            Participant.kind.in_(principal.participant_kinds), Participant.ref == principal.id
+                        )
+                    )
+                )
+            if after:
+                query = query.where(Room.id > after)
+            rows = list((await session.scalars(query.order_by(Room.id).limit(limit + 1))).all())
+        return rows[:limit], (rows[limit - 1].id if len(rows) > limit else None)
+
+    async def update(self, principal: Principal, room_id: str, body: dict[str, Any]) -> Room:
+        async with self.bus.transaction() as tx:
+            room = await visible_room(tx.session, principal, room_id)
+            if "title" in body:
+                room.title = _text_field(body, "title", 300, required=True)
+            if "default_agent" in body:
+                value = body["default_agent"]
+                room.default_agent = None if value is None else await self._default_agent(tx, room, value)
+            if "status" in body:
+                status = body["status"]
+                if status not in ROOM_STATUSES:
+                    raise InvalidInput(f"status must be one of {', '.join(ROOM_STATUSES)}", "status")
+                room.status = status
+                if status != "active":
+                    open_ = await tx.session.scalars(
+                        select(Execution).where(Execution.room_id == room.id, Execution.status.not_in(FINAL))
+                    )
+                    for row in open_.all():
+                        await executions.move(tx, row, "completed", f"the room was {status}")
+            return room
+
+    # -- participants --------------------------------------------------------------------------
+
+    async def participants(self, principal: Principal, room_id: str) -> list[dict[str, Any]]:
+        async with self.bus.sessions() as session:
+            await visible_room(session, principal, room_id)
+            rows = (
+                await session.scalars(
+                    select(Participant).where(Participant.room_id == room_id).order_by(Participant.joined_at)
+                )
+            ).all()
+            return [views.participant(row, await _name(session, row)) for row in rows]
+
+    async def add_participant(
+        self, principal: Principal, room_id: str, body: dict[str, Any]
+    ) -> dict[str, Any]:
+        kind, ref, role = _participant_fields(body, None)
+        async with self.bus.transaction() as tx:
+            room = await visible_room(tx.session, principal, room_id)
+            row = await self._join(tx, room, kind, ref, role, principal, field="id")
+            return views.participant(row, await _name(tx.session, row))
+
+    async def remove_participant(self, principal: Principal, room_id: str, kind: str, ref: str) -> None:
+        async with self.bus.transaction() as tx:
+            room = await visible_room(tx.session, principal, room_id)
+            row = await tx.session.get(Participant, (room.id, kind, ref))
+            if row is None:
+                raise NotFound(f"'{ref}' is not a participant of room '{room_id}'", "id")
+            data = views.participant(row, await _name(tx.session, row))
+            await tx.session.delete(row)
+            if room.default_agent == ref:
+                room.default_agent = None
+            await tx.emit(room.id, "participant.left", data)
+
+    async def _join(
+        self, tx: Tx, room: Room, kind: str, ref: str, role: str, principal: Principal, field: str = "id"
+    ) -> Participant:
+        if kind == "user":
+            user = await tx.session.get(User, ref)
+            if user is None or user.org_id != room.org_id:
+                raise NotFound(f"no user '{ref}'", field)
+        elif principal is SYSTEM:
+            if await tx.session.get(AgentRecord, ref) is None:
+                raise NotFound(f"no agent or team '{ref}'", field)
+        else:
+            record = await usable_agent(tx.session, principal, ref, field)
+            kind = "team" if record.kind == "team" else "agent"
+        existing = await tx.session.get(Participant, (room.id, kind, ref))
+        if existing is not None:
+            raise Conflict(f"'{ref}' is already in room '{room.id}'", field)
+        row = Participant(room_id=room.id, kind=kind, ref=ref, role=role)
+        tx.session.add(row)
+        await tx.session.flush()
+        await tx.emit(room.id, "participant.joined", views.participant(row, await _name(tx.session, row)))
+        return row
+
+    async def _default_agent(self, tx: Tx, room: Room, value: Any) -> str:
+        if not isinstance(value, str):
+            raise InvalidInput("default_agent must be an agent or team id", "default_agent")
+        member = await tx.session.scalar(
+            select(Participant.ref).where(
+                Participant.room_id == room.id,
+                Participant.kind.in_(("agent", "team")),
+                Participant.ref == value,
+            )
+        )
+        if member is None:
+            raise InvalidInput(
+                f"default_agent '{value}' is not an agent or team of this room", "default_agent"
+            )
+        return value
+
+    # -- messages ------------------------------------------------------------------------------
+
+    async def post(self, principal: Principal, room_id: str, body: dict[str, Any]) -> RoomMessage:
+        """A person's or an agent's message; wakes the agents it addresses."""
+        text = _text_field(body, "text", None, required=True)
+        kind = body.get("type", "text")
+        if kind not in POSTABLE_TYPES:
+            raise InvalidInput(f"type must be one of {', '.join(POSTABLE_TYPES)}", "type")
+        explicit = body.get("mentions") or []
+        if not isinstance(explicit, list) or not all(isinstance(m, str) for m in explicit):
+            raise InvalidInput("mentions must be a list of agent ids", "mentions")
+        metadata = body.get("metadata") or {}
+        if not isinstance(metadata, dict):
+            raise InvalidInput("metadata must be an object", "metadata")
+        thread = body.get("thread_id")
+        if thread is not None and not isinstance(thread, str):
+            raise InvalidInput("thread_id must be a string", "thread_id")
+        async with self.bus.transaction() as tx:
+            room = await visible_room(tx.session, principal, room_id)
+            if room.status != "active":
+                raise Conflict(f"room '{room_id}' is {room.status}", "room_id")
+            sender_kind = "user" if principal.kind == "user" else await _agent_kind(tx.session, principal.id)
+            if principal.kind == "agent":
+                await self._check_member(tx.session, room.id, principal.id)
+            message = await self.write(
+                tx,
+                room,
+                sender_kind,
+                principal.id,
+                text,
+                kind=kind,
+                mentions=explicit,
+                metadata=metadata,
+                thread_id=thread,
+            )
+            if principal.kind == "agent":  # an external agent answering: its execution is idle again
+                row = await tx.session.scalar(
+                    select(Execution).where(
+                        Execution.room_id == room.id,
+                        Execution.agent_id == principal.id,
+                        Execution.status == "working",
+                    )
+                )
+                if row is not None:
+                    message.execution_id = row.id
+                    await executions.move(tx, row, "ready", turn=True)
+            return message
+
+    async def write(
+        self,
+        tx: Tx,
+        room: Room,
+        sender_kind: str,
+        sender_id: str,
+        text: str,
+        *,
+        kind: str = "text",
+        mentions: Sequence[str] = (),
+        metadata: dict[str, Any] | None = None,
+        thread_id: str | None = None,
+        execution_id: str | None = None,
+        chain: int = 0,
+        wake: bool = True,
+    ) -> RoomMessage:
+        """Store a message with its event, and a delivery for each agent it wakes."""
+        names = mentioned(text, list(mentions)) if kind == "text" else []
+        meta = dict(metadata or {})
+        if chain:
+            meta[CHAIN_KEY] = chain
+        message = RoomMessage(
+            id=new_id(),
+            room_id=room.id,
+            type=kind,
+            sender_kind=sender_kind,
+            sender_id=sender_id,
+            text=text,
+            mentions=names,
+            meta=meta,
+            thread_id=thread_id,
+            execution_id=execution_id,
+        )
+        tx.session.add(message)
+        await tx.session.flush()
+        await tx.emit(room.id, "message.created", views.message(message))
+        if wake and kind == "text":
+            await self._deliver(tx, room, message, names, chain)
+        return message
+
+    async def _deliver(self, tx: Tx, room: Room, message: RoomMessage, names: list[str], chain: int) -> None:
+        agents = {
+            row.ref: row.kind
+            for row in (
+                await tx.session.scalars(
+                    select(Participant).where(
+                        Participant.room_id == room.id, Participant.kind.in_(("agent", "team"))
+                    )
+                )
+            ).all()
+        }
+        targets = [name for name in names if name in agents and name != message.sender_id]
+        if not targets and message.sender_kind == "user" and room.default_agent in agents:
+            targets = [room.default_agent]  # type: ignore[list-item]
+        if not targets:
+            return
+        if chain >= MAX_AGENT_CHAIN:
+            await self.write(
+                tx,
+                room,
+                "system",
+                "ranch",
+                f"[ranch] {MAX_AGENT_CHAIN} agent messages in a row; not waking {', '.join(targets)}. "
+                "A person's message starts a new chain.",
+                kind="error",
+                wake=False,
+            )
+            return
+        external = set(
+            (
+                await tx.session.scalars(
+                    select(AgentRecord.id).where(AgentRecord.id.in_(targets), AgentRecord.is_external)
+                )
+            ).all()
+        )
+        for target in targets:
+            delivery = Delivery(id=new_id(), message_seq=message.seq, room_id=room.id, agent_id=target)
+            tx.session.add(delivery)
+            if target in external:
+                row = await executions.current(tx, room.id, target)
+                await executions.move(tx, row, "working")
+                payload = views.delivery(delivery, message)
+                tx.after.append(lambda t=target, p=payload: self.bus.to_agent(t, p))
+            else:
+                tx.after.append(lambda d=delivery: self.wake(d))
+
+    async def _check_member(self, session: AsyncSession, room_id: str, agent_id: str) -> None:
+        member = await session.scalar(
+            select(Participant.ref).where(Participant.room_id == room_id, Participant.ref == agent_id)
+        )
+        if member is None:
+            raise NotFound(f"no room '{room_id}'", "room_id")
+
+    async def messages(self, principal: Principal, room_id: str, since: int, limit: int) -> list[RoomMessage]:
+        async with self.bus.sessions() as session:
+            await visible_room(session, principal, room_id)
+            rows = await session.scalars(
+                select(RoomMessage)
+                .where(RoomMessage.room_id == room_id, RoomMessage.seq > since)
+                .order_by(RoomMessage.seq)
+                .limit(limit)
+            )
+            return list(rows.all())
+
+    async def events(
+        self, principal: Principal, room_id: str, since: int, limit: int
+    ) -> list[dict[str, Any]]:
+        async with self.bus.sessions() as session:
+            await visible_room(session, principal, room_id)
+            rows = await session.scalars(
+                select(RoomEvent)
+                .where(RoomEvent.room_id == room_id, RoomEvent.seq > since)
+                .order_by(RoomEvent.seq)
+                .limit(limit)
+            )
+            return [frame(row) for row in rows.all()]
+
+    # -- executions ----------------------------------------------------------------------------
+
+    async def executions(self, principal: Principal, room_id: str) -> list[Execution]:
+        async with self.bus.sessions() as session:
+            await visible_room(session, principal, room_id)
+            rows = await session.scalars(
+                select(Execution).where(Execution.room_id == room_id).order_by(Execution.created_at.desc())
+            )
+            return list(rows.all())
+
+    async def execution(self, principal: Principal, execution_id: str) -> Execution:
+        async with self.bus.sessions() as session:
+            return await self._execution(session, principal, execution_id)
+
+    async def _execution(self, session: AsyncSession, principal: Principal, execution_id: str) -> Execution:
+        row = await session.get(Execution, execution_id)
+        if row is None:
+            raise NotFound(f"no execution '{execution_id}'", "execution_id")
+        try:
+            await visible_room(session, principal, row.room_id)
+        except NotFound:
+            raise NotFound(f"no execution '{execution_id}'", "execution_id") from None
+        return row
+
+    async def cancel(self, principal: Principal, execution_id: str) -> Execution:
+        async with self.bus.transaction() as tx:
+            row = await self._execution(tx.session, principal, execution_id)
+            if row.status in FINAL:
+                raise Conflict(f"execution '{execution_id}' already ended ({row.status})", "execution_id")
+            await executions.move(tx, row, "canceled", f"canceled by {principal.id}")
+            return row
+
+    async def task(self, principal: Principal, execution_id: str, history_length: int | None) -> Any:
+        """The execution as an A2A Task (history: what the agent received or wrote)."""
+        async with self.bus.sessions() as session:
+            row = await self._execution(session, principal, execution_id)
+            limit = history_length
+            if limit is None:
+                limit = await session.scalar(
+                    select(AgentRecord.history_length).where(AgentRecord.id == row.agent_id)
+                )
+            history = await execution_history(session, row)
+            return to_task(row, history, limit)
+
+
+async def execution_history(session: AsyncSession, row: Execution) -> list[RoomMessage]:
+    """Messages delivered to the execution's agent in its room, and those it wrote, oldest first."""
+    delivered = select(Delivery.message_seq).where(
+        Delivery.room_id == row.room_id, Delivery.agent_id == row.agent_id
+    )
+    rows = await session.scalars(
+        select(RoomMessage)
+        .where(
+            RoomMessage.room_id == row.room_id,
+            or_(
+                RoomMessage.seq.in_(delivered),
+                RoomMessage.sender_id == row.agent_id,
+                RoomMessage.execution_id == row.id,
+            ),
+        )
+        .order_by(RoomMessage.seq)
+    )
+    return list(rows.all())
+
+
+async def _agent_kind(session: AsyncSession, agent_id: str) -> str:
+    kind = await session.scalar(select(AgentRecord.kind).where(AgentRecord.id == agent_id))
+    return "team" if kind == "team" else "agent"
+
+
+async def _name(session: AsyncSession, row: Participant) -> str:
+    if row.kind == "user":
+        user = await session.get(User, row.ref)
+        return user.name if user else row.ref
+    agent = await session.get(AgentRecord, row.ref)
+    return agent.name if agent else row.ref
+
+
+def _participant_fields(entry: Any, where: str | None) -> tuple[str, str, str]:
+    prefix = f"{where}." if where else ""
+    if not isinstance(entry, dict):
+        raise InvalidInput("a participant is an object {kind, id, role}", where or "body")
+    kind, ref, role = entry.get("kind"), entry.get("id"), entry.get("role", "member")
+    if kind not in ("user", "agent", "team"):
+        raise InvalidInput("kind must be user, agent or team", f"{prefix}kind")
+    if not isinstance(ref, str) or not ref:
+        raise InvalidInput("id must be a non-empty string", f"{prefix}id")
+    if role not in ROLES:
+        raise InvalidInput(f"role must be one of {', '.join(ROLES)}", f"{prefix}role")
+    return kind, ref, role
+
+
+def _text_field(body: dict[str, Any], name: str, max_length: int | None, *, required: bool) -> str:
+    value = body.get(name)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise InvalidInput(f"{name} must be a non-empty string", name)
+    if max_length is not None and len(value) > max_length:
+        raise InvalidInput(f"{name} is longer than {max_length} characters", name)
+    return value
