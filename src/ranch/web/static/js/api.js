@@ -53,7 +53,8 @@ export async function api(path, { method = "GET", body, key = session.key, signa
   }
   if (!response.ok) {
     const error = new ApiError(response.status, data);
-    if (response.status === 401) for (const listener of listeners) listener(error);
+    // a stored key that stops working ends the session; a key being tried at sign-in does not
+    if (response.status === 401 && key === session.key) for (const listener of listeners) listener(error);
     throw error;
   }
   return data;

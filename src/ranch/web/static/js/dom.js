@@ -47,7 +47,12 @@ export function replace(el, ...children) {
   return el;
 }
 
-const clock = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+const clock = new Intl.DateTimeFormat(undefined, {
+  hour: "2-digit",
+  minute: "2-digit",
+  second: "2-digit",
+  hourCycle: "h23",
+});
 
 /** A <time> element for an ISO string: the local clock time, the full timestamp in `datetime`. */
 export function timeEl(iso) {

@@ -76,7 +76,7 @@ export function routeText(turn) {
   return [list[0].from, ...list.map((a) => a.to)].join(" → ");
 }
 
-const COL = 150;
+const COL = 132;
 const PAD = 16;
 const HEAD_Y = 8;
 const HEAD_H = 30;
@@ -84,8 +84,9 @@ const FIRST_Y = 78;
 const ROW = 58;
 const TIP = 8;
 
-function fit(text, width) {
-  const max = Math.max(6, Math.floor(width / 6.6));
+/** Shorten `text` to what fits in `width` px at about `perChar` px a character. */
+function fit(text, width, perChar = 8.4) {
+  const max = Math.max(6, Math.floor(width / perChar));
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }
 
@@ -122,7 +123,7 @@ export function renderRouteDiagram(turn, id, labelOf = (name) => name) {
         fit(labelOf(name), COL - 24)),
     );
   }
-  list.forEach((arrow, i) => parts.push(...drawArrow(arrow, i, x)));
+  list.forEach((arrow, i) => parts.push(...drawArrow(arrow, i, x, width - PAD)));
   return svg(
     "svg",
     {
@@ -139,35 +140,32 @@ export function renderRouteDiagram(turn, id, labelOf = (name) => name) {
   );
 }
 
-function drawArrow(arrow, i, x) {
+/** One arrow; its labels start at its left end and may run on to `right` (the diagram's edge). */
+function drawArrow(arrow, i, x, right) {
   const y = FIRST_Y + i * ROW;
   const x1 = x(arrow.from);
   const x2 = x(arrow.to);
   const group = svg("g", { class: i === 0 ? "rd-hop rd-hop--start" : "rd-hop", dataset: { hop: arrow.hop } });
-  const timing = [arrow.hop ? `hop ${arrow.hop}` : "", duration(arrow.ms), arrow.at ? clockTime(arrow.at) : ""]
-    .filter(Boolean)
-    .join(" · ");
+  const timing = [duration(arrow.ms), arrow.at ? clockTime(arrow.at) : ""].filter(Boolean).join(" · ");
+  const reason = arrow.hop ? `${arrow.hop}. ${arrow.reason}` : arrow.reason;
   if (x1 === x2) {
     // an agent that answered itself: a small loop on its lifeline
     group.append(
       svg("path", { class: "rd-arrow", d: `M${x1} ${y - 10} h36 v20 h-36` }),
       svg("path", { class: "rd-tip", d: `M${x1} ${y + 10} l${TIP} ${-TIP / 2} v${TIP} z` }),
-      svg("text", { class: "rd-reason", x: x1 + 42, y: y - 2 }, fit(arrow.reason, 100)),
-      svg("text", { class: "rd-time", x: x1 + 42, y: y + 13 }, timing),
+      svg("text", { class: "rd-reason", x: x1 + 42, y: y - 2 }, fit(reason, right - x1 - 42)),
+      svg("text", { class: "rd-time", x: x1 + 42, y: y + 15 }, fit(timing, right - x1 - 42, 7.4)),
     );
     return [group];
   }
   const dir = x2 > x1 ? 1 : -1;
-  const mid = (x1 + x2) / 2;
-  const span = Math.abs(x2 - x1);
+  const left = Math.min(x1, x2) + 6;
+  const room = right - left;
   group.append(
     svg("line", { class: "rd-arrow", x1, y1: y, x2: x2 - dir * TIP, y2: y }),
     svg("path", { class: "rd-tip", d: `M${x2} ${y} l${-dir * TIP * 1.4} ${-TIP / 1.6} v${TIP * 1.25} z` }),
-    svg("text", { class: "rd-reason", x: mid, y: y - 8, "text-anchor": "middle" },
-      svg("title", {}, arrow.reason), fit(arrow.reason, span - 8)),
+    svg("text", { class: "rd-reason", x: left, y: y - 8 }, svg("title", {}, arrow.reason), fit(reason, room)),
   );
-  if (timing) {
-    group.append(svg("text", { class: "rd-time", x: mid, y: y + 17, "text-anchor": "middle" }, fit(timing, span)));
-  }
+  if (timing) group.append(svg("text", { class: "rd-time", x: left, y: y + 18 }, fit(timing, room, 7.4)));
   return [group];
 }

@@ -2,7 +2,7 @@
 // interfaces, extensions; ranch's client-routing extension stands out).
 
 import { all, api, path } from "../api.js";
-import { focusHeading, h } from "../dom.js";
+import { focusHeading, h, replace } from "../dom.js";
 
 export const CLIENT_ROUTING = "https://ranch.woi.dev/extensions/client-routing/v1";
 
@@ -70,7 +70,8 @@ export async function agentPage(root, ctx) {
   }
   const card = await readCard(agent, ctx.signal);
   ctx.setTitle(agent.name || agent.id);
-  root.replaceChildren(
+  replace(
+    root,
     h("h1", { tabindex: "-1" }, agent.name || agent.id),
     h("p.lead", {}, card?.description || agent.description || ""),
     facts(agent, card),

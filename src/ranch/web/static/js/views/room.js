@@ -44,6 +44,7 @@ export async function roomPage(root, ctx) {
     all("/agents", { signal: ctx.signal }).catch(() => []),
     api(`/rooms/${encodeURIComponent(roomId)}/executions`, { signal: ctx.signal }).then(items).catch(() => []),
   ]);
+  status.remove();
   const view = new RoomView(root, ctx, room, participants, agents);
   for (const execution of [...executions].reverse()) view.setStatus(execution); // newest last wins
   const history = await all(`/rooms/${encodeURIComponent(roomId)}/events`, { since: 0, signal: ctx.signal });
