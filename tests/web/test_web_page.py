@@ -98,7 +98,9 @@ def topic() -> str:
     return f"topic{uuid.uuid4().hex[:8]}"
 
 
-def test_sign_in_open_the_demo_room_and_watch_the_team_answer_live(page: Page) -> None:
+def test_sign_in_open_the_demo_room_and_watch_the_team_answer_live(
+    page: Page, capsys: pytest.CaptureFixture[str]
+) -> None:
     sign_in(page)
     expect(page.get_by_role("heading", name="Rooms", exact=True)).to_be_visible()
     page.get_by_role("link", name="Helpdesk demo").click()
@@ -131,7 +133,8 @@ def test_sign_in_open_the_demo_room_and_watch_the_team_answer_live(page: Page) -
     shot = ARTIFACTS / "route.png"
     figure.screenshot(path=str(shot))
     assert shot.stat().st_size > 1000
-    print(f"\nroute diagram screenshot: {shot}")
+    with capsys.disabled():  # shown even when pytest captures output
+        print(f"\nroute diagram screenshot: {shot}")
 
 
 def test_a_refused_key_keeps_the_sign_in_form_and_the_key_lives_in_session_storage(page: Page) -> None:
