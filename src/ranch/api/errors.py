@@ -31,7 +31,7 @@ def body(code: str, message: str, field: str | None = None) -> dict[str, dict[st
 def status_of(exc: HubError) -> int:
     for kind in type(exc).__mro__:
         if kind in STATUS:
-            return STATUS[kind]  # type: ignore[index]
+            return STATUS[kind]
     return 400
 
 

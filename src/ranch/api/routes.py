@@ -225,7 +225,7 @@ async def delete_agent(request: Request, who: Principal, rt: RoomsRuntime) -> An
 
 async def list_rooms(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
     limit = int_param(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
-    rows, next_cursor = await rt.rooms.list(who, limit, request.query_params.get("cursor"))
+    rows, next_cursor = await rt.rooms.list_rooms(who, limit, request.query_params.get("cursor"))
     return page([views.room(row) for row in rows], next_cursor)
 
 

@@ -56,7 +56,10 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
 
 async def _read(websocket: WebSocket, runtime: RoomsRuntime, principal: Principal, watcher: Watcher) -> None:
     while True:
-        raw = await websocket.receive_text()
+        try:
+            raw = await websocket.receive_text()
+        except WebSocketDisconnect:
+            return
         try:
             reply = await _handle(runtime, principal, watcher, raw)
         except HubError as exc:

@@ -33,6 +33,7 @@ from ranch.hub.registry import Registry
 from ranch.hub.serving import ContextBuilder, RanchRequestHandler, call_context, explained, guard_agent
 from ranch.hub.store import SqlTaskStore
 from ranch.hub.tasks import TaskCore, fail_unfinished, owner_of
+from ranch.rooms.gateway import Gateway
 from ranch.rooms.runtime import RoomsRuntime
 from ranch.rooms.runtime import start as start_rooms
 from ranch.routing.team import Team
@@ -83,6 +84,10 @@ class Hub:
         return self._core
 
     @property
+    def gateway(self) -> Gateway | None:
+        return Gateway(self._rooms) if self._rooms is not None else None
+
+    @property
     def rooms(self) -> RoomsRuntime:
         if self._rooms is None:
             raise RuntimeError("the ranch app was not started (its lifespan did not run)")
@@ -122,7 +127,7 @@ class Hub:
 def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlette:
     """Every agent and team of `config` as an A2A server (JSON-RPC and HTTP+JSON)."""
     hub = Hub(config, settings or Settings())
-    handler = RanchRequestHandler(hub.registry, lambda: hub.core)
+    handler = RanchRequestHandler(hub.registry, lambda: hub.core, lambda: hub.gateway)
     legacy = JsonRpcDispatcher(handler, context_builder=ContextBuilder(), enable_v0_3_compat=True)
     sdk_endpoint = explained(legacy.handle_requests)
     lean = JsonRpcEndpoint(handler, call_context, sdk_endpoint)

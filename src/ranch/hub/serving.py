@@ -42,6 +42,7 @@ from a2a.utils.errors import (
     InternalError,
     InvalidParamsError,
     PushNotificationNotSupportedError,
+    TaskNotFoundError,
     UnsupportedOperationError,
 )
 from a2a.utils.task import apply_history_length, validate_history_length, validate_page_size
@@ -52,6 +53,7 @@ from ranch.agents.base import Agent, Call, Event
 from ranch.hub.registry import Registry
 from ranch.hub.tasks import TaskCore
 from ranch.ids import new_id
+from ranch.rooms.gateway import Gateway
 from ranch.wire.errors import error_body, http_status
 from ranch.wire.events import TERMINAL
 from ranch.wire.jsonrpc import unknown_method
@@ -107,9 +109,15 @@ async def answer_inline(agent: Agent, message: Message, call: Call) -> Message:
 class RanchRequestHandler(RequestHandler):
     """The SDK's handler interface, implemented over ranch's task core."""
 
-    def __init__(self, registry: Registry, core: Callable[[], TaskCore]) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        core: Callable[[], TaskCore],
+        gateway: Callable[[], Gateway | None] = lambda: None,
+    ) -> None:
         self.registry = registry
         self._core = core
+        self._gateway = gateway
 
     @property
     def core(self) -> TaskCore:
@@ -117,6 +125,10 @@ class RanchRequestHandler(RequestHandler):
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task | Message:
         agent, owner, message, call = await self._accept(params, context)
+        gateway = self._room_gateway(message)
+        if gateway is not None:
+            task = await gateway.send(agent.id, message, self._caller(context), agent.timeout)
+            return apply_history_length(task, params.configuration)
         if agent.replies_directly and not message.task_id:
             return await answer_inline(agent, message, call)
         run = await self.core.start(agent, message, call, owner)
@@ -133,6 +145,10 @@ class RanchRequestHandler(RequestHandler):
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
         agent, owner, message, call = await self._accept(params, context)
+        gateway = self._room_gateway(message)
+        if gateway is not None:
+            yield await gateway.send(agent.id, message, self._caller(context), agent.timeout)
+            return
         if agent.replies_directly and not message.task_id:
             yield await answer_inline(agent, message, call)
             return
@@ -141,7 +157,14 @@ class RanchRequestHandler(RequestHandler):
             yield event
 
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
-        task = await self.core.get(params.id, self._owner(context))
+        try:
+            task = await self.core.get(params.id, self._owner(context))
+        except TaskNotFoundError:
+            gateway = self._gateway()
+            if gateway is None or await gateway.find(params.id) is None:
+                raise
+            limit = params.history_length if params.HasField("history_length") else None
+            return await gateway.task(params.id, limit)
         return apply_history_length(task, params)
 
     async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
@@ -156,7 +179,13 @@ class RanchRequestHandler(RequestHandler):
         return page
 
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
-        return await self.core.cancel(params.id, self._owner(context))
+        try:
+            return await self.core.cancel(params.id, self._owner(context))
+        except TaskNotFoundError:
+            gateway = self._gateway()
+            if gateway is None or await gateway.find(params.id) is None:
+                raise
+            return await gateway.cancel(params.id)
 
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
@@ -231,6 +260,21 @@ class RanchRequestHandler(RequestHandler):
         activated = sorted(requested & supported)
         context.state[SCOPE_KEY]["activated"] = activated
         return agent, self._owner(context), message, Call(extensions=frozenset(activated))
+
+    def _room_gateway(self, message: Message) -> Gateway | None:
+        """The rooms gateway when the message's contextId is a room of this hub."""
+        if not message.context_id:
+            return None
+        gateway = self._gateway()
+        return gateway if gateway is not None and gateway.is_room(message.context_id) else None
+
+    @staticmethod
+    def _caller(context: ServerCallContext) -> str:
+        return (
+            context.user.user_name
+            if context.user.is_authenticated and context.user.user_name
+            else "a2a-client"
+        )
 
     def _owner(self, context: ServerCallContext) -> str:
         agent_id = context.state.get(AGENT_KEY, "")

@@ -195,7 +195,9 @@ def _build_checked(kind: str, spec: dict[str, Any], registry: Registry) -> Agent
         return build(kind, spec, registry)
     except ValidationError as exc:
         error = exc.errors()[0]
-        loc = [str(part) for part in error["loc"] if str(part) not in API_KINDS]
+        loc = [str(part) for part in error["loc"]]
+        if loc and loc[0] == kind:
+            loc = loc[1:]  # the union's tag
         raise InvalidInput(error["msg"], ".".join(loc) or None) from exc
     except RanchError as exc:
         raise InvalidInput(str(exc)) from exc

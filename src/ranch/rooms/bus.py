@@ -106,7 +106,17 @@ class Bus:
         self._watchers.add(watcher)
         return watcher
 
+    def follow(self, watcher: Watcher, room: str) -> None:
+        """Live events of `room` from now on, without a replay (call inside a transaction)."""
+        watcher.rooms.setdefault(room, 0)
+
     def unwatch(self, watcher: Watcher) -> None:
+        """The watcher's owner is done with it."""
+        self._evict(watcher)
+        watcher.receive.close()
+
+    def _evict(self, watcher: Watcher) -> None:
+        """No more frames; its reader drains what is queued, then sees the end."""
         self._watchers.discard(watcher)
         watcher.closed = True
         watcher.send.close()
@@ -161,7 +171,7 @@ class Bus:
             watcher.send.send_nowait(payload)
             return True
         except anyio.WouldBlock:  # too slow: close it; it reconnects with its cursor
-            self.unwatch(watcher)
+            self._evict(watcher)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             self._watchers.discard(watcher)
         return False

@@ -64,6 +64,7 @@ async def start(
         failed = await agents.load_registered(session, registry)
     for agent_id in failed:
         logger.warning("registered agent %s could not be built; it is not served", agent_id)
+    await rooms.load_known()
     if demo:
         await _demo_room(sessions, rooms, config, announce)
     async with sessions() as session:

@@ -38,6 +38,12 @@ class Rooms:
     def __init__(self, bus: Bus, wake: Wake) -> None:
         self.bus = bus
         self.wake = wake
+        self.known: set[str] = set()
+        """Room ids, for the A2A gateway's check of each contextId without a query (see load_known)."""
+
+    async def load_known(self) -> None:
+        async with self.bus.sessions() as session:
+            self.known = set((await session.scalars(select(Room.id))).all())
 
     # -- rooms ---------------------------------------------------------------------------------
 
@@ -65,6 +71,7 @@ class Rooms:
             )
             tx.session.add(room)
             await tx.session.flush()
+            tx.after.append(lambda: self.known.add(room.id))
             if principal is not SYSTEM:
                 await self._join(tx, room, principal.kind, principal.id, "owner", principal)
             for index, entry in enumerate(participants):
@@ -78,7 +85,7 @@ class Rooms:
         async with self.bus.sessions() as session:
             return await visible_room(session, principal, room_id)
 
-    async def list(
+    async def list_rooms(
         self, principal: Principal, limit: int, after: str | None
     ) -> tuple[list[Room], str | None]:
         async with self.bus.sessions() as session:
@@ -289,7 +296,7 @@ class Rooms:
         }
         targets = [name for name in names if name in agents and name != message.sender_id]
         if not targets and message.sender_kind == "user" and room.default_agent in agents:
-            targets = [room.default_agent]  # type: ignore[list-item]
+            targets = [room.default_agent]
         if not targets:
             return
         if chain >= MAX_AGENT_CHAIN:
