@@ -65,6 +65,14 @@ export async function roomPage(root, ctx) {
   };
 }
 
+function safeParse(text) {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
+}
+
 function items(data) {
   return Array.isArray(data) ? data : data?.items ?? [];
 }
@@ -280,30 +288,34 @@ class RoomView {
       { class: classes.join(" "), dataset: { id: message.id, cursor: message.cursor ?? "", sender: sender.id ?? "" } },
       this.head(sender, message),
       h("p.msg-text", {}, this.withMentions(message.text ?? "")),
+      this.hopNote(message),
     );
   }
 
   head(sender, message) {
-    const who = sender.kind === "agent" || sender.kind === "team"
-      ? h("a.msg-who", { href: path.agent(sender.id) }, this.nameOf(sender))
-      : h("span.msg-who", {}, this.nameOf(sender));
+    // names and mentions in the log are text, not links: the log stays one stop for the Tab key
+    // (each agent's page is a link in the Agents list beside it)
     const note = { thought: "thinking", error: "error", task: "task" }[message.type];
     return h(
       "p.msg-head",
       {},
-      who,
+      h("span.msg-who", {}, this.nameOf(sender)),
       sender.kind === "team" ? h("span.badge", {}, "team") : null,
       note ? h("span.badge", { class: `badge badge--${message.type}` }, note) : null,
       timeEl(message.created_at),
     );
   }
 
+  /** A team member's reply says where the Router sent it next. */
+  hopNote(message) {
+    const hop = message.metadata?.["ranch.hop"];
+    if (!hop?.recipient) return null;
+    const to = hop.recipient === "sender" ? hop.sender : hop.recipient;
+    return h("p.msg-hop", {}, `→ ${to}`, hop.reason ? ` · ${hop.reason}` : "");
+  }
+
   withMentions(text) {
-    return text.split(MENTION).map((part, i) => {
-      if (i % 2 === 0) return part;
-      const id = part.slice(1).toLowerCase();
-      return this.agents.has(id) ? h("a.mention", { href: path.agent(id) }, part) : h("span.mention", {}, part);
-    });
+    return text.split(MENTION).map((part, i) => (i % 2 === 0 ? part : h("span.mention", {}, part)));
   }
 
   /** Tool calls and results fold into one collapsed group per run of them. */
@@ -328,15 +340,18 @@ class RoomView {
 
   toolStep(message) {
     const meta = message.metadata ?? {};
-    const name = meta.tool ?? meta.name ?? meta.tool_name ?? "";
+    const data = meta.data ?? meta;
+    const name = data.name ?? data.tool ?? data.tool_name ?? "";
     const label = message.type === "tool_call" ? "Call" : "Result";
-    const detail = Object.keys(meta).length ? JSON.stringify(meta, null, 2) : "";
+    const detail = Object.keys(data).length ? JSON.stringify(data, null, 2) : "";
+    const text = message.text ?? "";
+    const same = detail && text.trim() && JSON.stringify(safeParse(text), null, 2) === detail;
     return h(
       "li",
       { class: `tool-step tool-step--${message.type}`, dataset: { id: message.id } },
       h("p.msg-head", {}, h("span.badge", {}, label), name ? h("code", {}, name) : null, timeEl(message.created_at)),
-      message.text ? h("pre", {}, message.text) : null,
-      detail ? h("pre.muted", {}, detail) : null,
+      text ? h("pre", {}, text) : null,
+      detail && !same ? h("pre.muted", {}, detail) : null,
     );
   }
 
