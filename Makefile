@@ -20,11 +20,11 @@ install: $(STAMP) browser  ## create .venv and install ranch with its dev tools
 # The browser tests drive Debian's chromium; Playwright's own browser download is never used.
 CHROMIUM := /usr/bin/chromium
 
-browser:  ## install chromium for the browser tests (apt-get, only when $(CHROMIUM) is missing)
+browser:  ## install chromium for the browser tests (apt-get, only when /usr/bin/chromium is missing)
 	@test -x $(CHROMIUM) || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 	@test -x $(CHROMIUM) || { echo "chromium is still missing at $(CHROMIUM)"; exit 1; }
 
-serve: $(STAMP)  ## run the built-in demo team on http://127.0.0.1:8000
+serve: $(STAMP)  ## run the built-in demo team on http://127.0.0.1:8000 (the page: key rk_demo)
 	$(BIN)/ranch serve
 
 test: $(STAMP) browser  ## the whole suite: ruff, mypy --strict, then pytest
