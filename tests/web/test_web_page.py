@@ -317,6 +317,25 @@ def test_streamed_text_tool_calls_and_failures_are_drawn_as_they_arrive(page: Pa
     expect(chip).to_contain_text("the model timed out")
 
 
+def test_a_key_the_websocket_refuses_ends_the_session(page: Page) -> None:
+    sockets: list[WebSocketRoute] = []
+
+    def through(ws: WebSocketRoute) -> None:
+        ws.connect_to_server()
+        sockets.append(ws)
+
+    page.route_web_socket(re.compile(r"/api/v1/ws"), through)
+    sign_in(page, at="/rooms/demo")
+    expect(page.locator("#live-status")).to_have_text("Live")
+    error = {"code": "unauthenticated", "message": "this key was revoked", "field": None}
+    sockets[-1].send(json.dumps({"type": "error", "error": error}))
+    expect(page.get_by_role("alert")).to_have_text("The hub no longer accepts this key. Sign in again.")
+    assert page.evaluate("sessionStorage.length") == 0
+    page.get_by_label("API key").fill(DEMO_KEY)
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(re.compile(r"/rooms/demo$"))  # back where the session ended
+
+
 def assert_no_horizontal_scroll(page: Page) -> None:
     widths = page.evaluate("[document.documentElement.scrollWidth, document.documentElement.clientWidth]")
     assert widths[0] <= widths[1], f"the page scrolls sideways at {widths[1]} px: {widths[0]} px wide"

@@ -34,6 +34,11 @@ export function onUnauthenticated(listener) {
   listeners.add(listener);
 }
 
+/** Tell the listeners the stored key was refused (the WebSocket learns it in an error frame). */
+export function refused(error) {
+  for (const listener of listeners) listener(error);
+}
+
 export async function api(path, { method = "GET", body, key = session.key, signal } = {}) {
   const headers = { Accept: "application/json" };
   if (key) headers["X-API-Key"] = key;
@@ -54,7 +59,7 @@ export async function api(path, { method = "GET", body, key = session.key, signa
   if (!response.ok) {
     const error = new ApiError(response.status, data);
     // a stored key that stops working ends the session; a key being tried at sign-in does not
-    if (response.status === 401 && key === session.key) for (const listener of listeners) listener(error);
+    if (response.status === 401 && key === session.key) refused(error);
     throw error;
   }
   return data;

@@ -1,5 +1,8 @@
 // The hub's WebSocket (/api/v1/ws): subscribe to rooms, and on any close reconnect and
 // subscribe again from the last cursor seen, so nothing is missed and nothing is shown twice.
+// A refused key ends the session instead.
+
+import { ApiError, refused } from "./api.js";
 
 const FIRST_RETRY_MS = 500;
 const MAX_RETRY_MS = 8000;
@@ -59,6 +62,11 @@ export class LiveSocket {
       return;
     }
     if (frame.type === "error") {
+      if (frame.error?.code === "unauthenticated") {
+        this.close();
+        refused(new ApiError(401, frame));
+        return;
+      }
       this.onState("error", frame.error?.message ?? "the hub refused a request");
       return;
     }

@@ -27,6 +27,7 @@ const liveStatus = document.getElementById("live-status");
 let me = null;
 let current = null; // {controller, cleanup}
 let notice = "";
+let returnTo = "/"; // where a refused session goes back to after signing in again
 
 export function navigate(to, { replace = false } = {}) {
   if (replace) history.replaceState(null, "", to);
@@ -104,7 +105,7 @@ async function render() {
   if (!session.key) {
     me = null;
     showSession();
-    const next = path === "/signin" ? "/" : path + location.search;
+    const next = path === "/signin" ? returnTo : path + location.search;
     return mount(signInPage, [], { next, notice: takeNotice() });
   }
   if (!me) {
@@ -138,7 +139,8 @@ function notFound(root, ctx) {
   focusHeading(root);
 }
 
-function signOut(message = "") {
+function signOut(message = "", { comeBack = false } = {}) {
+  returnTo = comeBack ? location.pathname + location.search : "/";
   current?.controller.abort();
   current?.cleanup?.();
   current = null;
@@ -148,7 +150,7 @@ function signOut(message = "") {
   navigate("/signin");
 }
 
-onUnauthenticated(() => signOut("The hub no longer accepts this key. Sign in again."));
+onUnauthenticated(() => signOut("The hub no longer accepts this key. Sign in again.", { comeBack: true }));
 document.getElementById("sign-out").addEventListener("click", () => signOut("You are signed out."));
 
 // Same-origin links to the page's own paths change the view without a reload.
