@@ -43,11 +43,17 @@ from ranch.routing import extension
 
 RECEIVED: defaultdict[str, list[Message]] = defaultdict(list)
 CALLS: defaultdict[str, list[Call]] = defaultdict(list)
+BUSY: defaultdict[str, int] = defaultdict(int)
+"""Runs in progress, per agent id and per `agent id/context id`."""
+PEAK: defaultdict[str, int] = defaultdict(int)
+"""The most runs that were ever in progress at once, with the same keys as BUSY."""
 
 
 def reset() -> None:
     RECEIVED.clear()
     CALLS.clear()
+    BUSY.clear()
+    PEAK.clear()
 
 
 def metadata_of(message: Message) -> dict[str, Any]:
@@ -70,8 +76,16 @@ class Probe:
         CALLS[self.name].append(call)
         self.count += 1
         opts = self.options
-        if opts.get("sleep"):
-            await anyio.sleep(float(opts["sleep"]))
+        keys = (self.name, f"{self.name}/{message.context_id}")
+        for key in keys:
+            BUSY[key] += 1
+            PEAK[key] = max(PEAK[key], BUSY[key])
+        try:
+            if opts.get("sleep"):
+                await anyio.sleep(float(opts["sleep"]))
+        finally:
+            for key in keys:
+                BUSY[key] -= 1
         if opts.get("fail"):
             raise RuntimeError(str(opts["fail"]))
         replies = opts.get("replies") or [opts.get("reply", f"{self.name} saw: {{text}}")]

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from servers import ServerProcess, free_port
@@ -33,6 +35,38 @@ def test_serve_prints_what_it_serves_and_how_to_try_it(demo: ServerProcess) -> N
     assert "ranch is serving the built-in demo" in output
     assert f"{demo.url}/a2a/agents/helpdesk" in output
     assert 'try: ranch send helpdesk "find papers on quantum error correction"' in output
+
+
+def test_the_demo_room_answers_a_posted_message(demo: ServerProcess) -> None:
+    output = demo.output()
+    assert "demo room 'demo' is ready; sign in with the API key rk_demo" in output
+    assert "its API key (shown once): rk_" in output  # the bootstrap admin's key, printed once
+    assert "-H 'X-API-Key: rk_demo'" in output and f"{demo.url}/api/v1/rooms/demo/messages" in output
+    headers = {"X-API-Key": "rk_demo"}
+    messages = f"{demo.url}/api/v1/rooms/demo/messages"
+    posted = httpx.post(messages, json={"text": "@helpdesk find papers on A2A"}, headers=headers, timeout=10)
+    assert posted.status_code == 201, posted.text
+
+    def answered() -> list[str]:
+        items = httpx.get(
+            messages, params={"since": posted.json()["cursor"]}, headers=headers, timeout=10
+        ).json()
+        return [f"{m['sender']['id']}: {m['text']}" for m in items["items"]]
+
+    deadline = time.monotonic() + 15
+    while not any(line.startswith("triage: Here is what the team prepared") for line in answered()):
+        assert time.monotonic() < deadline, f"the demo team did not answer: {answered()}"
+        time.sleep(0.1)
+    assert [line.split(":")[0] for line in answered()] == ["triage", "researcher", "triage"]
+
+
+def test_db_upgrade_creates_the_schema_and_reports_it(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'fresh.db'}"
+    upgraded = ranch("db", "upgrade", "--db", url)
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert "empty -> 0001" in upgraded.stdout
+    current = ranch("db", "current", "--db", url)
+    assert "at 0001; up to date" in current.stdout
 
 
 def test_send_prints_the_reply_and_the_route(demo: ServerProcess) -> None:

@@ -14,13 +14,14 @@ import pytest
 from a2a.types import GetTaskRequest, TaskState
 from google.protobuf.json_format import MessageToDict
 
+import probes
 from conftest import sdk_client, send, user_message
 from hubkit import ADMIN_KEY, Api, Live, database_url, serve_hub, wait_until
 from peers import RunningPeer, running_peer
 
 __all__ = ["database_url"]  # the parametrized fixture, used by name
 
-CONFIG = """
+AGENTS = """
 agents:
   - id: triage
     kind: rules
@@ -35,9 +36,12 @@ agents:
   - id: greeter
     kind: rules
     rules: [{reply: "Hello from greeter: {text}"}]
+"""
+TEAMS = """
 teams:
   - {id: desk, name: Desk, members: [triage, researcher], default_agent: triage}
 """
+CONFIG = AGENTS + TEAMS
 
 
 @pytest.fixture
@@ -332,3 +336,34 @@ def test_bad_requests_get_clear_errors_naming_the_field(database_url: str, peer:
         refused = admin.call("POST", "/agents", {"id": "far", "kind": "remote", "url": peer.url})
         error(refused, 422, "unprocessable", "url")
         assert "allow-list" in refused.json()["error"]["message"]
+
+
+def test_agents_work_concurrently_across_rooms_and_in_order_within_one(tmp_path: Any) -> None:
+    pondering = """
+  - id: pondering
+    kind: python
+    entry: probes:Probe
+    options: {sleep: 0.4, reply: "thought about: {text}"}
+"""
+    config = AGENTS + pondering + TEAMS
+    with serve_hub(config, f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}") as hub:
+        admin = Api(hub.url, ADMIN_KEY)
+        rooms = [
+            admin.post("/rooms", {"title": name, "participants": [{"kind": "agent", "id": "pondering"}]})[
+                "id"
+            ]
+            for name in ("north", "south")
+        ]
+        for text in ("one", "two", "three"):
+            for room in rooms:
+                admin.post(f"/rooms/{room}/messages", {"text": f"@pondering {text}"})
+        for room in rooms:
+
+            def answered(room: str = room) -> bool:
+                return len(admin.messages(room)) == 6
+
+            wait_until(answered, what=f"three replies in {room}")
+            replies = [m["text"] for m in admin.messages(room) if m["sender"]["id"] == "pondering"]
+            assert replies == ["thought about: one", "thought about: two", "thought about: three"]
+            assert probes.PEAK[f"pondering/{room}"] == 1  # one message at a time within a room
+        assert probes.PEAK["pondering"] == 2  # the two rooms were served at the same time
