@@ -140,6 +140,8 @@ def test_sign_in_open_the_demo_room_and_watch_the_team_answer_live(
 def test_a_refused_key_keeps_the_sign_in_form_and_the_key_lives_in_session_storage(page: Page) -> None:
     sign_in(page, key="rk_not_a_key")
     expect(page.get_by_role("alert")).to_have_text("The hub did not accept this key.")
+    expect(page.get_by_role("button", name="Sign out")).to_be_hidden()
+    expect(page.get_by_role("navigation", name="Main")).to_be_hidden()
     expect(page.get_by_label("API key")).to_be_focused()
     assert page.evaluate("sessionStorage.length") == 0
 
@@ -151,6 +153,7 @@ def test_a_refused_key_keeps_the_sign_in_form_and_the_key_lives_in_session_stora
 
     page.get_by_role("button", name="Sign out").click()
     expect(page.get_by_label("API key")).to_be_visible()
+    expect(page.get_by_role("button", name="Sign out")).to_be_hidden()
     assert page.evaluate("sessionStorage.length") == 0
 
 
@@ -217,6 +220,9 @@ def test_an_agent_page_shows_its_card_skills_and_the_client_routing_extension(pa
     expect(routing).to_contain_text("Client routing")
     expect(routing).to_contain_text("https://ranch.woi.dev/extensions/client-routing/v1")
     expect(page.get_by_role("region", name="Capabilities")).to_contain_text("Streaming")
+
+    page.reload()  # a deep link, signed in: the same page again
+    expect(page.get_by_role("heading", name="Researcher", exact=True)).to_be_visible()
 
 
 def test_the_page_reconnects_with_its_last_cursor_and_misses_nothing(page: Page, hub: ServerProcess) -> None:
