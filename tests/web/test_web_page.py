@@ -266,8 +266,14 @@ def test_streamed_text_tool_calls_and_failures_are_drawn_as_they_arrive(page: Pa
     bubble = log.locator(".msg--streaming")
     expect(bubble).to_have_text(re.compile(f"Reading {subject}"))
     expect(bubble).to_have_attribute("aria-busy", "true")
-    send("message.delta", {"execution_id": execution, "agent": "researcher", "text": "and more"})
+    send(
+        "message.delta",
+        {"execution_id": execution, "agent": "researcher", "text": "and more", "append": True},
+    )
     expect(bubble.locator(".msg-text")).to_have_text(f"Reading {subject} and more")
+    whole = f"Reading {subject} and more, whole."
+    send("message.delta", {"execution_id": execution, "agent": "researcher", "text": whole, "append": False})
+    expect(bubble.locator(".msg-text")).to_have_text(whole)  # the whole answer replaces its pieces
 
     final = {
         "id": str(uuid.uuid4()),

@@ -369,7 +369,11 @@ class RoomView {
       this.streams.set(key, bubble);
       this.appendToLog(bubble);
     }
-    bubble.querySelector(".msg-text").append(data.text ?? "");
+    // as in A2A artifact updates: `append: false` starts the text over (e.g. the whole answer
+    // replacing its pieces); absent or true adds to it
+    const text = bubble.querySelector(".msg-text");
+    if (data.append === false) text.textContent = data.text ?? "";
+    else text.append(data.text ?? "");
     if (this.log.scrollHeight - this.log.scrollTop - this.log.clientHeight < 96) {
       this.log.scrollTop = this.log.scrollHeight;
     }
