@@ -198,6 +198,25 @@ def test_keyboard_only_mention_completion_and_enter_sends(page: Page) -> None:
     )
 
 
+def test_open_a_room_whose_default_agent_answers_unmentioned_messages(page: Page) -> None:
+    sign_in(page)
+    title = f"Echo {topic()}"
+    page.get_by_label("Title").fill(title)
+    page.get_by_label("Default agent").select_option("echo")
+    page.get_by_role("button", name="Open room").click()
+    expect(page.get_by_role("heading", name=title)).to_be_visible()
+    expect(page.locator("#live-status")).to_have_text("Live")
+
+    subject = topic()
+    page.get_by_label("Message", exact=True).fill(f"hello {subject}")
+    page.keyboard.press("Enter")
+    reply = page.get_by_role("log").locator(".msg--from-agent").filter(has_text=subject)
+    expect(reply.locator(".msg-who")).to_have_text("Echo")
+    expect(page.locator(".chip[data-agent=echo]")).to_have_attribute("data-status", "ready")
+    page.get_by_role("link", name="Rooms").click()
+    expect(page.get_by_role("link", name=title)).to_be_visible()
+
+
 def test_an_agent_page_shows_its_card_skills_and_the_client_routing_extension(page: Page) -> None:
     sign_in(page, at="/agents/helpdesk")
     expect(page.get_by_role("heading", name="Helpdesk", exact=True)).to_be_visible()
