@@ -40,7 +40,7 @@ export async function roomPage(root, ctx) {
     return undefined;
   }
   const [participants, agents, executions] = await Promise.all([
-    api(`/rooms/${encodeURIComponent(roomId)}/participants`, { signal: ctx.signal }).then(items).catch(() => []),
+    all(`/rooms/${encodeURIComponent(roomId)}/participants`, { signal: ctx.signal }).catch(() => []),
     all("/agents", { signal: ctx.signal }).catch(() => []),
     api(`/rooms/${encodeURIComponent(roomId)}/executions`, { signal: ctx.signal }).then(items).catch(() => []),
   ]);
