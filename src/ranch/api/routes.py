@@ -199,8 +199,9 @@ async def create_agent(request: Request, who: Principal, rt: RoomsRuntime) -> An
 
 
 async def get_agent(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
-    async with rt.sessions() as session:
+    async with rt.sessions() as session, session.begin():
         row = await usable_agent(session, who, request.path_params["agent_id"], "agent_id")
+        await agents.refresh_card(row, rt.registry)
     view = views.agent(row, base_url(request))
     view["card"] = row.card
     if row.id in rt.registry and row.card is None:

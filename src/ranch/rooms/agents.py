@@ -221,3 +221,18 @@ async def _fetch_card(agent: RemoteAgent) -> AgentCard:
 
 def is_team(agent: Agent) -> bool:
     return isinstance(agent, Team)
+
+
+async def refresh_card(row: AgentRecord, registry: Registry) -> None:
+    """Re-read a remote agent's card once its cached copy is older than `card_ttl`; keep the old one on failure."""
+    if row.kind != "remote" or row.id not in registry:
+        return
+    if row.card_fetched_at is not None and now() - row.card_fetched_at < row.card_ttl:
+        return
+    agent = registry.get(row.id)
+    if isinstance(agent, RemoteAgent):
+        try:
+            card = await agent.card()
+        except RanchError:
+            return
+        row.card, row.card_fetched_at = MessageToDict(card), now()
