@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help install serve test lint typecheck check bench clean
+.PHONY: help install browser serve test lint typecheck check bench clean
 
 help:  ## list the targets
 	@grep -E '^[a-z]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -15,12 +15,19 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-install: $(STAMP)  ## create .venv and install ranch with its dev tools
+install: $(STAMP) browser  ## create .venv and install ranch with its dev tools
 
-serve: $(STAMP)  ## run the built-in demo team on http://127.0.0.1:8000
+# The browser tests drive Debian's chromium; Playwright's own browser download is never used.
+CHROMIUM := /usr/bin/chromium
+
+browser:  ## install chromium for the browser tests (apt-get, only when /usr/bin/chromium is missing)
+	@test -x $(CHROMIUM) || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+	@test -x $(CHROMIUM) || { echo "chromium is still missing at $(CHROMIUM)"; exit 1; }
+
+serve: $(STAMP)  ## run the built-in demo team on http://127.0.0.1:8000 (the page: key rk_demo)
 	$(BIN)/ranch serve
 
-test: $(STAMP)  ## the whole suite: ruff, mypy --strict, then pytest
+test: $(STAMP) browser  ## the whole suite: ruff, mypy --strict, then pytest
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 	$(BIN)/pytest -q

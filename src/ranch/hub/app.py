@@ -39,6 +39,7 @@ from ranch.rooms.gateway import Gateway
 from ranch.rooms.runtime import RoomsRuntime
 from ranch.rooms.runtime import start as start_rooms
 from ranch.routing.team import Team
+from ranch.web import web_routes
 from ranch.wire.cards import AGENTS_PATH, agent_url, served_card
 from ranch.wire.client import ClientPool
 from ranch.wire.fastpath import FastPathApp
@@ -158,6 +159,7 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
             routes.append(Route(route.path, guard_agent(hub.registry, route.endpoint), methods=route.methods))
     routes.extend(api_routes())
     routes.extend(mcp_routes(hub))
+    routes.extend(web_routes())  # the browser page; last, so it never shadows /a2a or /api
     app = FastPathApp(
         endpoint=lean if hub.settings.jsonrpc == "lean" else sdk_endpoint,
         agents=hub.registry,

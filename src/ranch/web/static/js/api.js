@@ -1,0 +1,92 @@
+// The hub's REST API (docs/api.md): the key from sign-in goes in X-API-Key on every call.
+
+const KEY = "ranch.apiKey";
+const BASE = "/api/v1";
+
+/** The API key lives in sessionStorage: it ends with the tab, and other tabs never see it. */
+export const session = {
+  get key() {
+    return sessionStorage.getItem(KEY);
+  },
+  signIn(key) {
+    sessionStorage.setItem(KEY, key);
+  },
+  signOut() {
+    sessionStorage.removeItem(KEY);
+  },
+};
+
+/** An error answer: `{"error": {"code", "message", "field"}}` with its HTTP status. */
+export class ApiError extends Error {
+  constructor(status, body) {
+    const error = body?.error ?? {};
+    super(error.message || `the hub answered ${status}`);
+    this.status = status;
+    this.code = error.code ?? "unknown";
+    this.field = error.field ?? null;
+  }
+}
+
+const listeners = new Set();
+
+/** Called with the ApiError whenever the hub refuses the key (401), wherever the call came from. */
+export function onUnauthenticated(listener) {
+  listeners.add(listener);
+}
+
+/** Tell the listeners the stored key was refused (the WebSocket learns it in an error frame). */
+export function refused(error) {
+  for (const listener of listeners) listener(error);
+}
+
+export async function api(path, { method = "GET", body, key = session.key, signal } = {}) {
+  const headers = { Accept: "application/json" };
+  if (key) headers["X-API-Key"] = key;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const response = await fetch(`${BASE}${path}`, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+    signal,
+  });
+  if (response.status === 204) return null;
+  let data = null;
+  try {
+    data = await response.json();
+  } catch {
+    data = null;
+  }
+  if (!response.ok) {
+    const error = new ApiError(response.status, data);
+    // a stored key that stops working ends the session; a key being tried at sign-in does not
+    if (response.status === 401 && key === session.key) refused(error);
+    throw error;
+  }
+  return data;
+}
+
+/** Every page of a list: `cursor` paging, or `since` paging for room messages and events. */
+export async function all(path, { since = null, limit = 200, signal } = {}) {
+  const items = [];
+  let cursor = since;
+  for (let page = 0; page < 1000; page += 1) {
+    const params = new URLSearchParams({ limit: String(limit) });
+    if (cursor !== null && cursor !== undefined) params.set(since === null ? "cursor" : "since", cursor);
+    const sep = path.includes("?") ? "&" : "?";
+    const data = await api(`${path}${sep}${params}`, { signal });
+    const batch = data?.items ?? [];
+    items.push(...batch);
+    if (!data?.next_cursor || batch.length === 0) break;
+    if (since !== null && batch.length < limit) break;
+    cursor = data.next_cursor;
+  }
+  return items;
+}
+
+const ID = /^[a-z0-9][a-z0-9_-]*$/;
+
+export const path = {
+  room: (id) => `/rooms/${encodeURIComponent(id)}`,
+  agent: (id) => `/agents/${encodeURIComponent(id)}`,
+  isId: (id) => ID.test(id),
+};

@@ -1,0 +1,404 @@
+"""The page at `/`, end to end: a real `ranch serve` (the built-in demo) driven by Debian's chromium.
+
+Playwright drives `/usr/bin/chromium` headless (`make browser` installs it; Playwright's own
+browser download is never used). A missing chromium fails these tests; it never skips them.
+The route diagram of a team turn is saved as `tests/artifacts/route.png`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, ConsoleMessage, Page, WebSocketRoute, expect, sync_playwright
+
+from servers import ServerProcess, free_port
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = Path(__file__).parents[1] / "artifacts"
+DEMO_KEY = "rk_demo"
+TIMEOUT_MS = 10_000
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """`ranch serve` with no config: the demo team, the user `demo` (key rk_demo) and the room `demo`."""
+    port = free_port()
+    db = tmp_path_factory.mktemp("web") / "ranch.db"
+    command = [
+        sys.executable,
+        "-m",
+        "ranch",
+        "serve",
+        "--port",
+        str(port),
+        "--db",
+        f"sqlite+aiosqlite:///{db}",
+    ]
+    with ServerProcess(command, port, log_path=db.with_suffix(".log"), name="ranch-serve") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not CHROMIUM.exists():
+        pytest.fail(
+            f"{CHROMIUM} is missing: the browser tests drive Debian's chromium. "
+            "Run `make browser` (it runs `apt-get install -y chromium`).",
+            pytrace=False,
+        )
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True)
+        yield browser
+        browser.close()
+
+
+def unexpected(message: ConsoleMessage) -> bool:
+    """Console errors fail a test, except the browser's own note on a refused key (a 401 answer)."""
+    return message.type == "error" and "status of 401" not in message.text
+
+
+def open_page(browser: Browser, hub: ServerProcess, width: int = 1280, height: int = 900) -> Iterator[Page]:
+    context = browser.new_context(base_url=hub.url, viewport={"width": width, "height": height})
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(f"uncaught: {error}"))
+    page.on("console", lambda msg: errors.append(f"console: {msg.text}") if unexpected(msg) else None)
+    yield page
+    context.close()
+    assert errors == [], f"the page reported errors: {errors}"
+
+
+@pytest.fixture
+def page(browser: Browser, hub: ServerProcess) -> Iterator[Page]:
+    yield from open_page(browser, hub)
+
+
+@pytest.fixture
+def phone(browser: Browser, hub: ServerProcess) -> Iterator[Page]:
+    yield from open_page(browser, hub, width=390, height=844)
+
+
+def sign_in(page: Page, key: str = DEMO_KEY, at: str = "/") -> None:
+    page.goto(at)
+    page.get_by_label("API key").fill(key)
+    page.get_by_role("button", name="Sign in").click()
+
+
+def topic() -> str:
+    """A word no other test uses, so each test finds its own messages."""
+    return f"topic{uuid.uuid4().hex[:8]}"
+
+
+def test_sign_in_open_the_demo_room_and_watch_the_team_answer_live(
+    page: Page, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sign_in(page)
+    expect(page.get_by_role("heading", name="Rooms", exact=True)).to_be_visible()
+    page.get_by_role("link", name="Helpdesk demo").click()
+    expect(page).to_have_url(re.compile(r"/rooms/demo$"))
+    expect(page.get_by_role("heading", name="Helpdesk demo")).to_be_visible()
+    expect(page.locator("#live-status")).to_have_text("Live")
+    page.evaluate("window.sameDocument = true")  # gone if anything reloads the page
+
+    subject = topic()
+    composer = page.get_by_label("Message", exact=True)
+    composer.fill(f"@helpdesk find papers on {subject}")
+    page.get_by_role("button", name="Send").click()
+
+    log = page.get_by_role("log")
+    expect(log.locator(".msg--mine").filter(has_text=subject)).to_be_visible()
+    expect(
+        log.locator(".msg").filter(
+            has_text=f"Here is what the team prepared. Research notes on 'find papers on {subject}'"
+        )
+    ).to_be_visible()
+    figure = page.locator("figure.route").first
+    expect(figure.locator(".route-text")).to_have_text("user → triage → researcher → triage → user")
+    for reason in ("needs research", "findings ready", "specialist finished"):
+        expect(figure.locator(".rd-reason", has_text=reason)).to_be_visible()
+    expect(figure.locator(".rd-time").first).to_contain_text("ms")
+    expect(page.locator(".chip[data-agent=helpdesk]")).to_have_attribute("data-status", "ready")
+    assert page.evaluate("window.sameDocument") is True
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "route.png"
+    figure.screenshot(path=str(shot))
+    assert shot.stat().st_size > 1000
+    with capsys.disabled():  # shown even when pytest captures output
+        print(f"\nroute diagram screenshot: {shot}")
+
+
+def test_a_refused_key_keeps_the_sign_in_form_and_the_key_lives_in_session_storage(page: Page) -> None:
+    sign_in(page, key="rk_not_a_key")
+    expect(page.get_by_role("alert")).to_have_text("The hub did not accept this key.")
+    expect(page.get_by_role("button", name="Sign out")).to_be_hidden()
+    expect(page.get_by_role("navigation", name="Main")).to_be_hidden()
+    expect(page.get_by_label("API key")).to_be_focused()
+    assert page.evaluate("sessionStorage.length") == 0
+
+    page.get_by_label("API key").fill(DEMO_KEY)
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("heading", name="Rooms", exact=True)).to_be_visible()
+    assert page.evaluate("sessionStorage.getItem('ranch.apiKey')") == DEMO_KEY
+    assert page.evaluate("localStorage.length") == 0
+
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_label("API key")).to_be_visible()
+    expect(page.get_by_role("button", name="Sign out")).to_be_hidden()
+    assert page.evaluate("sessionStorage.length") == 0
+
+
+def test_keyboard_only_mention_completion_and_enter_sends(page: Page) -> None:
+    sign_in(page, at="/rooms/demo")  # a deep link survives the sign-in
+    expect(page.get_by_role("heading", name="Helpdesk demo")).to_be_visible()
+    expect(page.locator("#live-status")).to_have_text("Live")
+
+    for _ in range(40):
+        if page.evaluate("document.activeElement?.id") == "composer-input":
+            break
+        page.keyboard.press("Tab")
+    composer = page.get_by_label("Message", exact=True)
+    expect(composer).to_be_focused()
+    assert page.evaluate("getComputedStyle(document.activeElement).outlineStyle") != "none"
+
+    page.keyboard.type("@hel")
+    options = page.get_by_role("listbox", name="Mention suggestions").get_by_role("option")
+    expect(options).to_have_count(1)
+    expect(options.first).to_contain_text("@helpdesk")
+    expect(options.first).to_have_attribute("aria-selected", "true")
+    page.keyboard.press("Escape")
+    expect(page.get_by_role("listbox")).to_be_hidden()
+    page.keyboard.type("p")  # typing on reopens the list
+    expect(options.first).to_be_visible()
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("Tab")
+    expect(composer).to_have_value("@helpdesk ")
+    expect(composer).to_be_focused()
+
+    subject = topic()
+    page.keyboard.type(f"write a note about {subject}")
+    page.keyboard.press("Enter")
+    expect(composer).to_have_value("")
+    log = page.get_by_role("log")
+    expect(log.locator(".msg--mine").filter(has_text=subject).locator(".mention")).to_have_text("@helpdesk")
+    expect(
+        log.locator(".msg").filter(has_text=f"Draft: a short text for 'write a note about {subject}'").first
+    ).to_be_visible()
+    expect(page.locator("figure.route").first.locator(".route-text")).to_have_text(
+        "user → triage → writer → triage → user"
+    )
+
+
+def test_open_a_room_whose_default_agent_answers_unmentioned_messages(page: Page) -> None:
+    sign_in(page)
+    title = f"Echo {topic()}"
+    page.get_by_label("Title").fill(title)
+    page.get_by_label("Default agent").select_option("echo")
+    page.get_by_role("button", name="Open room").click()
+    expect(page.get_by_role("heading", name=title)).to_be_visible()
+    expect(page.locator("#live-status")).to_have_text("Live")
+
+    subject = topic()
+    page.get_by_label("Message", exact=True).fill(f"hello {subject}")
+    page.keyboard.press("Enter")
+    reply = page.get_by_role("log").locator(".msg--from-agent").filter(has_text=subject)
+    expect(reply.locator(".msg-who")).to_have_text("Echo")
+    expect(page.locator(".chip[data-agent=echo]")).to_have_attribute("data-status", "ready")
+    page.get_by_role("link", name="Rooms").click()
+    expect(page.get_by_role("link", name=title)).to_be_visible()
+
+
+def test_an_agent_page_shows_its_card_skills_and_the_client_routing_extension(page: Page) -> None:
+    sign_in(page, at="/agents/helpdesk")
+    expect(page.get_by_role("heading", name="Helpdesk", exact=True)).to_be_visible()
+    members = page.get_by_role("region", name="Members")
+    expect(members.get_by_role("link")).to_have_text(["@triage", "@researcher", "@writer"])
+    members.get_by_role("link", name="@researcher").click()
+
+    expect(page).to_have_url(re.compile(r"/agents/researcher$"))
+    expect(page.get_by_role("heading", name="Researcher", exact=True)).to_be_visible()
+    expect(page.get_by_text("Finds sources and summarises them", exact=True)).to_be_visible()
+    skills = page.get_by_role("region", name="Skills")
+    expect(skills.get_by_role("heading", name="research")).to_be_visible()
+    expect(skills.get_by_role("list", name="Tags").get_by_role("listitem")).to_have_text(
+        ["search", "summarize"]
+    )
+    interfaces = page.get_by_role("region", name="Interfaces").locator("tbody tr")
+    expect(interfaces).to_have_count(4)
+    expect(interfaces.first).to_contain_text("JSONRPC")
+    routing = page.locator(".extension--routing")
+    expect(routing).to_contain_text("Client routing")
+    expect(routing).to_contain_text("https://ranch.woi.dev/extensions/client-routing/v1")
+    expect(page.get_by_role("region", name="Capabilities")).to_contain_text("Streaming")
+
+    page.reload()  # a deep link, signed in: the same page again
+    expect(page.get_by_role("heading", name="Researcher", exact=True)).to_be_visible()
+
+
+def test_the_page_reconnects_with_its_last_cursor_and_misses_nothing(page: Page, hub: ServerProcess) -> None:
+    sign_in(page, at="/rooms/demo")
+    expect(page.locator("#live-status")).to_have_text("Live")
+    page.evaluate("window.ranchLive.ws.close()")  # as if the network dropped
+    expect(page.locator("#live-status")).to_have_text("Reconnecting…")
+
+    subject = topic()
+    with httpx.Client(base_url=hub.url, headers={"X-API-Key": DEMO_KEY}, trust_env=False) as client:
+        response = client.post("/api/v1/rooms/demo/messages", json={"text": f"posted while away: {subject}"})
+        assert response.status_code == 201, response.text
+
+    expect(page.locator("#live-status")).to_have_text("Live")
+    expect(page.get_by_role("log").locator(".msg").filter(has_text=subject)).to_have_count(1)
+
+
+def test_streamed_text_tool_calls_and_failures_are_drawn_as_they_arrive(page: Page) -> None:
+    """Frames the demo's rules agents never send, injected into the real WebSocket."""
+    sockets: list[WebSocketRoute] = []
+
+    def through(ws: WebSocketRoute) -> None:
+        ws.connect_to_server()
+        sockets.append(ws)
+
+    page.route_web_socket(re.compile(r"/api/v1/ws"), through)
+    sign_in(page, at="/rooms/demo")
+    expect(page.locator("#live-status")).to_have_text("Live")
+    ws = sockets[-1]
+    execution = str(uuid.uuid4())
+    subject = topic()
+
+    def send(kind: str, data: dict[str, Any], cursor: int | None = None) -> None:
+        frame: dict[str, Any] = {"type": kind, "room_id": "demo", "at": "2026-01-01T00:00:00Z", "data": data}
+        if cursor is not None:
+            frame["cursor"] = cursor
+        ws.send(json.dumps(frame))
+
+    log = page.get_by_role("log")
+    send("message.delta", {"execution_id": execution, "agent": "researcher", "text": f"Reading {subject} "})
+    bubble = log.locator(".msg--streaming")
+    expect(bubble).to_have_text(re.compile(f"Reading {subject}"))
+    expect(bubble).to_have_attribute("aria-busy", "true")
+    send(
+        "message.delta",
+        {"execution_id": execution, "agent": "researcher", "text": "and more", "append": True},
+    )
+    expect(bubble.locator(".msg-text")).to_have_text(f"Reading {subject} and more")
+    whole = f"Reading {subject} and more, whole."
+    send("message.delta", {"execution_id": execution, "agent": "researcher", "text": whole, "append": False})
+    expect(bubble.locator(".msg-text")).to_have_text(whole)  # the whole answer replaces its pieces
+
+    final = {
+        "id": str(uuid.uuid4()),
+        "cursor": 900_001,
+        "room_id": "demo",
+        "type": "text",
+        "sender": {"kind": "agent", "id": "researcher"},
+        "text": f"Reading {subject} and more, done.",
+        "mentions": [],
+        "metadata": {},
+        "thread_id": None,
+        "execution_id": execution,
+        "created_at": "2026-01-01T00:00:01Z",
+    }
+    send("message.created", final, cursor=10_000_001)
+    expect(log.locator(".msg--streaming")).to_have_count(0)
+    expect(log.locator(".msg").filter(has_text=subject)).to_have_count(1)
+
+    for n, kind in enumerate(("tool_call", "tool_result")):
+        tool = {
+            **final,
+            "id": str(uuid.uuid4()),
+            "type": kind,
+            "text": f"{kind} for {subject}",
+            "metadata": {"tool": "search"},
+        }
+        send("message.created", tool, cursor=10_000_002 + n)
+    group = log.locator(".tool-group").last
+    summary = group.locator("summary")
+    expect(summary).to_have_text("Researcher used tools · 2 steps")
+    expect(group.get_by_text(f"tool_result for {subject}")).to_be_hidden()
+    summary.focus()
+    page.keyboard.press("Enter")
+    expect(group.get_by_text(f"tool_result for {subject}")).to_be_visible()
+
+    send(
+        "execution.updated",
+        {
+            "id": str(uuid.uuid4()),
+            "room_id": "demo",
+            "agent_id": "writer",
+            "status": "failed",
+            "reason": "the model timed out",
+            "turns": 1,
+            "tool_calls": [],
+            "created_at": "2026-01-01T00:00:00Z",
+            "updated_at": "2026-01-01T00:00:02Z",
+        },
+        cursor=10_000_010,
+    )
+    chip = page.locator(".chip[data-agent=writer]")
+    expect(chip).to_have_attribute("data-status", "failed")
+    expect(chip).to_contain_text("the model timed out")
+
+
+def test_a_key_the_websocket_refuses_ends_the_session(page: Page) -> None:
+    sockets: list[WebSocketRoute] = []
+
+    def through(ws: WebSocketRoute) -> None:
+        ws.connect_to_server()
+        sockets.append(ws)
+
+    page.route_web_socket(re.compile(r"/api/v1/ws"), through)
+    sign_in(page, at="/rooms/demo")
+    expect(page.locator("#live-status")).to_have_text("Live")
+    error = {"code": "unauthenticated", "message": "this key was revoked", "field": None}
+    sockets[-1].send(json.dumps({"type": "error", "error": error}))
+    expect(page.get_by_role("alert")).to_have_text("The hub no longer accepts this key. Sign in again.")
+    assert page.evaluate("sessionStorage.length") == 0
+    page.get_by_label("API key").fill(DEMO_KEY)
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(re.compile(r"/rooms/demo$"))  # back where the session ended
+
+
+def assert_no_horizontal_scroll(page: Page) -> None:
+    widths = page.evaluate("[document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+    assert widths[0] <= widths[1], f"the page scrolls sideways at {widths[1]} px: {widths[0]} px wide"
+
+
+def test_at_a_phones_width_nothing_scrolls_sideways(phone: Page) -> None:
+    sign_in(phone)
+    expect(phone.get_by_role("heading", name="Rooms", exact=True)).to_be_visible()
+    assert_no_horizontal_scroll(phone)
+
+    phone.get_by_role("link", name="Helpdesk demo").click()
+    expect(phone.locator("#live-status")).to_have_text("Live")
+    subject = topic()
+    phone.get_by_label("Message", exact=True).fill(f"@helpdesk find papers on {subject}")
+    phone.get_by_role("button", name="Send").click()
+    expect(
+        phone.get_by_role("log")
+        .locator(".msg")
+        .filter(has_text=f"Research notes on 'find papers on {subject}'")
+        .first
+    ).to_be_visible()
+    expect(phone.locator("figure.route").first.locator(".route-text")).to_have_text(
+        "user → triage → researcher → triage → user"
+    )
+    send_box = phone.get_by_role("button", name="Send").bounding_box()
+    assert send_box is not None and send_box["x"] + send_box["width"] <= 390
+    diagram = phone.locator("figure.route svg").first.bounding_box()
+    assert diagram is not None and diagram["width"] <= 390
+    assert_no_horizontal_scroll(phone)
+
+    phone.set_viewport_size({"width": 360, "height": 740})
+    assert_no_horizontal_scroll(phone)
+    phone.goto("/agents/triage")
+    expect(phone.get_by_role("heading", name="Triage", exact=True)).to_be_visible()
+    assert_no_horizontal_scroll(phone)
