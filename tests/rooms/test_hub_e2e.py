@@ -130,8 +130,9 @@ def test_an_execution_is_an_a2a_task_and_the_gateway_posts_into_rooms(
         admin = Api(hub.url, ADMIN_KEY)
         room, _bob = make_room(admin, peer.url)
         admin.post(f"/rooms/{room}/messages", {"text": "@greeter one"})
+        wait_until(lambda: len(admin.messages(room)) == 2, what="the first greeter reply")
         admin.post(f"/rooms/{room}/messages", {"text": "@greeter two"})
-        wait_until(lambda: len(admin.messages(room)) == 4, what="both greeter replies")
+        wait_until(lambda: len(admin.messages(room)) == 4, what="the second greeter reply")
         execution = admin.executions(room)["greeter"]
         assert execution["status"] == "ready" and execution["turns"] == 2
 
