@@ -27,10 +27,13 @@ from starlette.routing import BaseRoute, Route
 
 from ranch import __version__
 from ranch.config import RanchConfig
+from ranch.hub.edge import limit_rate
 from ranch.hub.registry import Registry
 from ranch.hub.serving import ContextBuilder, RanchRequestHandler, call_context, explained, guard_agent
 from ranch.hub.store import SqlTaskStore
 from ranch.hub.tasks import TaskCore, fail_unfinished, owner_of
+from ranch.policy.limits import DEFAULT_MAX_MESSAGE_BYTES, Limits
+from ranch.policy.ratelimit import Rate, build_policy
 from ranch.routing.team import Team
 from ranch.wire.cards import AGENTS_PATH, agent_url, build_card
 from ranch.wire.client import ClientPool
@@ -52,6 +55,29 @@ class Settings:
     max_body_bytes: int = DEFAULT_MAX_BODY
     jsonrpc: Literal["lean", "sdk"] = "lean"
     """`sdk` serves A2A 1.0 JSON-RPC through the a2a-sdk's dispatcher too (slower; for comparison)."""
+    # -- policies (docs/policies.md) --
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    """Largest message a caller may send (its encoded size), on every binding."""
+    caller_rate: float | None = 50.0
+    """Requests per second per caller (user, else client address); None = unlimited."""
+    caller_burst: int = 100
+    agent_rate: float | None = 500.0
+    """Requests per second per served agent or team, all callers together; None = unlimited."""
+    agent_burst: int = 1000
+    redis_url: str | None = None
+    """Keep rate-limit buckets in Redis (shared by replicas) instead of in this process."""
+    allow_loopback_webhooks: bool = False
+    """Let push notifications go to loopback and private addresses (local development only)."""
+    debug: bool = False
+    """Full messages and timings in the logs (still scrubbed); details of internal errors."""
+
+    def limits(self) -> Limits:
+        return Limits(max_message_bytes=self.max_message_bytes)
+
+    def rates(self) -> tuple[Rate | None, Rate | None]:
+        caller = Rate(self.caller_rate, self.caller_burst) if self.caller_rate else None
+        agent = Rate(self.agent_rate, self.agent_burst) if self.agent_rate else None
+        return caller, agent
 
 
 class Hub:
@@ -61,6 +87,7 @@ class Hub:
         self.settings = settings
         self.pool = ClientPool()
         self.registry = Registry(config, self.pool)
+        self.rates = build_policy(*settings.rates(), redis_url=settings.redis_url)
         self._core: TaskCore | None = None
 
     @property
@@ -74,6 +101,7 @@ class Hub:
         async with AsyncExitStack() as stack:
             stack.push_async_callback(self.pool.aclose)
             stack.push_async_callback(self.registry.aclose)
+            stack.push_async_callback(self.rates.aclose)
             engine = create_async_engine(self.settings.database_url)
             stack.push_async_callback(engine.dispose)
             store = SqlTaskStore(engine, owner_resolver=owner_of)
@@ -93,11 +121,12 @@ class Hub:
 def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlette:
     """Every agent and team of `config` as an A2A server (JSON-RPC and HTTP+JSON)."""
     hub = Hub(config, settings or Settings())
-    handler = RanchRequestHandler(hub.registry, lambda: hub.core)
+    handler = RanchRequestHandler(hub.registry, lambda: hub.core, hub.settings.limits())
     legacy = JsonRpcDispatcher(handler, context_builder=ContextBuilder(), enable_v0_3_compat=True)
     sdk_endpoint = explained(legacy.handle_requests)
     lean = JsonRpcEndpoint(handler, call_context, sdk_endpoint)
-    rpc = guard_agent(hub.registry, lean if hub.settings.jsonrpc == "lean" else sdk_endpoint)
+    jsonrpc = limit_rate(hub.rates, lean if hub.settings.jsonrpc == "lean" else sdk_endpoint)
+    rpc = guard_agent(hub.registry, jsonrpc)
     card = guard_agent(hub.registry, _card(hub))  # an unknown id gets the same error as every binding
     routes: list[BaseRoute] = [
         Route("/healthz", _healthz, methods=["GET"]),
@@ -115,9 +144,10 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
     )
     for route in rest:
         if isinstance(route, Route):  # the SDK also mounts /{tenant}/...; ranch has no tenants in URLs
-            routes.append(Route(route.path, guard_agent(hub.registry, route.endpoint), methods=route.methods))
+            endpoint = limit_rate(hub.rates, route.endpoint)
+            routes.append(Route(route.path, guard_agent(hub.registry, endpoint), methods=route.methods))
     app = FastPathApp(
-        endpoint=lean if hub.settings.jsonrpc == "lean" else sdk_endpoint,
+        endpoint=jsonrpc,
         agents=hub.registry,
         max_body=hub.settings.max_body_bytes,
         routes=routes,

@@ -8,8 +8,8 @@ URL, negotiates extensions, and hands the message to `TaskCore`.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, Awaitable, Callable
-from contextlib import aclosing
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
+from contextlib import aclosing, contextmanager
 from typing import Any
 
 from a2a.auth.user import UnauthenticatedUser
@@ -38,7 +38,6 @@ from a2a.types import (
 )
 from a2a.utils.errors import (
     ExtendedAgentCardNotConfiguredError,
-    ExtensionSupportRequiredError,
     InternalError,
     InvalidParamsError,
     PushNotificationNotSupportedError,
@@ -49,10 +48,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ranch.agents.base import Agent, Call, Event
+from ranch.exceptions import AgentNotFound, ExtensionSupportRequired, RanchError
 from ranch.hub.registry import Registry
 from ranch.hub.tasks import TaskCore
 from ranch.ids import new_id
-from ranch.wire.errors import error_body, http_status
+from ranch.policy.limits import Limits, check_message
+from ranch.wire.errors import error_body, http_status_for, to_a2a
 from ranch.wire.events import TERMINAL
 from ranch.wire.jsonrpc import unknown_method
 from ranch.wire.middleware import SCOPE_KEY
@@ -107,9 +108,12 @@ async def answer_inline(agent: Agent, message: Message, call: Call) -> Message:
 class RanchRequestHandler(RequestHandler):
     """The SDK's handler interface, implemented over ranch's task core."""
 
-    def __init__(self, registry: Registry, core: Callable[[], TaskCore]) -> None:
+    def __init__(
+        self, registry: Registry, core: Callable[[], TaskCore], limits: Limits | None = None
+    ) -> None:
         self.registry = registry
         self._core = core
+        self.limits = limits or Limits()
 
     @property
     def core(self) -> TaskCore:
@@ -206,7 +210,8 @@ class RanchRequestHandler(RequestHandler):
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> tuple[Agent, str, Message, Call]:
         """Validate the message and negotiate extensions; errors name the field at fault."""
-        agent = self.registry.get(context.state.get(AGENT_KEY, ""))
+        with translated():
+            agent = self.registry.get(context.state.get(AGENT_KEY, ""))
         message = params.message
         if not params.HasField("message"):
             raise InvalidParamsError("params.message is required")
@@ -219,13 +224,12 @@ class RanchRequestHandler(RequestHandler):
         for index, part in enumerate(message.parts):
             if part.WhichOneof("content") is None:
                 raise InvalidParamsError(f"message.parts[{index}] has no content (text, raw, url or data)")
+        with translated():
+            check_message(message, self.limits)
         requested = frozenset(context.requested_extensions)
         missing = [uri for uri in agent.require_extensions if uri not in requested]
         if missing:
-            raise ExtensionSupportRequiredError(
-                f"agent '{agent.id}' requires extension(s) {', '.join(missing)}; "
-                "name them in the A2A-Extensions header"
-            )
+            raise to_a2a(ExtensionSupportRequired(agent.id, missing))
         info = await agent.info()
         supported = {ext.uri for ext in info.extensions} | set(agent.require_extensions)
         activated = sorted(requested & supported)
@@ -238,6 +242,15 @@ class RanchRequestHandler(RequestHandler):
         return f"{agent_id}/{user}"
 
 
+@contextmanager
+def translated() -> Iterator[None]:
+    """A ranch error raised inside the handler leaves it as the A2A error the table gives it."""
+    try:
+        yield
+    except RanchError as exc:
+        raise to_a2a(exc) from exc
+
+
 def guard_agent(registry: Registry, endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[..., Any]:
     """Answer an unknown agent id in the URL with a clear error, before the SDK's binding runs."""
 
@@ -245,13 +258,13 @@ def guard_agent(registry: Registry, endpoint: Callable[[Request], Awaitable[Resp
         agent_id = request.path_params.get("agent_id", "")
         if agent_id in registry:
             return await endpoint(request)
-        known = ", ".join(registry.ids()) or "none"
-        text = f"no agent or team '{agent_id}' is served here (known: {known})"
+        error = AgentNotFound(agent_id, registry.ids())
         request_id = None
         if request.method == "POST":
             request_id = _request_id(await request.body())
-        body = error_body(request.url.path, "agent_not_found", text, request_id)
-        return JSONResponse(body, status_code=http_status("agent_not_found"))
+        return JSONResponse(
+            error_body(request.url.path, error, request_id), status_code=http_status_for(error)
+        )
 
     return guarded
 
