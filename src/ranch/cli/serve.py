@@ -8,6 +8,7 @@ from typing import Any
 
 import uvicorn
 
+from ranch.cli import policy_flags
 from ranch.cli.demo import DEMO_PROMPT, DEMO_TEAM, demo_config
 from ranch.config import RanchConfig, load_config
 from ranch.hub.app import DEFAULT_DATABASE_URL, DEFAULT_MAX_BODY, Settings, create_app
@@ -30,12 +31,16 @@ def register(commands: Any) -> None:
     parser.add_argument(
         "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
     )
+    policy_flags.add_arguments(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.config) if args.config else demo_config()
-    app = create_app(config, Settings(database_url=args.db, max_body_bytes=args.max_body))
+    settings = Settings(
+        database_url=args.db, max_body_bytes=args.max_body, **policy_flags.settings_from(args)
+    )
+    app = create_app(config, settings)
     print(banner(config, f"http://{args.host}:{args.port}", demo=args.config is None, db=args.db), flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
