@@ -33,7 +33,9 @@ from ranch.hub.serving import ContextBuilder, RanchRequestHandler, call_context,
 from ranch.hub.store import SqlTaskStore
 from ranch.hub.tasks import TaskCore, fail_unfinished, owner_of
 from ranch.policy.limits import DEFAULT_MAX_MESSAGE_BYTES, Limits
+from ranch.policy.push import PushConfigStore, PushNotifier, PushSender, webhook_client
 from ranch.policy.ratelimit import Rate, build_policy
+from ranch.policy.ssrf import UrlGuard
 from ranch.routing.team import Team
 from ranch.wire.cards import AGENTS_PATH, agent_url, build_card
 from ranch.wire.client import ClientPool
@@ -88,6 +90,7 @@ class Hub:
         self.pool = ClientPool()
         self.registry = Registry(config, self.pool)
         self.rates = build_policy(*settings.rates(), redis_url=settings.redis_url)
+        self.guard = UrlGuard(allow_loopback=settings.allow_loopback_webhooks)
         self._core: TaskCore | None = None
 
     @property
@@ -109,8 +112,12 @@ class Hub:
             recovered = await fail_unfinished(store)
             if recovered:
                 logger.warning("marked %d task(s) left unfinished by a previous run as failed", recovered)
+            push_store = PushConfigStore(engine, owner_resolver=owner_of)
+            await push_store.initialize()
+            webhooks = await stack.enter_async_context(webhook_client())
             group = await stack.enter_async_context(anyio.create_task_group())
-            self._core = TaskCore(store, group)
+            push = PushNotifier(push_store, PushSender(webhooks, self.guard), group)
+            self._core = TaskCore(store, group, push)
             try:
                 yield
             finally:
@@ -121,7 +128,7 @@ class Hub:
 def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlette:
     """Every agent and team of `config` as an A2A server (JSON-RPC and HTTP+JSON)."""
     hub = Hub(config, settings or Settings())
-    handler = RanchRequestHandler(hub.registry, lambda: hub.core, hub.settings.limits())
+    handler = RanchRequestHandler(hub.registry, lambda: hub.core, hub.settings.limits(), hub.guard)
     legacy = JsonRpcDispatcher(handler, context_builder=ContextBuilder(), enable_v0_3_compat=True)
     sdk_endpoint = explained(legacy.handle_requests)
     lean = JsonRpcEndpoint(handler, call_context, sdk_endpoint)

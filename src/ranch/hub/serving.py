@@ -41,6 +41,7 @@ from a2a.utils.errors import (
     InternalError,
     InvalidParamsError,
     PushNotificationNotSupportedError,
+    TaskNotFoundError,
     UnsupportedOperationError,
 )
 from a2a.utils.task import apply_history_length, validate_history_length, validate_page_size
@@ -50,9 +51,11 @@ from starlette.responses import JSONResponse, Response
 from ranch.agents.base import Agent, Call, Event
 from ranch.exceptions import AgentNotFound, ExtensionSupportRequired, RanchError
 from ranch.hub.registry import Registry
-from ranch.hub.tasks import TaskCore
+from ranch.hub.tasks import TaskCore, owner_context
 from ranch.ids import new_id
 from ranch.policy.limits import Limits, check_message
+from ranch.policy.push import PushConfigStore, check_config
+from ranch.policy.ssrf import UrlGuard
 from ranch.wire.errors import error_body, http_status_for, to_a2a
 from ranch.wire.events import TERMINAL
 from ranch.wire.jsonrpc import unknown_method
@@ -109,11 +112,16 @@ class RanchRequestHandler(RequestHandler):
     """The SDK's handler interface, implemented over ranch's task core."""
 
     def __init__(
-        self, registry: Registry, core: Callable[[], TaskCore], limits: Limits | None = None
+        self,
+        registry: Registry,
+        core: Callable[[], TaskCore],
+        limits: Limits | None = None,
+        guard: UrlGuard | None = None,
     ) -> None:
         self.registry = registry
         self._core = core
         self.limits = limits or Limits()
+        self.guard = guard or UrlGuard()
 
     @property
     def core(self) -> TaskCore:
@@ -121,9 +129,10 @@ class RanchRequestHandler(RequestHandler):
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task | Message:
         agent, owner, message, call = await self._accept(params, context)
-        if agent.replies_directly and not message.task_id:
+        push = await self._inline_push_config(params)
+        if agent.replies_directly and not message.task_id and push is None:
             return await answer_inline(agent, message, call)
-        run = await self.core.start(agent, message, call, owner)
+        run = await self.core.start(agent, message, call, owner, push)
         if params.configuration.return_immediately:
             await run.first.wait()
         else:
@@ -137,10 +146,11 @@ class RanchRequestHandler(RequestHandler):
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
         agent, owner, message, call = await self._accept(params, context)
-        if agent.replies_directly and not message.task_id:
+        push = await self._inline_push_config(params)
+        if agent.replies_directly and not message.task_id and push is None:
             yield await answer_inline(agent, message, call)
             return
-        run = await self.core.start(agent, message, call, owner)
+        run = await self.core.start(agent, message, call, owner, push)
         async for event in self.core.stream(run, run.subscribe()):
             yield event
 
@@ -182,22 +192,31 @@ class RanchRequestHandler(RequestHandler):
     async def on_create_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        raise PushNotificationNotSupportedError()
+        store, owner = await self._push_store(params.task_id, context)
+        await self._check_push_config(params)
+        with translated():
+            return await store.set_info(params.task_id, params, owner)
 
     async def on_get_task_push_notification_config(
         self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        raise PushNotificationNotSupportedError()
+        store, owner = await self._push_store(params.task_id, context)
+        for config in await store.get_info(params.task_id, owner):
+            if config.id == (params.id or params.task_id):
+                return config
+        raise TaskNotFoundError(f"task {params.task_id} has no push notification config '{params.id}'")
 
     async def on_list_task_push_notification_configs(
         self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
     ) -> ListTaskPushNotificationConfigsResponse:
-        raise PushNotificationNotSupportedError()
+        store, owner = await self._push_store(params.task_id, context)
+        return ListTaskPushNotificationConfigsResponse(configs=await store.get_info(params.task_id, owner))
 
     async def on_delete_task_push_notification_config(
         self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> None:
-        raise PushNotificationNotSupportedError()
+        store, owner = await self._push_store(params.task_id, context)
+        await store.delete_info(params.task_id, owner, params.id or None)
 
     async def on_get_extended_agent_card(
         self, params: GetExtendedAgentCardRequest, context: ServerCallContext
@@ -205,6 +224,34 @@ class RanchRequestHandler(RequestHandler):
         raise ExtendedAgentCardNotConfiguredError()
 
     # -- helpers ------------------------------------------------------------------------------
+
+    async def _push_store(
+        self, task_id: str, context: ServerCallContext
+    ) -> tuple[PushConfigStore, ServerCallContext]:
+        """The store and the owner's context, once the caller owns `task_id` (else TaskNotFound)."""
+        push = self.core.push
+        if push is None:
+            raise PushNotificationNotSupportedError()
+        if not task_id:
+            raise InvalidParamsError("taskId is required")
+        owner = self._owner(context)
+        await self.core.get(task_id, owner)
+        return push.store, owner_context(owner)
+
+    async def _check_push_config(self, config: TaskPushNotificationConfig) -> None:
+        with translated():
+            check_config(config)
+            await self.guard.check(config.url)
+
+    async def _inline_push_config(self, params: SendMessageRequest) -> TaskPushNotificationConfig | None:
+        """The push config sent with the message (configuration.taskPushNotificationConfig), checked."""
+        if not params.configuration.HasField("task_push_notification_config"):
+            return None
+        if self.core.push is None:
+            raise PushNotificationNotSupportedError()
+        config = params.configuration.task_push_notification_config
+        await self._check_push_config(config)
+        return config
 
     async def _accept(
         self, params: SendMessageRequest, context: ServerCallContext
