@@ -27,7 +27,7 @@ from starlette.routing import BaseRoute, Route
 
 from ranch import __version__
 from ranch.config import RanchConfig
-from ranch.hub.edge import limit_rate
+from ranch.hub.edge import limit_rate, trace_requests
 from ranch.hub.registry import Registry
 from ranch.hub.serving import ContextBuilder, RanchRequestHandler, call_context, explained, guard_agent
 from ranch.hub.store import SqlTaskStore
@@ -132,7 +132,10 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
     legacy = JsonRpcDispatcher(handler, context_builder=ContextBuilder(), enable_v0_3_compat=True)
     sdk_endpoint = explained(legacy.handle_requests)
     lean = JsonRpcEndpoint(handler, call_context, sdk_endpoint)
-    jsonrpc = limit_rate(hub.rates, lean if hub.settings.jsonrpc == "lean" else sdk_endpoint)
+    debug = hub.settings.debug
+    jsonrpc = trace_requests(
+        limit_rate(hub.rates, lean if hub.settings.jsonrpc == "lean" else sdk_endpoint), debug=debug
+    )
     rpc = guard_agent(hub.registry, jsonrpc)
     card = guard_agent(hub.registry, _card(hub))  # an unknown id gets the same error as every binding
     routes: list[BaseRoute] = [
@@ -151,7 +154,7 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
     )
     for route in rest:
         if isinstance(route, Route):  # the SDK also mounts /{tenant}/...; ranch has no tenants in URLs
-            endpoint = limit_rate(hub.rates, route.endpoint)
+            endpoint = trace_requests(limit_rate(hub.rates, route.endpoint), debug=debug)
             routes.append(Route(route.path, guard_agent(hub.registry, endpoint), methods=route.methods))
     app = FastPathApp(
         endpoint=jsonrpc,

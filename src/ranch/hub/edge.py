@@ -7,6 +7,8 @@ the one place both roads share.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Awaitable, Callable
 
 import orjson
@@ -14,10 +16,46 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ranch.exceptions import RateLimited
+from ranch.policy.logs import trace_id_from, traced
 from ranch.policy.ratelimit import RatePolicy
 from ranch.wire.errors import error_body, headers_for, http_status_for
 
 Endpoint = Callable[[Request], Awaitable[Response]]
+logger = logging.getLogger("ranch.requests")
+TRACE_HEADER = "X-Trace-Id"
+
+
+def trace_requests(endpoint: Endpoint, *, debug: bool) -> Endpoint:
+    """Serve each request under a trace id (from `traceparent`, else new), echoed in `X-Trace-Id`.
+
+    In debug mode, each request's full body and its answer and timing are logged (scrubbed, like
+    every record).
+    """
+
+    async def traced_endpoint(request: Request) -> Response:
+        with traced(trace_id_from(request.headers.get("traceparent"))) as trace_id:
+            if not debug:
+                response = await endpoint(request)
+            else:
+                response = await _logged(endpoint, request)
+        response.headers[TRACE_HEADER] = trace_id
+        return response
+
+    return traced_endpoint
+
+
+async def _logged(endpoint: Endpoint, request: Request) -> Response:
+    body = await request.body()
+    logger.debug("%s %s %s", request.method, request.url.path, body.decode(errors="replace"))
+    started = time.perf_counter()
+    response = await endpoint(request)
+    elapsed = (time.perf_counter() - started) * 1000
+    sent = getattr(response, "body", b"")
+    shown = bytes(sent).decode(errors="replace") if sent else "(streamed)"
+    logger.debug(
+        "answered %s in %.2f ms: %s", response.status_code, elapsed, shown, extra={"duration_ms": elapsed}
+    )
+    return response
 
 
 def caller_of(request: Request) -> str:
