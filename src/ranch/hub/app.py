@@ -20,6 +20,7 @@ from a2a.server.routes import create_rest_routes
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from sqlalchemy.ext.asyncio import create_async_engine
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -39,6 +40,7 @@ from ranch.policy.ssrf import UrlGuard
 from ranch.routing.team import Team
 from ranch.wire.cards import AGENTS_PATH, agent_url, build_card
 from ranch.wire.client import ClientPool
+from ranch.wire.errors import http_error_body
 from ranch.wire.fastpath import FastPathApp
 from ranch.wire.jsonrpc import JsonRpcEndpoint
 from ranch.wire.middleware import ActivatedExtensions, BodyLimit
@@ -162,6 +164,7 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
         max_body=hub.settings.max_body_bytes,
         routes=routes,
         lifespan=hub.lifespan,
+        exception_handlers={HTTPException: _http_error},
         middleware=[
             Middleware(BodyLimit, max_bytes=hub.settings.max_body_bytes),
             Middleware(ActivatedExtensions),
@@ -169,6 +172,13 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
     )
     app.state.hub = hub
     return app
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """No route, or a method the route does not take: JSON in the A2A error shape, not plain text."""
+    assert isinstance(exc, HTTPException)
+    message = f"{request.method} {request.url.path}: {exc.detail}"
+    return JSONResponse(http_error_body(exc.status_code, message), exc.status_code, headers=exc.headers)
 
 
 async def _healthz(request: Request) -> Response:

@@ -200,3 +200,11 @@ def error_body(
     if is_jsonrpc(path):
         return jsonrpc_error_body(exc, request_id, debug=debug)
     return a2a_rest_error_body(exc, debug=debug)
+
+
+_HTTP_STATUS = {400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 405: "UNIMPLEMENTED", 413: "INVALID_ARGUMENT"}
+
+
+def http_error_body(status: int, message: str) -> dict[str, Any]:
+    """An HTTP-level error (no route, wrong method) in the A2A HTTP+JSON error shape."""
+    return {"error": {"code": status, "status": _HTTP_STATUS.get(status, "UNKNOWN"), "message": message}}
