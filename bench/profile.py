@@ -90,7 +90,8 @@ async def started(app: Any) -> None:
 async def main(count: int) -> None:
     database = tempfile.mktemp(suffix=".db", prefix="ranch-profile-")
     app = create_app(
-        parse_config("agents:\n  - {id: echo, kind: echo}\n"), Settings(f"sqlite+aiosqlite:///{database}")
+        parse_config("agents:\n  - {id: echo, kind: echo}\n"),
+        Settings(f"sqlite+aiosqlite:///{database}", caller_rate=None, agent_rate=None),
     )
     await started(app)
     reply = await request(app)

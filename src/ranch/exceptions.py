@@ -10,17 +10,24 @@
     - AgentUnavailable           connection refused, DNS failure, HTTP error
     - InvalidAgentReply          the answer was not valid A2A
   - AgentNotFound                a URL or config named an agent that does not exist
-  - HubError                     a REST/WebSocket request the hub refuses (api/errors.py maps each to HTTP)
-    - InvalidInput               a field has a wrong value or type (names the field)
-    - Unauthenticated            no key, or an unknown one
-    - Forbidden                  the caller may not do this in its organization
-    - NotFound                   no such thing, or another tenant's (never told apart)
+  - PolicyError                  a request broke one of the server's policies (docs/policies.md)
+    - InvalidInput               a field is missing, mistyped or malformed
+      - UnsafeUrl                an outbound URL (push webhook) points somewhere ranch will not call
+    - PayloadTooLarge            message content over `max_message_bytes`
+    - BodyTooLarge               request body over `max_body_bytes`
+    - RateLimited                the caller or the agent used up its token bucket
+    - Unauthorized               no or bad credentials
+    - Forbidden                  credentials fine, access not
+    - NotFound                   no such room, execution, delivery... or another tenant's (never told apart)
     - Conflict                   an id already taken, a closed room, a finished execution
     - Unprocessable              well-formed but refused (an unreadable remote card, a URL not allowed)
+    - SessionExpired             the session's TTL has passed
+  - ExtensionSupportRequired     an agent requires an extension the request did not name
   - ToolError                    a tool server (MCP) could not be reached or listed
 
-"You used ranch wrongly" (ConfigError, AgentNotFound) is kept apart from
-"a peer misbehaved" (AgentError).
+"You used ranch wrongly" (ConfigError, AgentNotFound, PolicyError) is kept apart from
+"a peer misbehaved" (AgentError). wire/errors.py maps each to one JSON-RPC code and
+one HTTP status, the same on every binding (docs/errors.md).
 """
 
 from __future__ import annotations
@@ -90,41 +97,97 @@ class AgentNotFound(RanchError):
 
     def __init__(self, agent: str, known: list[str]) -> None:
         self.agent, self.known = agent, known
-        super().__init__(f"no agent or team '{agent}' here (known: {', '.join(sorted(known)) or 'none'})")
+        super().__init__(
+            f"no agent or team '{agent}' is served here (known: {', '.join(sorted(known)) or 'none'})"
+        )
 
 
-class HubError(RanchError):
-    """A hub request refused; `field` names the input at fault, when one is."""
+class PolicyError(RanchError):
+    """A request broke one of the server's policies; `field` names the part at fault, if any."""
 
-    code = "invalid_request"
+    field: str | None = None
+
+    def __init__(self, message: str = "", field: str | None = None) -> None:
+        if field is not None:
+            self.field = field
+        super().__init__(message)
+
+
+class InvalidInput(PolicyError):
+    """A field is missing, has the wrong type, or is malformed."""
 
     def __init__(self, message: str, field: str | None = None) -> None:
         self.field = field
         super().__init__(message)
 
 
-class InvalidInput(HubError):
-    code = "invalid_request"
+class UnsafeUrl(InvalidInput):
+    """An outbound URL resolves to an address ranch refuses to call (loopback, private, metadata ...)."""
+
+    def __init__(self, url: str, reason: str, field: str | None = "url") -> None:
+        self.url, self.reason = url, reason
+        super().__init__(f"refusing to call {url}: {reason}", field)
 
 
-class Unauthenticated(HubError):
-    code = "unauthenticated"
+class PayloadTooLarge(PolicyError):
+    """Message content larger than the configured limit."""
+
+    def __init__(self, size: int, limit: int, field: str | None = "message") -> None:
+        self.size, self.limit, self.field = size, limit, field
+        super().__init__(
+            f"{field} has {size} bytes of content; the limit is {limit} bytes (max_message_bytes)"
+        )
 
 
-class Forbidden(HubError):
-    code = "forbidden"
+class BodyTooLarge(PolicyError):
+    """A request body larger than the configured limit."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        self.size, self.limit = size, limit
+        super().__init__(f"request body of {size} bytes exceeds the limit of {limit} bytes")
 
 
-class NotFound(HubError):
-    code = "not_found"
+class RateLimited(PolicyError):
+    """A token bucket is empty; `retry_after` is how long until one token is back, in seconds."""
+
+    def __init__(self, key: str, retry_after: float) -> None:
+        self.key, self.retry_after = key, retry_after
+        super().__init__(f"rate limit reached for {key}; retry after {retry_after:.3g}s")
 
 
-class Conflict(HubError):
-    code = "conflict"
+class Unauthorized(PolicyError):
+    """No credentials, or credentials that are not valid."""
 
 
-class Unprocessable(HubError):
-    code = "unprocessable"
+class Forbidden(PolicyError):
+    """Valid credentials that do not grant access to this resource."""
+
+
+class NotFound(PolicyError):
+    """Nothing with this id that the caller may see (another tenant's things look absent)."""
+
+
+class Conflict(PolicyError):
+    """The request clashes with the current state: an id taken, a room closed, an execution ended."""
+
+
+class Unprocessable(PolicyError):
+    """Well-formed but refused: a remote agent whose card cannot be read, a URL not allowed."""
+
+
+class SessionExpired(PolicyError):
+    """The session's time to live has passed; start a new one."""
+
+
+class ExtensionSupportRequired(RanchError):
+    """An agent requires extensions the request did not name in `A2A-Extensions`."""
+
+    def __init__(self, agent: str, missing: list[str]) -> None:
+        self.agent, self.missing = agent, missing
+        super().__init__(
+            f"agent '{agent}' requires extension(s) {', '.join(missing)}; "
+            "name them in the A2A-Extensions header"
+        )
 
 
 class ToolError(RanchError):

@@ -169,7 +169,7 @@ def test_an_execution_is_an_a2a_task_and_the_gateway_posts_into_rooms(
         canceled = admin.post(f"/executions/{execution['id']}/cancel", None, status=200)
         assert canceled["status"] == "canceled"
         again = admin.call("POST", f"/executions/{execution['id']}/cancel")
-        assert again.status_code == 409 and again.json()["error"]["code"] == "conflict"
+        assert again.status_code == 409 and again.json()["error"]["code"] == "CONFLICT"
         admin.post(f"/rooms/{room}/messages", {"text": "@greeter four"})
         wait_until(lambda: admin.executions(room)["greeter"]["status"] == "ready", what="a new execution")
         assert admin.executions(room)["greeter"]["id"] != execution["id"]
@@ -206,14 +206,14 @@ def test_tenants_never_see_each_other(database_url: str, peer: RunningPeer) -> N
         ]:
             response = other.call(method, path, body)
             assert response.status_code == 404, (method, path, response.text)
-            assert response.json()["error"]["code"] == "not_found"
+            assert response.json()["error"]["code"] == "NOT_FOUND"
         assert other.get("/rooms")["items"] == []
         assert "peer" not in {a["id"] for a in other.get("/agents")["items"]}  # org-private
         assert "greeter" in {a["id"] for a in other.get("/agents")["items"]}  # config agents are global
         live = Live(hub.url, acme["owner"]["api_key"])
         live.send({"type": "subscribe", "rooms": [room], "cursor": 0})
         frame = live.recv()
-        assert frame["type"] == "error" and frame["error"]["code"] == "not_found"
+        assert frame["type"] == "error" and frame["error"]["code"] == "NOT_FOUND"
         live.close()
 
 
@@ -299,43 +299,43 @@ def test_bad_requests_get_clear_errors_naming_the_field(database_url: str, peer:
             assert response.json()["error"]["field"] == field
             assert response.json()["error"]["message"]
 
-        error(anonymous.call("GET", "/rooms"), 401, "unauthenticated", None)
-        error(Api(hub.url, "rk_wrong").call("GET", "/rooms"), 401, "unauthenticated", None)
-        error(admin.call("POST", f"/rooms/{room}/messages", {"text": 5}), 400, "invalid_request", "text")
-        error(admin.call("POST", f"/rooms/{room}/messages", {"text": "  "}), 400, "invalid_request", "text")
+        error(anonymous.call("GET", "/rooms"), 401, "UNAUTHENTICATED", None)
+        error(Api(hub.url, "rk_wrong").call("GET", "/rooms"), 401, "UNAUTHENTICATED", None)
+        error(admin.call("POST", f"/rooms/{room}/messages", {"text": 5}), 400, "INVALID_PARAMS", "text")
+        error(admin.call("POST", f"/rooms/{room}/messages", {"text": "  "}), 400, "INVALID_PARAMS", "text")
         error(
             admin.call("POST", f"/rooms/{room}/messages", {"text": "x", "type": "task"}),
             400,
-            "invalid_request",
+            "INVALID_PARAMS",
             "type",
         )
         raw = admin.raw("POST", f"/rooms/{room}/messages", b"{not json")
-        error(raw, 400, "invalid_request", "body")
-        error(admin.call("GET", "/rooms/nope"), 404, "not_found", "room_id")
-        error(admin.call("GET", f"/rooms/{room}/messages", limit=0), 400, "invalid_request", "limit")
-        error(bob.call("POST", "/users", {"name": "Eve"}), 403, "forbidden", None)
+        error(raw, 400, "INVALID_PARAMS", "body")
+        error(admin.call("GET", "/rooms/nope"), 404, "NOT_FOUND", "room_id")
+        error(admin.call("GET", f"/rooms/{room}/messages", limit=0), 400, "INVALID_PARAMS", "limit")
+        error(bob.call("POST", "/users", {"name": "Eve"}), 403, "PERMISSION_DENIED", None)
         error(
             admin.call("POST", "/rooms", {"title": "x", "participants": [{"kind": "agent", "id": "ghost"}]}),
             404,
-            "not_found",
+            "NOT_FOUND",
             "participants[0].id",
         )
-        error(admin.call("POST", "/agents", {"id": "Bad Id", "kind": "echo"}), 400, "invalid_request", "id")
-        error(admin.call("POST", "/agents", {"id": "pyx", "kind": "python"}), 400, "invalid_request", "kind")
-        error(admin.call("POST", "/agents", {"id": "greeter", "kind": "echo"}), 409, "conflict", "id")
+        error(admin.call("POST", "/agents", {"id": "Bad Id", "kind": "echo"}), 400, "INVALID_PARAMS", "id")
+        error(admin.call("POST", "/agents", {"id": "pyx", "kind": "python"}), 400, "INVALID_PARAMS", "kind")
+        error(admin.call("POST", "/agents", {"id": "greeter", "kind": "echo"}), 409, "CONFLICT", "id")
         error(
             admin.call("POST", "/agents", {"id": "r1", "kind": "rules", "rules": []}),
             400,
-            "invalid_request",
+            "INVALID_PARAMS",
             "rules",
         )
         unreachable = admin.call(
             "POST", "/agents", {"id": "gone", "kind": "remote", "url": "http://127.0.0.1:9/"}
         )
-        error(unreachable, 422, "unprocessable", "url")
+        error(unreachable, 422, "UNPROCESSABLE", "url")
         admin.call("PATCH", "/organizations/current", {"allowed_agent_urls": ["http://127.0.0.1:1/"]})
         refused = admin.call("POST", "/agents", {"id": "far", "kind": "remote", "url": peer.url})
-        error(refused, 422, "unprocessable", "url")
+        error(refused, 422, "UNPROCESSABLE", "url")
         assert "allow-list" in refused.json()["error"]["message"]
 
 

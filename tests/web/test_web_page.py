@@ -358,7 +358,7 @@ def test_a_key_the_websocket_refuses_ends_the_session(page: Page) -> None:
     page.route_web_socket(re.compile(r"/api/v1/ws"), through)
     sign_in(page, at="/rooms/demo")
     expect(page.locator("#live-status")).to_have_text("Live")
-    error = {"code": "unauthenticated", "message": "this key was revoked", "field": None}
+    error = {"code": "UNAUTHENTICATED", "message": "this key was revoked", "field": None}
     sockets[-1].send(json.dumps({"type": "error", "error": error}))
     expect(page.get_by_role("alert")).to_have_text("The hub no longer accepts this key. Sign in again.")
     assert page.evaluate("sessionStorage.length") == 0

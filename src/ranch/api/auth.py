@@ -7,7 +7,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from starlette.requests import HTTPConnection
 
 from ranch.db.models import AgentRecord, ApiKey, User
-from ranch.exceptions import Unauthenticated
+from ranch.exceptions import Unauthorized
 from ranch.rooms.access import Principal
 from ranch.rooms.keys import digest
 
@@ -28,19 +28,19 @@ def presented_key(connection: HTTPConnection) -> str | None:
 async def authenticate(connection: HTTPConnection, sessions: async_sessionmaker[AsyncSession]) -> Principal:
     key = presented_key(connection)
     if not key:
-        raise Unauthenticated("an API key is required (Authorization: Bearer <key> or X-API-Key)")
+        raise Unauthorized("an API key is required (Authorization: Bearer <key> or X-API-Key)")
     async with sessions() as session:
         row = await session.scalar(
             select(ApiKey).where(ApiKey.digest == digest(key), ApiKey.revoked.is_(False))
         )
         if row is None:
-            raise Unauthenticated("unknown or revoked API key")
+            raise Unauthorized("unknown or revoked API key")
         if row.owner_kind == "user":
             user = await session.get(User, row.owner_id)
             if user is None:
-                raise Unauthenticated("the key's user no longer exists")
+                raise Unauthorized("the key's user no longer exists")
             return Principal("user", user.id, user.org_id, user.name, user.role, user.is_superuser)
         agent = await session.get(AgentRecord, row.owner_id)
         if agent is None:
-            raise Unauthenticated("the key's agent no longer exists")
+            raise Unauthorized("the key's agent no longer exists")
         return Principal("agent", agent.id, row.org_id, agent.name)

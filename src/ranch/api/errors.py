@@ -1,40 +1,22 @@
-"""Hub errors as HTTP: one status per error class, one body shape."""
+"""Errors as REST and WebSocket answers, from the one table of wire/errors.py (docs/errors.md)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from starlette.responses import JSONResponse
 
-from ranch.exceptions import (
-    Conflict,
-    Forbidden,
-    HubError,
-    InvalidInput,
-    NotFound,
-    Unauthenticated,
-    Unprocessable,
-)
-
-STATUS: dict[type[HubError], int] = {
-    InvalidInput: 400,
-    Unauthenticated: 401,
-    Forbidden: 403,
-    NotFound: 404,
-    Conflict: 409,
-    Unprocessable: 422,
-}
+from ranch.exceptions import Unauthorized
+from ranch.wire.errors import headers_for, http_status_for, rest_error_body
 
 
-def body(code: str, message: str, field: str | None = None) -> dict[str, dict[str, str | None]]:
-    return {"error": {"code": code, "message": message, "field": field}}
+def body(exc: BaseException, *, debug: bool = False) -> dict[str, Any]:
+    """`{"error": {"code", "message", "field"}}`: `field` names the input at fault, or is null."""
+    return rest_error_body(exc, debug=debug)
 
 
-def status_of(exc: HubError) -> int:
-    for kind in type(exc).__mro__:
-        if kind in STATUS:
-            return STATUS[kind]
-    return 400
-
-
-def response(exc: HubError) -> JSONResponse:
-    headers = {"WWW-Authenticate": 'Bearer realm="ranch"'} if isinstance(exc, Unauthenticated) else None
-    return JSONResponse(body(exc.code, str(exc), exc.field), status_code=status_of(exc), headers=headers)
+def response(exc: BaseException, *, debug: bool = False) -> JSONResponse:
+    headers = headers_for(exc)
+    if isinstance(exc, Unauthorized):
+        headers["WWW-Authenticate"] = 'Bearer realm="ranch"'
+    return JSONResponse(body(exc, debug=debug), status_code=http_status_for(exc), headers=headers)

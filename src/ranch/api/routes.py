@@ -16,7 +16,7 @@ from ranch.api import errors
 from ranch.api.auth import authenticate
 from ranch.api.ws import websocket_endpoint
 from ranch.db.models import AgentRecord, Delivery, Organization, RoomMessage, User
-from ranch.exceptions import Conflict, Forbidden, HubError, InvalidInput, NotFound
+from ranch.exceptions import Conflict, Forbidden, InvalidInput, NotFound, RanchError
 from ranch.ids import new_id
 from ranch.rooms import agents, views
 from ranch.rooms.access import Principal, usable_agent, usable_agents
@@ -31,15 +31,15 @@ Handler = Callable[[Request, Principal, RoomsRuntime], Awaitable[Any]]
 
 
 def endpoint(handler: Handler, status: int = 200) -> Callable[[Request], Awaitable[Response]]:
-    """Authenticate, run the handler, and turn its result (or HubError) into JSON."""
+    """Authenticate, run the handler, and turn its result (or a RanchError) into JSON."""
 
     async def wrapped(request: Request) -> Response:
         runtime: RoomsRuntime = request.app.state.hub.rooms
         try:
             principal = await authenticate(request, runtime.sessions)
             result = await handler(request, principal, runtime)
-        except HubError as exc:
-            return errors.response(exc)
+        except RanchError as exc:
+            return errors.response(exc, debug=request.app.state.hub.settings.debug)
         if isinstance(result, Response):
             return result
         return JSONResponse(result, status_code=status)

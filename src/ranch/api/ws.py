@@ -17,7 +17,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from ranch.api import errors
 from ranch.api.auth import authenticate
 from ranch.db.models import Delivery, RoomMessage
-from ranch.exceptions import HubError, InvalidInput, NotFound
+from ranch.exceptions import InvalidInput, NotFound, RanchError
 from ranch.rooms import views
 from ranch.rooms.access import Principal, visible_room
 from ranch.rooms.bus import Watcher
@@ -33,9 +33,9 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
     runtime: RoomsRuntime = websocket.app.state.hub.rooms
     try:
         principal = await authenticate(websocket, runtime.sessions)
-    except HubError as exc:
+    except RanchError as exc:
         await websocket.accept()
-        await websocket.send_json({"type": "error", **errors.body(exc.code, str(exc), exc.field)})
+        await websocket.send_json({"type": "error", **errors.body(exc)})
         await websocket.close(code=4401, reason="unauthenticated")
         return
     await websocket.accept()
@@ -62,8 +62,8 @@ async def _read(websocket: WebSocket, runtime: RoomsRuntime, principal: Principa
             return
         try:
             reply = await _handle(runtime, principal, watcher, raw)
-        except HubError as exc:
-            reply = {"type": "error", **errors.body(exc.code, str(exc), exc.field)}
+        except RanchError as exc:
+            reply = {"type": "error", **errors.body(exc)}
         if reply is not None:
             await watcher.send.send(reply)
 

@@ -8,9 +8,11 @@ from typing import Any
 
 import uvicorn
 
+from ranch.cli import policy_flags
 from ranch.cli.demo import DEMO_PROMPT, DEMO_TEAM, demo_config
 from ranch.config import RanchConfig, load_config
 from ranch.hub.app import DEFAULT_DATABASE_URL, DEFAULT_MAX_BODY, Settings, create_app
+from ranch.policy.logs import configure_logging
 from ranch.wire.cards import agent_url
 
 
@@ -30,6 +32,7 @@ def register(commands: Any) -> None:
     parser.add_argument(
         "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
     )
+    policy_flags.add_arguments(parser)
     parser.set_defaults(handler=run)
 
 
@@ -41,10 +44,12 @@ def run(args: argparse.Namespace) -> int:
         admin_key=os.environ.get("RANCH_ADMIN_KEY") or None,
         demo=args.config is None,
         announce=lambda line: print(line, flush=True),
+        **policy_flags.settings_from(args),
     )
+    configure_logging(debug=settings.debug, level=args.log_level)  # JSON, scrubbed; uvicorn's records too
     app = create_app(config, settings)
     print(banner(config, f"http://{args.host}:{args.port}", demo=args.config is None, db=args.db), flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, log_config=None)
     return 0
 
 

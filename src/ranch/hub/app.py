@@ -20,6 +20,7 @@ from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes import create_rest_routes
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -30,11 +31,16 @@ from ranch.api.routes import routes as api_routes
 from ranch.config import RanchConfig
 from ranch.db import migrate
 from ranch.db.engine import open_engine
+from ranch.hub.edge import limit_rate, trace_requests
 from ranch.hub.registry import Registry
 from ranch.hub.serving import ContextBuilder, RanchRequestHandler, call_context, explained, guard_agent
 from ranch.hub.store import SqlTaskStore
 from ranch.hub.tasks import TaskCore, fail_unfinished, owner_of
 from ranch.mcp.server import mcp_routes
+from ranch.policy.limits import DEFAULT_MAX_MESSAGE_BYTES, Limits
+from ranch.policy.push import PushConfigStore, PushNotifier, PushSender, webhook_client
+from ranch.policy.ratelimit import Rate, build_policy
+from ranch.policy.ssrf import UrlGuard
 from ranch.rooms.gateway import Gateway
 from ranch.rooms.runtime import RoomsRuntime
 from ranch.rooms.runtime import start as start_rooms
@@ -42,6 +48,7 @@ from ranch.routing.team import Team
 from ranch.web import web_routes
 from ranch.wire.cards import AGENTS_PATH, agent_url, served_card
 from ranch.wire.client import ClientPool
+from ranch.wire.errors import http_error_body
 from ranch.wire.fastpath import FastPathApp
 from ranch.wire.jsonrpc import JsonRpcEndpoint
 from ranch.wire.middleware import ActivatedExtensions, BodyLimit
@@ -66,6 +73,29 @@ class Settings:
     """Create the demo user (key rk_demo) and the demo room with the config's first team."""
     announce: Callable[[str], None] = print
     """Where start-up notices for people go (the admin key, the demo room)."""
+    # -- policies (docs/policies.md) --
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    """Largest message a caller may send (its encoded size), on every binding."""
+    caller_rate: float | None = 50.0
+    """Requests per second per caller (user, else client address); None = unlimited."""
+    caller_burst: int = 100
+    agent_rate: float | None = 500.0
+    """Requests per second per served agent or team, all callers together; None = unlimited."""
+    agent_burst: int = 1000
+    redis_url: str | None = None
+    """Keep rate-limit buckets in Redis (shared by replicas) instead of in this process."""
+    allow_loopback_webhooks: bool = False
+    """Let push notifications go to loopback and private addresses (local development only)."""
+    debug: bool = False
+    """Full messages and timings in the logs (still scrubbed); details of internal errors."""
+
+    def limits(self) -> Limits:
+        return Limits(max_message_bytes=self.max_message_bytes)
+
+    def rates(self) -> tuple[Rate | None, Rate | None]:
+        caller = Rate(self.caller_rate, self.caller_burst) if self.caller_rate else None
+        agent = Rate(self.agent_rate, self.agent_burst) if self.agent_rate else None
+        return caller, agent
 
 
 class Hub:
@@ -78,6 +108,8 @@ class Hub:
         self.config = config
         self.services: list[Callable[[], AbstractAsyncContextManager[None]]] = []
         """More things the lifespan runs, entered after the task core (the /mcp session manager)."""
+        self.rates = build_policy(*settings.rates(), redis_url=settings.redis_url)
+        self.guard = UrlGuard(allow_loopback=settings.allow_loopback_webhooks)
         self._core: TaskCore | None = None
         self._rooms: RoomsRuntime | None = None
 
@@ -102,6 +134,7 @@ class Hub:
         async with AsyncExitStack() as stack:
             stack.push_async_callback(self.pool.aclose)
             stack.push_async_callback(self.registry.aclose)
+            stack.push_async_callback(self.rates.aclose)
             await self.registry.open()
             engine = open_engine(self.settings.database_url)
             stack.push_async_callback(engine.dispose)
@@ -110,8 +143,12 @@ class Hub:
             recovered = await fail_unfinished(store)
             if recovered:
                 logger.warning("marked %d task(s) left unfinished by a previous run as failed", recovered)
+            push_store = PushConfigStore(engine, owner_resolver=owner_of)
+            await push_store.initialize()
+            webhooks = await stack.enter_async_context(webhook_client())
             group = await stack.enter_async_context(anyio.create_task_group())
-            self._core = TaskCore(store, group)
+            push = PushNotifier(push_store, PushSender(webhooks, self.guard), group)
+            self._core = TaskCore(store, group, push)
             self._rooms = await start_rooms(
                 engine,
                 self.config,
@@ -134,11 +171,17 @@ class Hub:
 def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlette:
     """Every agent and team of `config` as an A2A server (JSON-RPC and HTTP+JSON)."""
     hub = Hub(config, settings or Settings())
-    handler = RanchRequestHandler(hub.registry, lambda: hub.core, lambda: hub.gateway)
+    handler = RanchRequestHandler(
+        hub.registry, lambda: hub.core, hub.settings.limits(), hub.guard, lambda: hub.gateway
+    )
     legacy = JsonRpcDispatcher(handler, context_builder=ContextBuilder(), enable_v0_3_compat=True)
     sdk_endpoint = explained(legacy.handle_requests)
     lean = JsonRpcEndpoint(handler, call_context, sdk_endpoint)
-    rpc = guard_agent(hub.registry, lean if hub.settings.jsonrpc == "lean" else sdk_endpoint)
+    debug = hub.settings.debug
+    jsonrpc = trace_requests(
+        limit_rate(hub.rates, lean if hub.settings.jsonrpc == "lean" else sdk_endpoint), debug=debug
+    )
+    rpc = guard_agent(hub.registry, jsonrpc)
     card = guard_agent(hub.registry, _card(hub))  # an unknown id gets the same error as every binding
     routes: list[BaseRoute] = [
         Route("/healthz", _healthz, methods=["GET"]),
@@ -156,16 +199,18 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
     )
     for route in rest:
         if isinstance(route, Route):  # the SDK also mounts /{tenant}/...; ranch has no tenants in URLs
-            routes.append(Route(route.path, guard_agent(hub.registry, route.endpoint), methods=route.methods))
+            endpoint = trace_requests(limit_rate(hub.rates, route.endpoint), debug=debug)
+            routes.append(Route(route.path, guard_agent(hub.registry, endpoint), methods=route.methods))
     routes.extend(api_routes())
     routes.extend(mcp_routes(hub))
     routes.extend(web_routes())  # the browser page; last, so it never shadows /a2a or /api
     app = FastPathApp(
-        endpoint=lean if hub.settings.jsonrpc == "lean" else sdk_endpoint,
+        endpoint=jsonrpc,
         agents=hub.registry,
         max_body=hub.settings.max_body_bytes,
         routes=routes,
         lifespan=hub.lifespan,
+        exception_handlers={HTTPException: _http_error},
         middleware=[
             Middleware(BodyLimit, max_bytes=hub.settings.max_body_bytes),
             Middleware(ActivatedExtensions),
@@ -173,6 +218,13 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
     )
     app.state.hub = hub
     return app
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """No route, or a method the route does not take: JSON in the A2A error shape, not plain text."""
+    assert isinstance(exc, HTTPException)
+    message = f"{request.method} {request.url.path}: {exc.detail}"
+    return JSONResponse(http_error_body(exc.status_code, message), exc.status_code, headers=exc.headers)
 
 
 async def _healthz(request: Request) -> Response:

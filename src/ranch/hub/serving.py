@@ -8,8 +8,8 @@ URL, negotiates extensions, and hands the message to `TaskCore`.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, Awaitable, Callable
-from contextlib import aclosing
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
+from contextlib import aclosing, contextmanager
 from typing import Any
 
 from a2a.auth.user import UnauthenticatedUser
@@ -38,7 +38,6 @@ from a2a.types import (
 )
 from a2a.utils.errors import (
     ExtendedAgentCardNotConfiguredError,
-    ExtensionSupportRequiredError,
     InternalError,
     InvalidParamsError,
     PushNotificationNotSupportedError,
@@ -50,11 +49,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ranch.agents.base import Agent, Call, Event
+from ranch.exceptions import AgentNotFound, ExtensionSupportRequired, RanchError
 from ranch.hub.registry import Registry
-from ranch.hub.tasks import TaskCore
+from ranch.hub.tasks import TaskCore, owner_context
 from ranch.ids import new_id
+from ranch.policy.limits import Limits, check_message
+from ranch.policy.push import PushConfigStore, check_config
+from ranch.policy.ssrf import UrlGuard
 from ranch.rooms.gateway import Gateway
-from ranch.wire.errors import error_body, http_status
+from ranch.wire.errors import error_body, http_status_for, to_a2a
 from ranch.wire.events import TERMINAL
 from ranch.wire.jsonrpc import unknown_method
 from ranch.wire.middleware import SCOPE_KEY
@@ -113,10 +116,14 @@ class RanchRequestHandler(RequestHandler):
         self,
         registry: Registry,
         core: Callable[[], TaskCore],
+        limits: Limits | None = None,
+        guard: UrlGuard | None = None,
         gateway: Callable[[], Gateway | None] = lambda: None,
     ) -> None:
         self.registry = registry
         self._core = core
+        self.limits = limits or Limits()
+        self.guard = guard or UrlGuard()
         self._gateway = gateway
 
     @property
@@ -129,9 +136,10 @@ class RanchRequestHandler(RequestHandler):
         if gateway is not None:
             task = await gateway.send(agent.id, message, self._caller(context), agent.timeout)
             return apply_history_length(task, params.configuration)
-        if agent.replies_directly and not message.task_id:
+        push = await self._inline_push_config(params)
+        if agent.replies_directly and not message.task_id and push is None:
             return await answer_inline(agent, message, call)
-        run = await self.core.start(agent, message, call, owner)
+        run = await self.core.start(agent, message, call, owner, push)
         if params.configuration.return_immediately:
             await run.first.wait()
         else:
@@ -149,10 +157,11 @@ class RanchRequestHandler(RequestHandler):
         if gateway is not None:
             yield await gateway.send(agent.id, message, self._caller(context), agent.timeout)
             return
-        if agent.replies_directly and not message.task_id:
+        push = await self._inline_push_config(params)
+        if agent.replies_directly and not message.task_id and push is None:
             yield await answer_inline(agent, message, call)
             return
-        run = await self.core.start(agent, message, call, owner)
+        run = await self.core.start(agent, message, call, owner, push)
         async for event in self.core.stream(run, run.subscribe()):
             yield event
 
@@ -207,22 +216,31 @@ class RanchRequestHandler(RequestHandler):
     async def on_create_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        raise PushNotificationNotSupportedError()
+        store, owner = await self._push_store(params.task_id, context)
+        await self._check_push_config(params)
+        with translated():
+            return await store.set_info(params.task_id, params, owner)
 
     async def on_get_task_push_notification_config(
         self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        raise PushNotificationNotSupportedError()
+        store, owner = await self._push_store(params.task_id, context)
+        for config in await store.get_info(params.task_id, owner):
+            if config.id == (params.id or params.task_id):
+                return config
+        raise TaskNotFoundError(f"task {params.task_id} has no push notification config '{params.id}'")
 
     async def on_list_task_push_notification_configs(
         self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
     ) -> ListTaskPushNotificationConfigsResponse:
-        raise PushNotificationNotSupportedError()
+        store, owner = await self._push_store(params.task_id, context)
+        return ListTaskPushNotificationConfigsResponse(configs=await store.get_info(params.task_id, owner))
 
     async def on_delete_task_push_notification_config(
         self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> None:
-        raise PushNotificationNotSupportedError()
+        store, owner = await self._push_store(params.task_id, context)
+        await store.delete_info(params.task_id, owner, params.id or None)
 
     async def on_get_extended_agent_card(
         self, params: GetExtendedAgentCardRequest, context: ServerCallContext
@@ -231,11 +249,40 @@ class RanchRequestHandler(RequestHandler):
 
     # -- helpers ------------------------------------------------------------------------------
 
+    async def _push_store(
+        self, task_id: str, context: ServerCallContext
+    ) -> tuple[PushConfigStore, ServerCallContext]:
+        """The store and the owner's context, once the caller owns `task_id` (else TaskNotFound)."""
+        push = self.core.push
+        if push is None:
+            raise PushNotificationNotSupportedError()
+        if not task_id:
+            raise InvalidParamsError("taskId is required")
+        owner = self._owner(context)
+        await self.core.get(task_id, owner)
+        return push.store, owner_context(owner)
+
+    async def _check_push_config(self, config: TaskPushNotificationConfig) -> None:
+        with translated():
+            check_config(config)
+            await self.guard.check(config.url)
+
+    async def _inline_push_config(self, params: SendMessageRequest) -> TaskPushNotificationConfig | None:
+        """The push config sent with the message (configuration.taskPushNotificationConfig), checked."""
+        if not params.configuration.HasField("task_push_notification_config"):
+            return None
+        if self.core.push is None:
+            raise PushNotificationNotSupportedError()
+        config = params.configuration.task_push_notification_config
+        await self._check_push_config(config)
+        return config
+
     async def _accept(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> tuple[Agent, str, Message, Call]:
         """Validate the message and negotiate extensions; errors name the field at fault."""
-        agent = self.registry.get(context.state.get(AGENT_KEY, ""))
+        with translated():
+            agent = self.registry.get(context.state.get(AGENT_KEY, ""))
         message = params.message
         if not params.HasField("message"):
             raise InvalidParamsError("params.message is required")
@@ -248,13 +295,12 @@ class RanchRequestHandler(RequestHandler):
         for index, part in enumerate(message.parts):
             if part.WhichOneof("content") is None:
                 raise InvalidParamsError(f"message.parts[{index}] has no content (text, raw, url or data)")
+        with translated():
+            check_message(message, self.limits)
         requested = frozenset(context.requested_extensions)
         missing = [uri for uri in agent.require_extensions if uri not in requested]
         if missing:
-            raise ExtensionSupportRequiredError(
-                f"agent '{agent.id}' requires extension(s) {', '.join(missing)}; "
-                "name them in the A2A-Extensions header"
-            )
+            raise to_a2a(ExtensionSupportRequired(agent.id, missing))
         info = await agent.info()
         supported = {ext.uri for ext in info.extensions} | set(agent.require_extensions)
         activated = sorted(requested & supported)
@@ -282,6 +328,15 @@ class RanchRequestHandler(RequestHandler):
         return f"{agent_id}/{user}"
 
 
+@contextmanager
+def translated() -> Iterator[None]:
+    """A ranch error raised inside the handler leaves it as the A2A error the table gives it."""
+    try:
+        yield
+    except RanchError as exc:
+        raise to_a2a(exc) from exc
+
+
 def guard_agent(registry: Registry, endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[..., Any]:
     """Answer an unknown agent id in the URL with a clear error, before the SDK's binding runs."""
 
@@ -289,13 +344,13 @@ def guard_agent(registry: Registry, endpoint: Callable[[Request], Awaitable[Resp
         agent_id = request.path_params.get("agent_id", "")
         if agent_id in registry:
             return await endpoint(request)
-        known = ", ".join(registry.ids()) or "none"
-        text = f"no agent or team '{agent_id}' is served here (known: {known})"
+        error = AgentNotFound(agent_id, registry.ids())
         request_id = None
         if request.method == "POST":
             request_id = _request_id(await request.body())
-        body = error_body(request.url.path, "agent_not_found", text, request_id)
-        return JSONResponse(body, status_code=http_status("agent_not_found"))
+        return JSONResponse(
+            error_body(request.url.path, error, request_id), status_code=http_status_for(error)
+        )
 
     return guarded
 

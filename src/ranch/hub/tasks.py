@@ -27,6 +27,7 @@ from a2a.types import (
     Role,
     Task,
     TaskArtifactUpdateEvent,
+    TaskPushNotificationConfig,
     TaskState,
     TaskStatus,
     TaskStatusUpdateEvent,
@@ -45,6 +46,7 @@ from ranch.agents.base import Agent, Call, Event
 from ranch.exceptions import AgentTimeout, RanchError
 from ranch.hub.store import SqlTaskStore
 from ranch.ids import new_id
+from ranch.policy.push import PushNotifier
 from ranch.wire.events import INTERRUPTED, TERMINAL, apply_artifact, merge_metadata
 
 logger = logging.getLogger(__name__)
@@ -104,19 +106,34 @@ class Run:
 class TaskCore:
     """Creates, continues, watches, cancels and stores tasks for every served agent."""
 
-    def __init__(self, store: TaskStore, group: TaskGroup) -> None:
+    def __init__(self, store: TaskStore, group: TaskGroup, push: PushNotifier | None = None) -> None:
         self.store = store
         self.group = group
+        self.push = push
+        """Webhook deliveries; consulted per event only for tasks that have a push config."""
         self.live: dict[str, Run] = {}
         self.recent: OrderedDict[str, tuple[str, Task]] = OrderedDict()
         """Tasks stored lately, by id, with their owner: GetTask right after a turn skips the database."""
 
     # -- sending ------------------------------------------------------------------------------
 
-    async def start(self, agent: Agent, message: Message, call: Call, owner: str) -> Run:
-        """Create or continue the task `message` belongs to and start the agent on it."""
+    async def start(
+        self,
+        agent: Agent,
+        message: Message,
+        call: Call,
+        owner: str,
+        push_config: TaskPushNotificationConfig | None = None,
+    ) -> Run:
+        """Create or continue the task `message` belongs to and start the agent on it.
+
+        A `push_config` sent with the message is stored before the agent starts, so its
+        webhook hears every update.
+        """
         run = await self._prepare(message, owner)
         message.context_id, message.task_id = run.context_id, run.task_id
+        if push_config is not None and self.push is not None:
+            await self.push.store.set_info(run.task_id, push_config, _ctx(owner))
         self.live[run.task_id] = run
         self.group.start_soon(self._drive, run, agent, message, call)
         return run
@@ -166,6 +183,14 @@ class TaskCore:
         finally:
             run.close()
             self.live.pop(run.task_id, None)
+            if self.push is not None:
+                self.push.finish(run.task_id)
+
+    def _publish(self, run: Run, event: Event) -> None:
+        """Tell the run's subscribers, and its webhooks when it has any."""
+        run.publish(event)
+        if self.push is not None and self.push.wants(run.task_id):
+            self.push.notify(run.task_id, event)
 
     async def _apply(self, run: Run, event: Event, incoming: Message) -> bool:
         """Fold one event into the run; True when the agent's answer is complete."""
@@ -174,18 +199,18 @@ class TaskCore:
         task = await self._ensure_task(run, incoming)
         if isinstance(event, Task):
             _merge_task(task, event)
-            run.publish(_copy(task))
+            self._publish(run, _copy(task))
         elif isinstance(event, TaskStatusUpdateEvent):
             event.task_id, event.context_id = run.task_id, run.context_id
             _archive_status(task)
             task.status.CopyFrom(event.status)
             _stamp(task.status)
             merge_metadata(task, event.metadata)
-            run.publish(event)
+            self._publish(run, event)
         elif isinstance(event, TaskArtifactUpdateEvent):
             event.task_id, event.context_id = run.task_id, run.context_id
             apply_artifact(task, event)
-            run.publish(event)
+            self._publish(run, event)
         run.first.set()
         return task.status.state in TERMINAL or task.status.state in INTERRUPTED
 
@@ -207,7 +232,7 @@ class TaskCore:
             run.task.status.state = TaskState.TASK_STATE_SUBMITTED
             _stamp(run.task.status)
             await self._save(run.owner, run.task)  # stored before anyone is told it exists
-            run.publish(_copy(run.task))
+            self._publish(run, _copy(run.task))
         return run.task
 
     async def _settle(self, run: Run, incoming: Message, error: str | None) -> None:
@@ -323,6 +348,10 @@ async def fail_unfinished(store: SqlTaskStore) -> int:
 
 def _ctx(owner: str) -> ServerCallContext:
     return ServerCallContext(state={"ranch.owner": owner})
+
+
+owner_context = _ctx
+"""The call context the stores read `owner` from (`owner_of`)."""
 
 
 def _copy(task: Task) -> Task:

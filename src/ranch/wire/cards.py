@@ -52,7 +52,7 @@ def build_card(
             for v in VERSIONS
             for binding in (TransportProtocol.JSONRPC.value, TransportProtocol.HTTP_JSON.value)
         ],
-        capabilities=AgentCapabilities(streaming=streaming, push_notifications=False, extensions=declared),
+        capabilities=AgentCapabilities(streaming=streaming, push_notifications=True, extensions=declared),
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
         skills=list(skills)

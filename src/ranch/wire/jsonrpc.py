@@ -12,6 +12,7 @@ to the SDK's dispatcher, which owns the 0.3 conversion.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from functools import cache
@@ -38,7 +39,13 @@ from a2a.types import (
     TaskPushNotificationConfig,
 )
 from a2a.utils import proto_utils
-from a2a.utils.errors import A2AError, InvalidParamsError, InvalidRequestError, TaskNotFoundError
+from a2a.utils.errors import (
+    A2AError,
+    InternalError,
+    InvalidParamsError,
+    InvalidRequestError,
+    TaskNotFoundError,
+)
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message as Proto
 from sse_starlette.sse import EventSourceResponse
@@ -47,6 +54,7 @@ from starlette.responses import Response
 
 from ranch.wire import codec
 
+logger = logging.getLogger(__name__)
 Context = ServerCallContext
 ContextFactory = Callable[[Request], ServerCallContext]
 A2A_METHODS = (
@@ -172,6 +180,9 @@ class JsonRpcEndpoint:
             result = await entry.call(self.handler, params, context)
         except A2AError as exc:
             return _error(request_id, exc)
+        except Exception:  # a bug answers -32603 without details (they go to the log), never a 500
+            logger.exception("%s failed", method)
+            return _error(request_id, InternalError("internal error; the server log has the details"))
         return _json({"jsonrpc": "2.0", "id": request_id, "result": result})
 
     async def _stream(self, request_id: Any, events: AsyncIterator[Any]) -> Response:

@@ -7,7 +7,8 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ranch.wire.errors import error_body
+from ranch.exceptions import BodyTooLarge
+from ranch.wire.errors import error_body, http_status_for
 
 EXTENSIONS_HEADER = b"a2a-extensions"
 SCOPE_KEY = "ranch"
@@ -72,12 +73,12 @@ class BodyLimit:
         await self.app(scope, replayed, send)
 
     async def _refuse(self, scope: Scope, send: Send, size: int) -> None:
-        text = f"request body of {size} bytes exceeds the limit of {self.max_bytes} bytes"
-        body = json.dumps(error_body(scope["path"], "payload_too_large", text)).encode()
+        error = BodyTooLarge(size, self.max_bytes)
+        body = json.dumps(error_body(scope["path"], error)).encode()
         await send(
             {
                 "type": "http.response.start",
-                "status": 413,
+                "status": http_status_for(error),
                 "headers": [
                     (b"content-type", b"application/json"),
                     (b"content-length", str(len(body)).encode()),

@@ -62,7 +62,7 @@ export class LiveSocket {
       return;
     }
     if (frame.type === "error") {
-      if (frame.error?.code === "unauthenticated") {
+      if (frame.error?.code === "UNAUTHENTICATED") {
         this.close();
         refused(new ApiError(401, frame));
         return;

@@ -1,0 +1,76 @@
+"""`ranch serve` flags for the policies (docs/policies.md); each has an environment variable."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from ranch.hub.app import Settings
+from ranch.policy.limits import DEFAULT_MAX_MESSAGE_BYTES
+
+RATE_FIELDS = ("caller_rate", "caller_burst", "agent_rate", "agent_burst")
+
+
+def _env_flag(*names: str) -> bool:
+    return any(os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on") for name in names)
+
+
+def _rate(text: str) -> float | None:
+    """Requests per second; `off` or 0 switches the limit off."""
+    if text.strip().lower() in ("off", "none", "0", ""):
+        return None
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a rate is >= 0 requests per second, not {text}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    env = os.environ.get
+    group = parser.add_argument_group("policies (docs/policies.md)")
+    group.add_argument(
+        "--max-message-bytes",
+        type=int,
+        default=int(env("RANCH_MAX_MESSAGE_BYTES", DEFAULT_MAX_MESSAGE_BYTES)),
+        help=f"largest message in bytes (env RANCH_MAX_MESSAGE_BYTES; default {DEFAULT_MAX_MESSAGE_BYTES})",
+    )
+    for name in RATE_FIELDS:
+        default = getattr(Settings, name)
+        flag, variable = name.replace("_", "-"), f"RANCH_{name.upper()}"
+        kind = _rate if name.endswith("rate") else int
+        what = "requests/s" if name.endswith("rate") else "bucket size"
+        group.add_argument(
+            f"--{flag}",
+            type=kind,
+            default=kind(env(variable, str(default))),
+            help=f"{what} (env {variable}; default {default}{'; off = unlimited' if kind is _rate else ''})",
+        )
+    group.add_argument(
+        "--redis-url",
+        default=env("RANCH_REDIS_URL") or None,
+        help="keep rate-limit buckets in Redis, shared by replicas (env RANCH_REDIS_URL)",
+    )
+    group.add_argument(
+        "--allow-loopback-webhooks",
+        action="store_true",
+        default=_env_flag("RANCH_ALLOW_LOOPBACK_WEBHOOKS"),
+        help="let push notifications reach loopback/private addresses; local development only",
+    )
+    group.add_argument(
+        "--debug",
+        action="store_true",
+        default=_env_flag("RANCH_DEBUG", "PROTOCOL_DEBUG"),
+        help="log full messages and timings, still scrubbed (env RANCH_DEBUG or PROTOCOL_DEBUG)",
+    )
+
+
+def settings_from(args: argparse.Namespace) -> dict[str, Any]:
+    """The `Settings` fields these flags set."""
+    return {
+        "max_message_bytes": args.max_message_bytes,
+        **{name: getattr(args, name) for name in RATE_FIELDS},
+        "redis_url": args.redis_url,
+        "allow_loopback_webhooks": args.allow_loopback_webhooks,
+        "debug": args.debug,
+    }

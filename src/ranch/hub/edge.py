@@ -1,0 +1,96 @@
+"""Policies every A2A binding passes through, as endpoint wrappers.
+
+They wrap endpoints rather than sit in the middleware stack because plain A2A 1.0
+JSON-RPC calls take `FastPathApp`'s road around that stack: a wrapped endpoint is
+the one place both roads share.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ranch.exceptions import RateLimited
+from ranch.policy.logs import trace_id_from, traced
+from ranch.policy.ratelimit import RatePolicy
+from ranch.wire.errors import error_body, headers_for, http_status_for
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+logger = logging.getLogger("ranch.requests")
+TRACE_HEADER = "X-Trace-Id"
+
+
+def trace_requests(endpoint: Endpoint, *, debug: bool) -> Endpoint:
+    """Serve each request under a trace id (from `traceparent`, else new), echoed in `X-Trace-Id`.
+
+    In debug mode, each request's full body and its answer and timing are logged (scrubbed, like
+    every record).
+    """
+
+    async def traced_endpoint(request: Request) -> Response:
+        with traced(trace_id_from(request.headers.get("traceparent"))) as trace_id:
+            if not debug:
+                response = await endpoint(request)
+            else:
+                response = await _logged(endpoint, request)
+        response.headers[TRACE_HEADER] = trace_id
+        return response
+
+    return traced_endpoint
+
+
+async def _logged(endpoint: Endpoint, request: Request) -> Response:
+    body = await request.body()
+    logger.debug("%s %s %s", request.method, request.url.path, body.decode(errors="replace"))
+    started = time.perf_counter()
+    response = await endpoint(request)
+    elapsed = (time.perf_counter() - started) * 1000
+    sent = getattr(response, "body", b"")
+    shown = bytes(sent).decode(errors="replace") if sent else "(streamed)"
+    logger.debug(
+        "answered %s in %.2f ms: %s", response.status_code, elapsed, shown, extra={"duration_ms": elapsed}
+    )
+    return response
+
+
+def caller_of(request: Request) -> str:
+    """Who is calling: the authenticated user when there is one, else the client's address."""
+    user = request.scope.get("user")
+    if user is not None and getattr(user, "is_authenticated", False):
+        return f"user:{user.display_name}"
+    client = request.scope.get("client")
+    return f"ip:{client[0]}" if client else "ip:unknown"
+
+
+def limit_rate(policy: RatePolicy, endpoint: Endpoint) -> Endpoint:
+    """Spend one token of the caller's and one of the agent's budget, or answer 429 with Retry-After."""
+    if not policy.enabled:
+        return endpoint
+
+    async def limited(request: Request) -> Response:
+        key, decision = await policy.admit(caller_of(request), request.path_params.get("agent_id", ""))
+        if decision.allowed:
+            return await endpoint(request)
+        error = RateLimited(key, decision.retry_after)
+        request_id = _request_id(await request.body()) if request.method == "POST" else None
+        return JSONResponse(
+            error_body(request.url.path, error, request_id),
+            status_code=http_status_for(error),
+            headers=headers_for(error),
+        )
+
+    return limited
+
+
+def _request_id(body: bytes) -> str | int | None:
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    value = data.get("id") if isinstance(data, dict) else None
+    return value if isinstance(value, str | int) and not isinstance(value, bool) else None

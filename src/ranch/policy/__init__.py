@@ -1,0 +1,1 @@
+"""Checks at the edges: input limits, rate limits, logs, outbound URLs, push notifications, deprecations."""

@@ -1,0 +1,125 @@
+"""Input limits, one function per entry point: every binding calls `check_message` on what it accepts.
+
+The rules (docs/errors.md, "Limits"):
+
+- A message's content is its protobuf encoding (parts, metadata, ids); over
+  `max_message_bytes` (100 KB by default) it is refused with `PayloadTooLarge`
+  (JSON-RPC -32602, HTTP 413), and the message names the limit.
+- Control characters: text (parts, ids, metadata keys) may hold any Unicode
+  except the C0 controls other than TAB, LF and CR, DEL, and the C1 controls
+  (U+0000-U+0008, U+000B, U+000C, U+000E-U+001F, U+007F-U+009F). A message
+  holding one is refused, never silently altered; the error names the field
+  and the code point.
+- Metadata (message, part and data-part objects) has string keys of 1 to
+  `max_key_length` characters under the same control-character rule, and nests at
+  most `max_depth` levels.
+- Ids (messageId, contextId, taskId, referenceTaskIds) are at most `max_id_length`
+  characters under the same rule.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from a2a.types import Message
+from google.protobuf.struct_pb2 import ListValue, Struct, Value
+
+from ranch.exceptions import InvalidInput, PayloadTooLarge
+
+DEFAULT_MAX_MESSAGE_BYTES = 100_000
+
+CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+"""The characters text may not hold: C0 controls except TAB, LF and CR; DEL; C1 controls."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Limits on what a caller may send; the hub's `Settings` fill these."""
+
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    """Largest message (its protobuf encoding: parts, metadata and ids), in bytes."""
+    max_id_length: int = 256
+    """Longest messageId, contextId or taskId, in characters."""
+    max_key_length: int = 256
+    """Longest metadata key, in characters."""
+    max_depth: int = 32
+    """Deepest nesting of metadata and data-part objects and lists."""
+
+
+def check_message(message: Message, limits: Limits, field: str = "message") -> None:
+    """Refuse a message over the size limit, with control characters, bad ids or bad metadata keys."""
+    size = message.ByteSize()
+    if size > limits.max_message_bytes:
+        raise PayloadTooLarge(size, limits.max_message_bytes, field)
+    for name, value in (
+        ("messageId", message.message_id),
+        ("contextId", message.context_id),
+        ("taskId", message.task_id),
+    ):
+        check_id(value, f"{field}.{name}", limits)
+    for index, value in enumerate(message.reference_task_ids):
+        check_id(value, f"{field}.referenceTaskIds[{index}]", limits)
+    for index, part in enumerate(message.parts):
+        where = f"{field}.parts[{index}]"
+        if part.HasField("text"):
+            check_text(part.text, f"{where}.text")
+        elif part.HasField("data"):
+            check_value_keys(part.data, f"{where}.data", limits)
+        if part.HasField("metadata"):
+            check_value_keys(part.metadata, f"{where}.metadata", limits)
+    if message.HasField("metadata"):
+        check_value_keys(message.metadata, f"{field}.metadata", limits)
+
+
+def check_text(text: str, field: str) -> None:
+    """Refuse text with a control character (see the module's rule); the error names the code point."""
+    found = CONTROL.search(text)
+    if found is not None:
+        raise InvalidInput(
+            f"{field} contains the control character U+{ord(found.group()):04X} at index {found.start()}; "
+            "only TAB, LF and CR are allowed",
+            field,
+        )
+
+
+def check_id(value: str, field: str, limits: Limits) -> None:
+    if len(value) > limits.max_id_length:
+        raise InvalidInput(f"{field} is {len(value)} characters; the limit is {limits.max_id_length}", field)
+    check_text(value, field)
+
+
+def check_value_keys(value: Any, field: str, limits: Limits, depth: int = 0) -> None:
+    """Walk a protobuf Struct / Value / ListValue or plain JSON data: keys are strings, within the limits."""
+    if depth > limits.max_depth:
+        raise InvalidInput(f"{field} nests deeper than {limits.max_depth} levels", field)
+    if isinstance(value, Value):
+        kind = value.WhichOneof("kind")
+        if kind == "struct_value":
+            check_value_keys(value.struct_value, field, limits, depth)
+        elif kind == "list_value":
+            check_value_keys(value.list_value, field, limits, depth)
+    elif isinstance(value, Struct):
+        _check_mapping(value.fields, field, limits, depth)
+    elif isinstance(value, ListValue):
+        for index, item in enumerate(value.values):
+            check_value_keys(item, f"{field}[{index}]", limits, depth + 1)
+    elif isinstance(value, Mapping):
+        _check_mapping(value, field, limits, depth)
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            check_value_keys(item, f"{field}[{index}]", limits, depth + 1)
+
+
+def _check_mapping(mapping: Mapping[Any, Any], field: str, limits: Limits, depth: int) -> None:
+    for key, item in mapping.items():
+        if not isinstance(key, str):
+            raise InvalidInput(f"{field} has a key of type {type(key).__name__}; keys must be strings", field)
+        if not key or len(key) > limits.max_key_length:
+            raise InvalidInput(
+                f"{field} has a key of {len(key)} characters; keys have 1 to {limits.max_key_length}", field
+            )
+        check_text(key, f"{field} key {key[:40]!r}")
+        check_value_keys(item, f"{field}.{key}", limits, depth + 1)

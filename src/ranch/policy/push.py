@@ -1,0 +1,291 @@
+"""Push notifications: webhook configs stored next to the tasks, and deliveries of task updates.
+
+- `PushConfigStore` keeps each task's `TaskPushNotificationConfig`s in the table
+  `ranch_push_configs` of the task database (the a2a-sdk's PushNotificationConfigStore
+  interface), and knows in memory which tasks have any, so the common no-push
+  path never touches the database.
+- `PushSender` POSTs one update to one webhook: the URL guard checks every
+  resolved address first and the request goes to the checked address; no
+  redirects are followed; the config's token goes in `X-A2A-Notification-Token`
+  (and its `authentication` in `Authorization`); transport errors, 408, 429 and
+  5xx are retried with exponential backoff, a bounded number of times.
+- `PushNotifier` delivers a task's updates in order, one worker per running task,
+  in the task group that owns the runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import anyio
+import httpx
+from a2a.server.context import ServerCallContext
+from a2a.server.tasks.push_notification_config_store import (
+    PushNotificationConfigStore,
+    normalize_push_notification_config,
+)
+from a2a.types import Message, TaskPushNotificationConfig
+from a2a.utils.proto_utils import to_stream_response
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from google.protobuf.json_format import MessageToJson
+from google.protobuf.message import Message as Proto
+from sqlalchemy import Column, LargeBinary, MetaData, String, Table, and_, delete, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from ranch.exceptions import InvalidInput, UnsafeUrl
+from ranch.policy.ssrf import UrlGuard
+
+logger = logging.getLogger(__name__)
+
+TOKEN_HEADER = "X-A2A-Notification-Token"
+MAX_CONFIGS_PER_TASK = 10
+MAX_TOKEN_LENGTH = 1024
+QUEUED_UPDATES = 256
+"""Updates waiting per task; beyond this, updates are dropped (and logged) rather than held forever."""
+
+metadata = MetaData()
+push_configs = Table(
+    "ranch_push_configs",
+    metadata,
+    Column("task_id", String(255), primary_key=True),
+    Column("id", String(255), primary_key=True),
+    Column("owner", String(255), nullable=False, default=""),
+    Column("body", LargeBinary, nullable=False),
+)
+
+OwnerResolver = Callable[[ServerCallContext], str]
+
+
+class PushConfigStore(PushNotificationConfigStore):
+    """Webhook configs per task, in SQL, scoped by owner; `has_configs` answers from memory."""
+
+    def __init__(self, engine: AsyncEngine, owner_resolver: OwnerResolver) -> None:
+        self.engine = engine
+        self.owner_of = owner_resolver
+        self._tasks: set[str] = set()
+        self._cache: dict[str, list[TaskPushNotificationConfig]] = {}
+
+    async def initialize(self) -> None:
+        async with self.engine.begin() as connection:
+            await connection.run_sync(metadata.create_all)
+            rows = await connection.execute(select(push_configs.c.task_id).distinct())
+            self._tasks = {row.task_id for row in rows}
+
+    def has_configs(self, task_id: str) -> bool:
+        """Whether any webhook is registered for `task_id` (memory only; cheap on every event)."""
+        return task_id in self._tasks
+
+    async def set_info(
+        self, task_id: str, notification_config: TaskPushNotificationConfig, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        config = normalize_push_notification_config(task_id, notification_config)
+        existing = await self.get_info_for_dispatch(task_id)
+        if len({c.id for c in existing} | {config.id}) > MAX_CONFIGS_PER_TASK:
+            raise InvalidInput(f"task {task_id} already has {MAX_CONFIGS_PER_TASK} push configs", "id")
+        row = {"task_id": task_id, "id": config.id, "owner": self.owner_of(context)}
+        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
+        statement = dialect.insert(push_configs).values(**row, body=config.SerializeToString())
+        upsert = statement.on_conflict_do_update(
+            index_elements=[push_configs.c.task_id, push_configs.c.id],
+            set_={"body": statement.excluded.body},
+            where=push_configs.c.owner == statement.excluded.owner,
+        )
+        async with self.engine.begin() as connection:
+            await connection.execute(upsert)
+        self._tasks.add(task_id)
+        self._cache.pop(task_id, None)
+        return config
+
+    async def get_info(self, task_id: str, context: ServerCallContext) -> list[TaskPushNotificationConfig]:
+        return await self._select(task_id, self.owner_of(context))
+
+    async def get_info_for_dispatch(self, task_id: str) -> list[TaskPushNotificationConfig]:
+        cached = self._cache.get(task_id)
+        if cached is None:
+            cached = self._cache[task_id] = await self._select(task_id, None)
+        return cached
+
+    async def delete_info(
+        self, task_id: str, context: ServerCallContext, config_id: str | None = None
+    ) -> None:
+        where = [push_configs.c.task_id == task_id, push_configs.c.owner == self.owner_of(context)]
+        if config_id is not None:
+            where.append(push_configs.c.id == config_id)
+        async with self.engine.begin() as connection:
+            await connection.execute(delete(push_configs).where(and_(*where)))
+        self._cache.pop(task_id, None)
+        if not await self._select(task_id, None):
+            self._tasks.discard(task_id)
+
+    async def _select(self, task_id: str, owner: str | None) -> list[TaskPushNotificationConfig]:
+        query = select(push_configs.c.body).where(push_configs.c.task_id == task_id)
+        if owner is not None:
+            query = query.where(push_configs.c.owner == owner)
+        async with self.engine.connect() as connection:
+            rows = await connection.execute(query.order_by(push_configs.c.id))
+            return [TaskPushNotificationConfig.FromString(row.body) for row in rows]
+
+
+def check_config(config: TaskPushNotificationConfig) -> None:
+    """Refuse configs ranch will not deliver to, naming the field (the URL is checked by the guard)."""
+    if not config.url:
+        raise InvalidInput("pushNotificationConfig.url is required", "url")
+    if len(config.token) > MAX_TOKEN_LENGTH:
+        raise InvalidInput(f"the token is longer than {MAX_TOKEN_LENGTH} characters", "token")
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """How one update went to one webhook."""
+
+    ok: bool
+    attempts: int
+    status: int | None = None
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Attempts and waits between them: `first` s, doubling, at most `longest` s, with jitter."""
+
+    attempts: int = 4
+    first: float = 0.5
+    longest: float = 8.0
+
+    def wait(self, attempt: int, retry_after: float | None = None) -> float:
+        base = min(self.longest, self.first * 2.0**attempt)
+        if retry_after is not None:
+            return min(self.longest, max(base, retry_after))
+        return base * random.uniform(0.5, 1.0)
+
+
+RETRIED = frozenset({408, 425, 429})
+
+
+def webhook_client(timeout: float = 10.0) -> httpx.AsyncClient:
+    """The client deliveries go through: no redirects, no proxies from the environment."""
+    return httpx.AsyncClient(follow_redirects=False, trust_env=False, timeout=timeout)
+
+
+class PushSender:
+    """Delivers updates to webhooks through the URL guard."""
+
+    def __init__(self, client: httpx.AsyncClient, guard: UrlGuard, backoff: Backoff | None = None) -> None:
+        self.client = client
+        self.guard = guard
+        self.backoff = backoff or Backoff()
+
+    async def deliver(self, config: TaskPushNotificationConfig, body: bytes) -> Delivery:
+        """POST `body` (a StreamResponse as JSON) to the config's URL; never raises for delivery failures."""
+        headers = {"Content-Type": "application/json"}
+        if config.token:
+            headers[TOKEN_HEADER] = config.token
+        if config.HasField("authentication") and config.authentication.scheme:
+            auth = config.authentication
+            headers["Authorization"] = f"{auth.scheme} {auth.credentials}".strip()
+        last = Delivery(False, 0)
+        for attempt in range(self.backoff.attempts):
+            try:
+                target = await self.guard.check(config.url)
+            except UnsafeUrl as exc:
+                return Delivery(False, attempt + 1, error=str(exc))
+            url, host, extensions = target.pinned()
+            retry_after: float | None = None
+            try:
+                response = await self.client.post(
+                    url, content=body, headers={**headers, **host}, extensions=extensions
+                )
+            except httpx.HTTPError as exc:
+                last = Delivery(False, attempt + 1, error=f"{type(exc).__name__}: {exc}")
+            else:
+                status = response.status_code
+                if status < 300:
+                    return Delivery(True, attempt + 1, status)
+                if 300 <= status < 400:
+                    where = response.headers.get("location", "?")
+                    return Delivery(False, attempt + 1, status, f"redirect to {where} not followed")
+                last = Delivery(False, attempt + 1, status, f"HTTP {status}")
+                if status not in RETRIED and status < 500:
+                    return last
+                retry_after = _seconds(response.headers.get("retry-after"))
+            if attempt + 1 < self.backoff.attempts:
+                await anyio.sleep(self.backoff.wait(attempt, retry_after))
+        return last
+
+
+def _seconds(value: str | None) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def payload(event: Proto) -> bytes:
+    """What a webhook receives: the update as an A2A StreamResponse, JSON."""
+    text: str = MessageToJson(to_stream_response(event), indent=None)
+    return text.encode()
+
+
+class PushNotifier:
+    """Delivers each task's updates to its webhooks, in order, in the background."""
+
+    def __init__(self, store: PushConfigStore, sender: PushSender, group: TaskGroup) -> None:
+        self.store = store
+        self.sender = sender
+        self.group = group
+        self._queues: dict[str, MemoryObjectSendStream[Proto]] = {}
+        self.deliveries: list[Delivery] = []
+        """The most recent deliveries (at most 100), for tests and diagnostics."""
+
+    def wants(self, task_id: str) -> bool:
+        return self.store.has_configs(task_id)
+
+    def notify(self, task_id: str, event: Proto) -> None:
+        """Queue one update (Task, status or artifact event) for the task's webhooks."""
+        if isinstance(event, Message):
+            return  # a direct reply has no task; there is nothing to notify about
+        queue = self._queues.get(task_id)
+        if queue is None:
+            queue, receive = anyio.create_memory_object_stream[Proto](QUEUED_UPDATES)
+            self._queues[task_id] = queue
+            self.group.start_soon(self._work, task_id, receive)
+        copy = type(event)()
+        copy.CopyFrom(event)
+        try:
+            queue.send_nowait(copy)
+        except anyio.WouldBlock:
+            logger.warning("push: task %s has %d updates waiting; dropping one", task_id, QUEUED_UPDATES)
+
+    def finish(self, task_id: str) -> None:
+        """No more updates for now (the run ended); the worker drains the queue and stops."""
+        queue = self._queues.pop(task_id, None)
+        if queue is not None:
+            queue.close()
+
+    async def _work(self, task_id: str, receive: MemoryObjectReceiveStream[Proto]) -> None:
+        async with receive:
+            async for event in receive:
+                body = payload(event)
+                configs = await self.store.get_info_for_dispatch(task_id)
+                async with anyio.create_task_group() as group:
+                    for config in configs:
+                        group.start_soon(self._deliver, task_id, config, body)
+
+    async def _deliver(self, task_id: str, config: TaskPushNotificationConfig, body: bytes) -> None:
+        delivery = await self.sender.deliver(config, body)
+        self.deliveries = [*self.deliveries[-99:], delivery]
+        if delivery.ok:
+            logger.debug("push: task %s delivered to config %s", task_id, config.id)
+        else:
+            logger.warning(
+                "push: task %s, config %s: not delivered after %d attempt(s): %s",
+                task_id,
+                config.id,
+                delivery.attempts,
+                delivery.error,
+            )

@@ -1,0 +1,175 @@
+"""Rate limits: token buckets per caller and per agent, in process or in Redis.
+
+A bucket holds up to `burst` tokens and refills at `per_second`; each request
+takes one. An empty bucket answers `Decision(allowed=False, retry_after=s)`, the
+seconds until one token is back, which the bindings send as `Retry-After`.
+
+`MemoryBuckets` keeps the buckets in this process (the default). `RedisBuckets`
+keeps them in Redis, so several replicas share one budget: one Lua script reads,
+refills, takes and writes a bucket atomically, on Redis's clock.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+logger = logging.getLogger(__name__)
+
+MAX_MEMORY_KEYS = 100_000
+"""Buckets kept in process; the least recently used go first (a forgotten bucket is a full one)."""
+
+
+@dataclass(frozen=True)
+class Rate:
+    """`per_second` tokens back each second, at most `burst` in the bucket."""
+
+    per_second: float
+    burst: int
+
+    def __post_init__(self) -> None:
+        if self.per_second <= 0 or self.burst < 1:
+            raise ValueError(f"a rate needs per_second > 0 and burst >= 1, not {self}")
+
+
+@dataclass(frozen=True)
+class Decision:
+    allowed: bool
+    retry_after: float = 0.0
+    """Seconds until the next request would be allowed (0 when this one was)."""
+
+
+ALLOWED = Decision(True)
+
+
+class RateLimiter(Protocol):
+    """Decides whether one more request under `key` may go ahead now."""
+
+    async def check(self, key: str) -> Decision: ...
+
+    async def aclose(self) -> None: ...
+
+
+class MemoryBuckets:
+    """Token buckets in this process's memory."""
+
+    def __init__(self, rate: Rate, clock: Any = time.monotonic) -> None:
+        self.rate = rate
+        self._clock = clock
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
+
+    async def check(self, key: str) -> Decision:
+        now = self._clock()
+        tokens, then = self._buckets.pop(key, (float(self.rate.burst), now))
+        tokens = min(float(self.rate.burst), tokens + (now - then) * self.rate.per_second)
+        if tokens >= 1:
+            decision, tokens = ALLOWED, tokens - 1
+        else:
+            decision = Decision(False, (1 - tokens) / self.rate.per_second)
+        self._buckets[key] = (tokens, now)
+        if len(self._buckets) > MAX_MEMORY_KEYS:
+            self._buckets.popitem(last=False)
+        return decision
+
+    async def aclose(self) -> None:
+        self._buckets.clear()
+
+
+# KEYS[1] the bucket; ARGV: per_second, burst. Returns {allowed (0/1), retry_after as a string}.
+_TAKE = """
+local rate = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
+local bucket = redis.call('HMGET', KEYS[1], 'tokens', 'at')
+local tokens = tonumber(bucket[1]) or burst
+local at = tonumber(bucket[2]) or now
+tokens = math.min(burst, tokens + math.max(0, now - at) * rate)
+local allowed, wait = 0, (1 - tokens) / rate
+if tokens >= 1 then
+  allowed, wait, tokens = 1, 0, tokens - 1
+end
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
+redis.call('PEXPIRE', KEYS[1], math.ceil(burst / rate * 1000) + 1000)
+return {allowed, tostring(wait)}
+"""
+
+
+class RedisBuckets:
+    """Token buckets in Redis, shared by every replica that uses the same `prefix`.
+
+    When Redis cannot be reached the request is let through (a limiter must not
+    take the service down with it) and the failure is logged, at most every 30 s.
+    """
+
+    def __init__(self, client: Redis, rate: Rate, prefix: str = "ranch:ratelimit:") -> None:
+        self.client = client
+        self.rate = rate
+        self.prefix = prefix
+        self._take = client.register_script(_TAKE)
+        self._warned_at = -1e9
+
+    @classmethod
+    def from_url(cls, url: str, rate: Rate, prefix: str = "ranch:ratelimit:") -> RedisBuckets:
+        return cls(Redis.from_url(url), rate, prefix)
+
+    async def check(self, key: str) -> Decision:
+        try:
+            allowed, wait = await self._take(
+                keys=[self.prefix + key], args=[self.rate.per_second, self.rate.burst]
+            )
+        except (RedisError, OSError) as exc:
+            now = time.monotonic()
+            if now - self._warned_at > 30:
+                self._warned_at = now
+                logger.warning("rate limits are not enforced: Redis did not answer: %s", exc)
+            return ALLOWED
+        return ALLOWED if int(allowed) else Decision(False, float(wait))
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+class RatePolicy:
+    """The two budgets a request spends: its caller's and its agent's; either may be off."""
+
+    def __init__(self, callers: RateLimiter | None, agents: RateLimiter | None) -> None:
+        self.callers = callers
+        self.agents = agents
+
+    @property
+    def enabled(self) -> bool:
+        return self.callers is not None or self.agents is not None
+
+    async def admit(self, caller: str, agent: str) -> tuple[str, Decision]:
+        """(the key that refused, its decision), or ("", ALLOWED)."""
+        for limiter, key in ((self.callers, f"caller:{caller}"), (self.agents, f"agent:{agent}")):
+            if limiter is None:
+                continue
+            decision = await limiter.check(key)
+            if not decision.allowed:
+                return key, decision
+        return "", ALLOWED
+
+    async def aclose(self) -> None:
+        for limiter in {id(x): x for x in (self.callers, self.agents) if x is not None}.values():
+            await limiter.aclose()
+
+
+def build_policy(
+    caller: Rate | None, agent: Rate | None, redis_url: str | None, prefix: str = "ranch:ratelimit:"
+) -> RatePolicy:
+    """In-process buckets, or Redis ones sharing one client when `redis_url` is set."""
+    if redis_url is None or (caller is None and agent is None):
+        return RatePolicy(MemoryBuckets(caller) if caller else None, MemoryBuckets(agent) if agent else None)
+    client: Redis = Redis.from_url(redis_url)
+    return RatePolicy(
+        RedisBuckets(client, caller, prefix) if caller else None,
+        RedisBuckets(client, agent, prefix) if agent else None,
+    )
