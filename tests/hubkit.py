@@ -126,6 +126,9 @@ class Live:
     def send(self, frame: dict[str, Any]) -> None:
         self.connection.send(json.dumps(frame))
 
+    def send_raw(self, text: str) -> None:
+        self.connection.send(text)
+
     def recv(self, timeout: float = 10.0) -> dict[str, Any]:
         frame: dict[str, Any] = json.loads(self.connection.recv(timeout=timeout))
         return frame

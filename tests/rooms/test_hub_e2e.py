@@ -309,6 +309,11 @@ def test_bad_requests_get_clear_errors_naming_the_field(database_url: str, peer:
             "INVALID_PARAMS",
             "type",
         )
+        too_big = {"text": "x" * 100_001}
+        error(admin.call("POST", f"/rooms/{room}/messages", too_big), 413, "PAYLOAD_TOO_LARGE", "text")
+        bell = {"text": "ring \u0007"}
+        error(admin.call("POST", f"/rooms/{room}/messages", bell), 400, "INVALID_PARAMS", "text")
+        error(admin.call("GET", "/no/such/route"), 404, "NOT_FOUND", None)
         raw = admin.raw("POST", f"/rooms/{room}/messages", b"{not json")
         error(raw, 400, "INVALID_PARAMS", "body")
         error(admin.call("GET", "/rooms/nope"), 404, "NOT_FOUND", "room_id")

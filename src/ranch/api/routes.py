@@ -17,7 +17,9 @@ from ranch.api.auth import authenticate
 from ranch.api.ws import websocket_endpoint
 from ranch.db.models import AgentRecord, Delivery, Organization, RoomMessage, User
 from ranch.exceptions import Conflict, Forbidden, InvalidInput, NotFound, RanchError
+from ranch.hub.edge import limit_rate, trace_requests
 from ranch.ids import new_id
+from ranch.policy.ratelimit import RatePolicy
 from ranch.rooms import agents, views
 from ranch.rooms.access import Principal, usable_agent, usable_agents
 from ranch.rooms.runtime import RoomsRuntime
@@ -334,9 +336,12 @@ async def acknowledge(rt: RoomsRuntime, who: Principal, delivery_id: str) -> Non
         row.status = "done"
 
 
-def routes() -> list[BaseRoute]:
+def routes(rates: RatePolicy, *, debug: bool) -> list[BaseRoute]:
+    """Every REST route, each under a trace id and the per-caller rate limit, like the A2A bindings."""
+
     def r(path: str, handler: Handler, methods: list[str], status: int = 200) -> Route:
-        return Route(f"{PREFIX}{path}", endpoint(handler, status), methods=methods)
+        wrapped = trace_requests(limit_rate(rates, endpoint(handler, status)), debug=debug)
+        return Route(f"{PREFIX}{path}", wrapped, methods=methods)
 
     return [
         r("/me", me, ["GET"]),

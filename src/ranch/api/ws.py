@@ -17,7 +17,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from ranch.api import errors
 from ranch.api.auth import authenticate
 from ranch.db.models import Delivery, RoomMessage
-from ranch.exceptions import InvalidInput, NotFound, RanchError
+from ranch.exceptions import InvalidInput, NotFound, PayloadTooLarge, RanchError, RateLimited
 from ranch.rooms import views
 from ranch.rooms.access import Principal, visible_room
 from ranch.rooms.bus import Watcher
@@ -55,12 +55,19 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
 
 
 async def _read(websocket: WebSocket, runtime: RoomsRuntime, principal: Principal, watcher: Watcher) -> None:
+    hub = websocket.app.state.hub
+    limit = hub.settings.max_message_bytes
     while True:
         try:
             raw = await websocket.receive_text()
         except WebSocketDisconnect:
             return
         try:
+            key, decision = await hub.rates.admit(f"{principal.kind}:{principal.id}", "")
+            if not decision.allowed:
+                raise RateLimited(key, decision.retry_after)
+            if len(raw) > limit:
+                raise PayloadTooLarge(len(raw), limit, "frame")
             reply = await _handle(runtime, principal, watcher, raw)
         except RanchError as exc:
             reply = {"type": "error", **errors.body(exc)}

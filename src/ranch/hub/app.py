@@ -157,6 +157,7 @@ class Hub:
                 admin_key=self.settings.admin_key,
                 demo=self.settings.demo,
                 announce=self.settings.announce,
+                limits=self.settings.limits(),
             )
             for service in self.services:
                 await stack.enter_async_context(service())
@@ -201,7 +202,7 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
         if isinstance(route, Route):  # the SDK also mounts /{tenant}/...; ranch has no tenants in URLs
             endpoint = trace_requests(limit_rate(hub.rates, route.endpoint), debug=debug)
             routes.append(Route(route.path, guard_agent(hub.registry, endpoint), methods=route.methods))
-    routes.extend(api_routes())
+    routes.extend(api_routes(hub.rates, debug=hub.settings.debug))
     routes.extend(mcp_routes(hub))
     routes.extend(web_routes())  # the browser page; last, so it never shadows /a2a or /api
     app = FastPathApp(
@@ -224,7 +225,8 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     """No route, or a method the route does not take: JSON in the A2A error shape, not plain text."""
     assert isinstance(exc, HTTPException)
     message = f"{request.method} {request.url.path}: {exc.detail}"
-    return JSONResponse(http_error_body(exc.status_code, message), exc.status_code, headers=exc.headers)
+    body = http_error_body(exc.status_code, message, request.url.path)
+    return JSONResponse(body, exc.status_code, headers=exc.headers)
 
 
 async def _healthz(request: Request) -> Response:

@@ -150,7 +150,7 @@ class RatePolicy:
     async def admit(self, caller: str, agent: str) -> tuple[str, Decision]:
         """(the key that refused, its decision), or ("", ALLOWED)."""
         for limiter, key in ((self.callers, f"caller:{caller}"), (self.agents, f"agent:{agent}")):
-            if limiter is None:
+            if limiter is None or key == "agent:":  # REST and WebSocket calls name no agent
                 continue
             decision = await limiter.check(key)
             if not decision.allowed:

@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from ranch.config import RanchConfig
 from ranch.db.models import AgentRecord, ApiKey, Room, User
 from ranch.hub.registry import Registry
+from ranch.policy.limits import Limits
 from ranch.rooms import agents
 from ranch.rooms.access import SYSTEM
 from ranch.rooms.bus import Bus
@@ -51,11 +52,12 @@ async def start(
     admin_key: str | None = None,
     demo: bool = False,
     announce: Callable[[str], None] = print,
+    limits: Limits | None = None,
 ) -> RoomsRuntime:
     sessions = async_sessionmaker(engine, expire_on_commit=False)
     bus = Bus(sessions)
     dispatcher_ref: list[Dispatcher] = []
-    rooms = Rooms(bus, lambda delivery: dispatcher_ref[0].wake(delivery))
+    rooms = Rooms(bus, lambda delivery: dispatcher_ref[0].wake(delivery), limits)
     dispatcher = Dispatcher(rooms, registry, group)
     dispatcher_ref.append(dispatcher)
     async with sessions() as session, session.begin():

@@ -7,6 +7,7 @@ else the room's default agent), and the dispatcher is told after commit.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -14,8 +15,9 @@ from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ranch.db.models import AgentRecord, Delivery, Execution, Participant, Room, RoomEvent, RoomMessage, User
-from ranch.exceptions import Conflict, InvalidInput, NotFound
+from ranch.exceptions import Conflict, InvalidInput, NotFound, PayloadTooLarge
 from ranch.ids import new_id
+from ranch.policy.limits import Limits, check_id, check_text, check_value_keys
 from ranch.rooms import executions, views
 from ranch.rooms.access import SYSTEM, Principal, usable_agent, visible_room
 from ranch.rooms.adapters import FINAL, to_task
@@ -35,9 +37,10 @@ Wake = Callable[[Delivery], None]
 
 
 class Rooms:
-    def __init__(self, bus: Bus, wake: Wake) -> None:
+    def __init__(self, bus: Bus, wake: Wake, limits: Limits | None = None) -> None:
         self.bus = bus
         self.wake = wake
+        self.limits = limits or Limits()
         self.known: set[str] = set()
         """Room ids, for the A2A gateway's check of each contextId without a query (see load_known)."""
 
@@ -212,6 +215,7 @@ class Rooms:
         thread = body.get("thread_id")
         if thread is not None and not isinstance(thread, str):
             raise InvalidInput("thread_id must be a string", "thread_id")
+        self._check_content(text, metadata, thread)
         async with self.bus.transaction() as tx:
             room = await visible_room(tx.session, principal, room_id)
             if room.status != "active":
@@ -242,6 +246,16 @@ class Rooms:
                     message.execution_id = row.id
                     await executions.move(tx, row, "ready", turn=True)
             return message
+
+    def _check_content(self, text: str, metadata: dict[str, Any], thread: str | None) -> None:
+        """The same limits as every A2A entry: size, control characters, metadata keys, ids."""
+        size = len(text.encode()) + len(json.dumps(metadata, ensure_ascii=False).encode())
+        if size > self.limits.max_message_bytes:
+            raise PayloadTooLarge(size, self.limits.max_message_bytes, "text")
+        check_text(text, "text")
+        check_value_keys(metadata, "metadata", self.limits)
+        if thread is not None:
+            check_id(thread, "thread_id", self.limits)
 
     async def write(
         self,
@@ -460,4 +474,5 @@ def _text_field(body: dict[str, Any], name: str, max_length: int | None, *, requ
         raise InvalidInput(f"{name} must be a non-empty string", name)
     if max_length is not None and len(value) > max_length:
         raise InvalidInput(f"{name} is longer than {max_length} characters", name)
+    check_text(value, name)
     return value

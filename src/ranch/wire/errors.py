@@ -27,6 +27,8 @@ from a2a.utils.errors import A2AError
 from ranch import exceptions as ranch
 
 JSONRPC_PATH = re.compile(r"^/a2a/agents/[^/]+/?$")
+API_PREFIX = "/api/"
+"""The hub's REST API: errors there are `{"error": {"code", "message", "field"}}` (docs/api.md)."""
 
 
 @dataclass(frozen=True)
@@ -200,15 +202,20 @@ def a2a_rest_error_body(exc: BaseException, *, debug: bool = False) -> dict[str,
 def error_body(
     path: str, exc: BaseException, request_id: Any = None, *, debug: bool = False
 ) -> dict[str, Any]:
-    """`exc` in the format of the A2A binding `path` belongs to (JSON-RPC or HTTP+JSON)."""
+    """`exc` in the format of the entry `path` belongs to: JSON-RPC, A2A HTTP+JSON, or the hub's REST API."""
     if is_jsonrpc(path):
         return jsonrpc_error_body(exc, request_id, debug=debug)
+    if path.startswith(API_PREFIX):
+        return rest_error_body(exc, debug=debug)
     return a2a_rest_error_body(exc, debug=debug)
 
 
 _HTTP_STATUS = {400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 405: "UNIMPLEMENTED", 413: "INVALID_ARGUMENT"}
 
 
-def http_error_body(status: int, message: str) -> dict[str, Any]:
-    """An HTTP-level error (no route, wrong method) in the A2A HTTP+JSON error shape."""
+def http_error_body(status: int, message: str, path: str = "") -> dict[str, Any]:
+    """An HTTP-level error (no route, wrong method): the REST shape under /api, else A2A HTTP+JSON's."""
+    if path.startswith(API_PREFIX):
+        reason = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(status, "INVALID_PARAMS")
+        return {"error": {"code": reason, "message": message, "field": None}}
     return {"error": {"code": status, "status": _HTTP_STATUS.get(status, "UNKNOWN"), "message": message}}
