@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -173,3 +174,22 @@ def route_enum(request: dict[str, Any]) -> list[str]:
         if spec["function"]["name"] == "route_to":
             return list(spec["function"]["parameters"]["properties"]["recipient"]["enum"])
     return []
+
+
+@pytest.fixture(scope="module")
+def provider() -> Iterator[tuple[FakeOpenAI, str]]:
+    """One scripted server per test module: (the fake, its base URL)."""
+    with serve_fake_openai() as served:
+        yield served
+
+
+@pytest.fixture
+def fake(provider: tuple[FakeOpenAI, str]) -> FakeOpenAI:
+    """The module's fake, with an empty script and no recorded requests."""
+    provider[0].reset()
+    return provider[0]
+
+
+@pytest.fixture
+def base_url(provider: tuple[FakeOpenAI, str]) -> str:
+    return provider[1]

@@ -7,7 +7,6 @@ and memory per context.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ from a2a.types import Task, TaskState
 from google.protobuf.json_format import MessageToDict
 
 from conftest import sdk_client, send, serve_ranch, user_message
-from fake_openai import FakeOpenAI, error, serve_fake_openai, text
+from fake_openai import FakeOpenAI, base_url, error, fake, provider, text
 from ranch.agents.base import Call, text_of
 from ranch.agents.llm import LlmAgent
 from ranch.config import parse_config
@@ -26,23 +25,7 @@ from ranch.wire.client import ClientPool
 from servers import free_port
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(scope="module")
-def provider() -> Iterator[tuple[FakeOpenAI, str]]:
-    with serve_fake_openai() as served:
-        yield served
-
-
-@pytest.fixture
-def fake(provider: tuple[FakeOpenAI, str]) -> FakeOpenAI:
-    provider[0].reset()
-    return provider[0]
-
-
-@pytest.fixture
-def base_url(provider: tuple[FakeOpenAI, str]) -> str:
-    return provider[1]
+__all__ = ["base_url", "fake", "provider"]  # fixtures, used by name
 
 
 def llm_yaml(base_url: str, *, model: str = "solo", extra: str = "") -> str:

@@ -15,7 +15,17 @@ from google.protobuf.json_format import MessageToDict
 
 import mcp_tools
 from conftest import sdk_client, send, serve_ranch, trail_of, user_message
-from fake_openai import FakeOpenAI, Reply, route_enum, serve_fake_openai, text, tool, tool_names
+from fake_openai import (
+    FakeOpenAI,
+    Reply,
+    base_url,
+    fake,
+    provider,
+    route_enum,
+    text,
+    tool,
+    tool_names,
+)
 from peers import running_peer
 from ranch.agents.base import Call, text_of
 from ranch.agents.llm import LlmAgent
@@ -26,25 +36,9 @@ from ranch.wire.client import ClientPool
 from servers import ServerThread
 
 pytestmark = pytest.mark.anyio
+__all__ = ["base_url", "fake", "provider"]  # fixtures, used by name
 
 TOOLS_SCRIPT = Path(__file__).resolve().parents[1] / "mcp_tools.py"
-
-
-@pytest.fixture(scope="module")
-def provider() -> Iterator[tuple[FakeOpenAI, str]]:
-    with serve_fake_openai() as served:
-        yield served
-
-
-@pytest.fixture
-def fake(provider: tuple[FakeOpenAI, str]) -> FakeOpenAI:
-    provider[0].reset()
-    return provider[0]
-
-
-@pytest.fixture
-def base_url(provider: tuple[FakeOpenAI, str]) -> str:
-    return provider[1]
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import RunningRanch
+from fuzzkit import json_values
 from hubkit import ADMIN_KEY, Api, Live, serve_hub
 
 CONFIG = """
@@ -48,13 +49,6 @@ PATHS = [
     "/agent/messages/{id}/ack",
 ]
 
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=40),
-    lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4)
-    ),
-    max_leaves=12,
-)
 fields = st.sampled_from(
     [
         "text",

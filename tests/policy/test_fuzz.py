@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from fuzzkit import json_values
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -39,11 +40,6 @@ METHODS = [
     "nope",
 ]
 
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-    max_leaves=12,
-)
 parts = st.lists(
     st.fixed_dictionaries(
         {},

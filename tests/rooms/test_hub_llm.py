@@ -8,12 +8,12 @@ from collections.abc import Iterator
 import pytest
 
 import mcp_tools
-from fake_openai import FakeOpenAI, serve_fake_openai, text, tool
+from fake_openai import FakeOpenAI, provider, text, tool
 from hubkit import ADMIN_KEY, Api, Live, database_url, serve_hub, wait_until
 from peers import running_peer
 from servers import ServerThread
 
-__all__ = ["database_url"]
+__all__ = ["database_url", "provider"]  # fixtures, used by name
 
 CONFIG = """
 agents:
@@ -21,12 +21,6 @@ agents:
     kind: rules
     rules: [{reply: "hello"}]
 """
-
-
-@pytest.fixture(scope="module")
-def provider() -> Iterator[tuple[FakeOpenAI, str]]:
-    with serve_fake_openai() as served:
-        yield served
 
 
 @pytest.fixture(scope="module")
