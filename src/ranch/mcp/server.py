@@ -10,7 +10,7 @@ the agent's timeout; they are not stored as A2A tasks.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -29,18 +29,23 @@ from google.protobuf.json_format import MessageToDict
 from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.requests import Request
+from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
 from ranch import __version__
 from ranch.agents.base import Agent, Call, text_of
-from ranch.exceptions import AgentTimeout, RanchError
+from ranch.api.auth import CHALLENGE
+from ranch.exceptions import AgentTimeout, RanchError, Unauthorized
 from ranch.ids import new_id
 from ranch.routing import extension
+from ranch.wire.errors import jsonrpc_error_body
 from ranch.wire.events import INTERRUPTED, TERMINAL, apply_artifact, merge_metadata
 
 if TYPE_CHECKING:
     from ranch.hub.app import Hub
+    from ranch.hub.auth import Security
     from ranch.hub.registry import Registry
 
 PREFIX = "ask_"
@@ -74,19 +79,33 @@ OUTPUT_SCHEMA: dict[str, Any] = {
 }
 
 
-def build_server(registry: Registry) -> Server[Any, Any]:
-    """The MCP server: one `ask_<id>` tool per agent and team of `registry`."""
+Reachable = Callable[[Any, str], Awaitable[bool]]
+"""(the HTTP request or None, agent id) -> whether the caller may ask that agent."""
+
+
+async def _everyone(request: Any, agent_id: str) -> bool:
+    return True
+
+
+def build_server(registry: Registry, reachable: Reachable = _everyone) -> Server[Any, Any]:
+    """The MCP server: one `ask_<id>` tool per agent and team of `registry` the caller may reach."""
     server: Server[Any, Any] = Server("ranch", version=__version__)
 
+    async def tools() -> list[Agent]:
+        request = server.request_context.request if reachable is not _everyone else None
+        return [agent for agent in _askable(registry) if await reachable(request, agent.id)]
+
     async def list_tools() -> list[types.Tool]:
-        return [await _tool(agent) for agent in _askable(registry)]
+        return [await _tool(agent) for agent in await tools()]
 
     async def call_tool(
         name: str, arguments: dict[str, Any]
     ) -> tuple[list[types.ContentBlock], dict[str, Any]]:
         agent_id = name.removeprefix(PREFIX)
-        if not name.startswith(PREFIX) or agent_id not in registry:
-            raise ValueError(f"no tool '{name}'; the tools are {', '.join(_names(registry))}")
+        allowed = await tools()
+        if not name.startswith(PREFIX) or agent_id not in {agent.id for agent in allowed}:
+            names = ", ".join(PREFIX + agent.id for agent in allowed)
+            raise ValueError(f"no tool '{name}'; the tools are {names}")
         answer = await ask(registry.get(agent_id), str(arguments["message"]), arguments.get("context_id"))
         text = answer["reply"] + "\n\nroute: " + " -> ".join(answer["route"])
         return [types.TextContent(type="text", text=text)], answer
@@ -164,10 +183,6 @@ def _askable(registry: Registry) -> list[Agent]:
     return [agent for agent in registry if not agent.require_extensions]
 
 
-def _names(registry: Registry) -> list[str]:
-    return [PREFIX + agent.id for agent in _askable(registry)]
-
-
 async def _tool(agent: Agent) -> types.Tool:
     info = await agent.info()
     about = info.description or info.name
@@ -184,18 +199,35 @@ async def _tool(agent: Agent) -> types.Tool:
 
 
 class _Endpoint:
-    """The ASGI endpoint of `/mcp`: every request goes to the session manager."""
+    """The ASGI endpoint of `/mcp`: every request goes to the session manager, with a key if required."""
 
-    def __init__(self, manager: StreamableHTTPSessionManager) -> None:
+    def __init__(self, manager: StreamableHTTPSessionManager, security: Security) -> None:
         self.manager = manager
+        self.security = security
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.security.enabled:
+            try:
+                await self.security.principal(Request(scope, receive))
+            except Unauthorized as exc:
+                body = jsonrpc_error_body(exc)
+                await JSONResponse(body, 401, headers={"WWW-Authenticate": CHALLENGE})(scope, receive, send)
+                return
         await self.manager.handle_request(scope, receive, send)
 
 
 def mcp_routes(hub: Hub) -> list[BaseRoute]:
     """The `/mcp` route; the session manager it needs joins the hub's lifespan (`hub.services`)."""
-    manager = StreamableHTTPSessionManager(app=build_server(hub.registry), stateless=True)
+    from ranch.hub.auth import PRINCIPAL_KEY
+
+    security = hub.security
+
+    async def reachable(request: Any, agent_id: str) -> bool:
+        principal = request.scope.get(PRINCIPAL_KEY) if request is not None else None
+        return await security.reachable(principal, agent_id)
+
+    server = build_server(hub.registry, reachable if security.enabled else _everyone)
+    manager = StreamableHTTPSessionManager(app=server, stateless=True)
 
     @asynccontextmanager
     async def running() -> AsyncIterator[None]:
@@ -203,4 +235,4 @@ def mcp_routes(hub: Hub) -> list[BaseRoute]:
             yield
 
     hub.services.append(running)
-    return [Route(MCP_PATH, endpoint=_Endpoint(manager))]
+    return [Route(MCP_PATH, endpoint=_Endpoint(manager, security))]
