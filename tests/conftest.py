@@ -110,9 +110,7 @@ async def sdk_client(
     sent = dict(headers or {})
     if extensions:
         sent["A2A-Extensions"] = ",".join(extensions)
-    async with httpx.AsyncClient(
-        timeout=30, headers=sent, event_hooks={"request": [strip_version]}
-    ) as http:
+    async with httpx.AsyncClient(timeout=30, headers=sent, event_hooks={"request": [strip_version]}) as http:
         card = await A2ACardResolver(http, agent_url).get_agent_card()
         keep = [
             i

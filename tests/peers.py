@@ -330,8 +330,9 @@ def peer_card(kind: str, *, base_url: str, name: str | None = None, routing: boo
 def build_peer_app(kind: str, *, base_url: str, **opts: Any) -> tuple[Starlette, PeerRecorder]:
     """The peer app of one kind (see the module docstring) and the recorder it writes to.
 
-    opts: ``name`` (card name); ``sign`` (a function that signs the card); router ``route_to`` (default "user"), ``reason``;
-    asker ``question``; slow ``delay`` (default 30 s); failing ``error``, ``after_task``.
+    opts: ``name`` (card name); ``sign`` (a function that signs the card); router ``route_to``
+    (default "user"), ``reason``; asker ``question``; slow ``delay`` (default 30 s);
+    failing ``error``, ``after_task``.
     """
     if kind == "garbage":
         return garbage_app(base_url=base_url, name=opts.get("name"))
