@@ -92,12 +92,14 @@ async def sdk_client(
     streaming: bool = False,
     send_version_header: bool = True,
     extensions: list[str] | None = None,
+    headers: dict[str, str] | None = None,
 ) -> AsyncIterator[Client]:
     """An a2a-sdk `Client` for one ranch agent, resolved from its card like any A2A caller.
 
     `version="0.3"` keeps only the card's 0.3 interfaces, so the SDK picks its 0.3 compat
     transport; `send_version_header=False` strips `A2A-Version` from every request (the
-    server must then treat it as 0.3). `extensions` go in the `A2A-Extensions` header.
+    server must then treat it as 0.3). `extensions` go in the `A2A-Extensions` header;
+    `headers` go with every request (an API key).
     """
 
     async def strip_version(request: httpx.Request) -> None:
@@ -105,10 +107,10 @@ async def sdk_client(
             request.headers.pop("A2A-Version", None)
             request.headers.pop("a2a-version", None)
 
-    headers = {"A2A-Extensions": ",".join(extensions)} if extensions else {}
-    async with httpx.AsyncClient(
-        timeout=30, headers=headers, event_hooks={"request": [strip_version]}
-    ) as http:
+    sent = dict(headers or {})
+    if extensions:
+        sent["A2A-Extensions"] = ",".join(extensions)
+    async with httpx.AsyncClient(timeout=30, headers=sent, event_hooks={"request": [strip_version]}) as http:
         card = await A2ACardResolver(http, agent_url).get_agent_card()
         keep = [
             i

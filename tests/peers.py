@@ -330,8 +330,9 @@ def peer_card(kind: str, *, base_url: str, name: str | None = None, routing: boo
 def build_peer_app(kind: str, *, base_url: str, **opts: Any) -> tuple[Starlette, PeerRecorder]:
     """The peer app of one kind (see the module docstring) and the recorder it writes to.
 
-    opts: ``name`` (card name); router ``route_to`` (default "user"), ``reason``;
-    asker ``question``; slow ``delay`` (default 30 s); failing ``error``, ``after_task``.
+    opts: ``name`` (card name); ``sign`` (a function that signs the card); router ``route_to``
+    (default "user"), ``reason``; asker ``question``; slow ``delay`` (default 30 s);
+    failing ``error``, ``after_task``.
     """
     if kind == "garbage":
         return garbage_app(base_url=base_url, name=opts.get("name"))
@@ -339,6 +340,8 @@ def build_peer_app(kind: str, *, base_url: str, **opts: Any) -> tuple[Starlette,
         raise ValueError(f"unknown peer kind {kind!r}; expected one of {PEER_KINDS}")
     recorder = PeerRecorder()
     card = peer_card(kind, base_url=base_url, name=opts.get("name"), routing=kind == "router")
+    if opts.get("sign") is not None:
+        card = opts["sign"](card)
     handler = DefaultRequestHandler(
         agent_executor=_EXECUTORS[kind](recorder, opts), task_store=InMemoryTaskStore(), agent_card=card
     )

@@ -95,6 +95,16 @@ class RemoteAgentConfig(_AgentBase):
     """Sent with every call to this agent; `${VAR}` is read from the environment."""
     card_ttl: float = Field(default=300.0, ge=0)
     """Seconds a fetched card is trusted before it is fetched again."""
+    verify_card: bool = False
+    """Refuse the agent unless its card carries a signature that verifies with one of `trusted_keys`."""
+    trusted_keys: list[str] = Field(default_factory=list)
+    """Files of the keys that may sign its card: PEM public keys or JWKS (JSON) files."""
+
+    @model_validator(mode="after")
+    def _keys_to_verify_with(self) -> RemoteAgentConfig:
+        if self.verify_card and not self.trusted_keys:
+            raise ValueError("verify_card needs trusted_keys (PEM public keys or JWKS files)")
+        return self
 
 
 class PythonAgentConfig(_AgentBase):

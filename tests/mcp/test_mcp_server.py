@@ -42,6 +42,8 @@ async def test_the_mcp_client_lists_agents_and_teams_and_calls_a_team_over_http(
                     {"message": "find papers on seals", "context_id": structured(result)["context_id"]},
                 )
                 unknown = await session.call_tool("ask_nobody", {"message": "hi"})
+                bell = await session.call_tool("ask_helpdesk", {"message": "ring \u0007"})
+                huge = await session.call_tool("ask_helpdesk", {"message": "x" * 100_001})
     names = {tool.name for tool in listed.tools}
     assert {"ask_helpdesk", "ask_triage", "ask_researcher", "ask_writer"} <= names
     helpdesk = next(tool for tool in listed.tools if tool.name == "ask_helpdesk")
@@ -55,6 +57,9 @@ async def test_the_mcp_client_lists_agents_and_teams_and_calls_a_team_over_http(
     assert isinstance(text, types.TextContent) and text.text.endswith("route: " + " -> ".join(TEAM_ROUTE))
     assert structured(follow_up)["context_id"] == answer["context_id"]
     assert unknown.isError
+    # the same limits as every A2A entry, reported as the tool's error
+    assert bell.isError and "control character U+0007" in str(bell.content[0])
+    assert huge.isError and "the limit is 100000 bytes" in str(huge.content[0])
 
 
 async def test_ranch_mcp_serves_the_same_tools_over_stdio(tmp_path: Path) -> None:

@@ -35,12 +35,13 @@ from a2a.types import (
     TaskArtifactUpdateEvent,
 )
 from a2a.utils.errors import A2AError
+from a2a.utils.signing import SignatureVerificationError
 from google.protobuf import json_format
 
 from ranch.agents.base import Agent, AgentInfo, Call, Event
 from ranch.exceptions import AgentError, AgentTimeout, AgentUnavailable, InvalidAgentReply
 from ranch.routing import extension
-from ranch.wire.client import ClientPool
+from ranch.wire.client import ClientPool, Verify
 from ranch.wire.events import INTERRUPTED, TERMINAL
 
 logger = logging.getLogger(__name__)
@@ -68,6 +69,7 @@ class RemoteAgent(Agent):
         pool: ClientPool,
         headers: dict[str, str] | None = None,
         card_ttl: float = 300.0,
+        verify: Verify | None = None,
     ) -> None:
         self.id = fallback.id
         self.url = url.rstrip("/")
@@ -75,11 +77,17 @@ class RemoteAgent(Agent):
         self._pool = pool
         self._headers = dict(headers or {})
         self._ttl = card_ttl
+        self._verify = verify
         self._sessions: OrderedDict[str, RemoteSession] = OrderedDict()
 
     async def card(self) -> AgentCard:
+        """The peer's card, fetched with this agent's headers (its credentials), verified if configured."""
         try:
-            return await self._pool.card(self.url, self._headers, self._ttl)
+            return await self._pool.card(self.url, self._headers, self._ttl, self._verify)
+        except SignatureVerificationError as exc:
+            raise AgentUnavailable(
+                self.id, f"its agent card at {self.url} has no signature from a trusted key ({exc})"
+            ) from exc
         except (httpx.HTTPError, A2AError, ValueError) as exc:
             raise AgentUnavailable(self.id, f"cannot read its agent card at {self.url}: {exc}") from exc
 
@@ -103,7 +111,7 @@ class RemoteAgent(Agent):
         card = await self.card()
         session = self._session(message.context_id)
         outgoing, context = self._outgoing(card, message, call, session)
-        client = await self._pool.client(self.url, self._headers, self._ttl)
+        client = await self._pool.client(self.url, self._headers, self._ttl, self._verify)
         stream = cast(
             AsyncGenerator[StreamResponse, None],
             client.send_message(SendMessageRequest(message=outgoing), context=context),

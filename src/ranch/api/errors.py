@@ -6,6 +6,7 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 
+from ranch.api.auth import CHALLENGE
 from ranch.exceptions import Unauthorized
 from ranch.wire.errors import headers_for, http_status_for, rest_error_body
 
@@ -18,5 +19,5 @@ def body(exc: BaseException, *, debug: bool = False) -> dict[str, Any]:
 def response(exc: BaseException, *, debug: bool = False) -> JSONResponse:
     headers = headers_for(exc)
     if isinstance(exc, Unauthorized):
-        headers["WWW-Authenticate"] = 'Bearer realm="ranch"'
+        headers["WWW-Authenticate"] = CHALLENGE
     return JSONResponse(body(exc, debug=debug), status_code=http_status_for(exc), headers=headers)

@@ -261,6 +261,9 @@ async def remove_participant(request: Request, who: Principal, rt: RoomsRuntime)
 
 
 async def post_message(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
+    sessions = request.app.state.hub.security.sessions
+    if sessions is not None:  # the room is the context: one session per (caller, room), as on A2A
+        sessions.touch(f"{who.kind}:{who.id}", request.path_params["room_id"])
     message = await rt.rooms.post(who, request.path_params["room_id"], await json_body(request))
     return JSONResponse(views.message(message), status_code=201)
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from ranch.hub.app import Settings
 from ranch.policy.limits import DEFAULT_MAX_MESSAGE_BYTES
+from ranch.policy.sessions import DEFAULT_SESSION_TTL
 
 RATE_FIELDS = ("caller_rate", "caller_burst", "agent_rate", "agent_burst")
 
@@ -23,6 +24,16 @@ def _rate(text: str) -> float | None:
     value = float(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"a rate is >= 0 requests per second, not {text}")
+    return value
+
+
+def _ttl(text: str) -> float | None:
+    """Seconds; `off` or 0 switches sessions off."""
+    if text.strip().lower() in ("off", "none", "0", ""):
+        return None
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"a session TTL is > 0 seconds, not {text}")
     return value
 
 
@@ -58,6 +69,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="let push notifications reach loopback/private addresses; local development only",
     )
     group.add_argument(
+        "--auth",
+        choices=["off", "keys"],
+        default=env("RANCH_AUTH", "off"),
+        help="keys: every A2A call and /mcp need an API key (env RANCH_AUTH; default off)",
+    )
+    group.add_argument(
+        "--session-ttl",
+        type=_ttl,
+        default=_ttl(env("RANCH_SESSION_TTL", str(DEFAULT_SESSION_TTL))),
+        help=f"seconds a (caller, context) session lives unused (env RANCH_SESSION_TTL; "
+        f"default {DEFAULT_SESSION_TTL:g}; off = no sessions)",
+    )
+    group.add_argument(
+        "--signing-key",
+        default=env("RANCH_SIGNING_KEY") or None,
+        help="PEM private key that signs every served agent card (env RANCH_SIGNING_KEY)",
+    )
+    group.add_argument(
         "--debug",
         action="store_true",
         default=_env_flag("RANCH_DEBUG", "PROTOCOL_DEBUG"),
@@ -73,4 +102,7 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         "redis_url": args.redis_url,
         "allow_loopback_webhooks": args.allow_loopback_webhooks,
         "debug": args.debug,
+        "auth": args.auth,
+        "session_ttl": args.session_ttl,
+        "signing_key": args.signing_key,
     }

@@ -31,6 +31,7 @@ from ranch.api.routes import routes as api_routes
 from ranch.config import RanchConfig
 from ranch.db import migrate
 from ranch.db.engine import open_engine
+from ranch.hub.auth import PRINCIPAL_KEY, build_security, require_key
 from ranch.hub.edge import limit_rate, trace_requests
 from ranch.hub.registry import Registry
 from ranch.hub.serving import ContextBuilder, RanchRequestHandler, call_context, explained, guard_agent
@@ -40,13 +41,14 @@ from ranch.mcp.server import mcp_routes
 from ranch.policy.limits import DEFAULT_MAX_MESSAGE_BYTES, Limits
 from ranch.policy.push import PushConfigStore, PushNotifier, PushSender, webhook_client
 from ranch.policy.ratelimit import Rate, build_policy
+from ranch.policy.sessions import DEFAULT_SESSION_TTL
 from ranch.policy.ssrf import UrlGuard
 from ranch.rooms.gateway import Gateway
 from ranch.rooms.runtime import RoomsRuntime
 from ranch.rooms.runtime import start as start_rooms
 from ranch.routing.team import Team
 from ranch.web import web_routes
-from ranch.wire.cards import AGENTS_PATH, agent_url, served_card
+from ranch.wire.cards import AGENTS_PATH, agent_url, declare_security, served_card
 from ranch.wire.client import ClientPool
 from ranch.wire.errors import http_error_body
 from ranch.wire.fastpath import FastPathApp
@@ -88,6 +90,13 @@ class Settings:
     """Let push notifications go to loopback and private addresses (local development only)."""
     debug: bool = False
     """Full messages and timings in the logs (still scrubbed); details of internal errors."""
+    # -- authentication (docs/policies.md) --
+    auth: Literal["off", "keys"] = "off"
+    """`keys`: every A2A call and /mcp need an API key, like the REST API (cards stay public)."""
+    session_ttl: float | None = DEFAULT_SESSION_TTL
+    """Seconds a (caller, context) session lives without use; None = no sessions."""
+    signing_key: str | None = None
+    """A PEM private key file: every served agent card carries a JWS signature made with it."""
 
     def limits(self) -> Limits:
         return Limits(max_message_bytes=self.max_message_bytes)
@@ -110,6 +119,13 @@ class Hub:
         """More things the lifespan runs, entered after the task core (the /mcp session manager)."""
         self.rates = build_policy(*settings.rates(), redis_url=settings.redis_url)
         self.guard = UrlGuard(allow_loopback=settings.allow_loopback_webhooks)
+        self.security = build_security(
+            settings.auth,
+            self.registry,
+            lambda: self.rooms.sessions,
+            session_ttl=settings.session_ttl,
+            signing_key=settings.signing_key,
+        )
         self._core: TaskCore | None = None
         self._rooms: RoomsRuntime | None = None
 
@@ -173,20 +189,27 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
     """Every agent and team of `config` as an A2A server (JSON-RPC and HTTP+JSON)."""
     hub = Hub(config, settings or Settings())
     handler = RanchRequestHandler(
-        hub.registry, lambda: hub.core, hub.settings.limits(), hub.guard, lambda: hub.gateway
+        hub.registry,
+        lambda: hub.core,
+        hub.settings.limits(),
+        hub.guard,
+        lambda: hub.gateway,
+        sessions=hub.security.sessions,
     )
     legacy = JsonRpcDispatcher(handler, context_builder=ContextBuilder(), enable_v0_3_compat=True)
     sdk_endpoint = explained(legacy.handle_requests)
     lean = JsonRpcEndpoint(handler, call_context, sdk_endpoint)
     debug = hub.settings.debug
-    jsonrpc = trace_requests(
-        limit_rate(hub.rates, lean if hub.settings.jsonrpc == "lean" else sdk_endpoint), debug=debug
-    )
-    rpc = guard_agent(hub.registry, jsonrpc)
-    card = guard_agent(hub.registry, _card(hub))  # an unknown id gets the same error as every binding
+    secured = hub.security
+    rated = limit_rate(hub.rates, lean if hub.settings.jsonrpc == "lean" else sdk_endpoint)
+    # key first (its answer to an unknown id lists only the agents the caller may reach), then the id
+    jsonrpc = trace_requests(require_key(secured, guard_agent(hub.registry, rated)), debug=debug)
+    rpc = jsonrpc
+    card = require_key(secured, guard_agent(hub.registry, _card(hub)), optional=True)
     routes: list[BaseRoute] = [
         Route("/healthz", _healthz, methods=["GET"]),
-        Route(AGENTS_PATH, _list_agents(hub), methods=["GET"]),
+        Route(AGENTS_PATH, require_key(secured, _list_agents(hub), optional=True), methods=["GET"]),
+        Route("/.well-known/jwks.json", _jwks(hub), methods=["GET"]),
         Route(f"{AGENTS_PATH}/{{agent_id}}/.well-known/agent-card.json", card, methods=["GET"]),
         Route(f"{AGENTS_PATH}/{{agent_id}}/.well-known/agent.json", card, methods=["GET"]),
         Route(f"{AGENTS_PATH}/{{agent_id}}", rpc, methods=["POST"]),
@@ -200,8 +223,9 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
     )
     for route in rest:
         if isinstance(route, Route):  # the SDK also mounts /{tenant}/...; ranch has no tenants in URLs
-            endpoint = trace_requests(limit_rate(hub.rates, route.endpoint), debug=debug)
-            routes.append(Route(route.path, guard_agent(hub.registry, endpoint), methods=route.methods))
+            endpoint = guard_agent(hub.registry, limit_rate(hub.rates, route.endpoint))
+            endpoint = trace_requests(require_key(secured, endpoint), debug=debug)
+            routes.append(Route(route.path, endpoint, methods=route.methods))
     routes.extend(api_routes(hub.rates, debug=hub.settings.debug))
     routes.extend(mcp_routes(hub))
     routes.extend(web_routes())  # the browser page; last, so it never shadows /a2a or /api
@@ -242,6 +266,10 @@ def _list_agents(hub: Hub):  # type: ignore[no-untyped-def]
         base = _base_url(request)
         entries = []
         for agent in hub.registry:
+            if hub.security.enabled and not await hub.security.reachable(
+                request.scope.get(PRINCIPAL_KEY), agent.id
+            ):
+                continue
             info = await agent.info()
             entries.append(
                 {
@@ -263,6 +291,23 @@ def _list_agents(hub: Hub):  # type: ignore[no-untyped-def]
 def _card(hub: Hub):  # type: ignore[no-untyped-def]
     async def card(request: Request) -> Response:
         agent = hub.registry.get(request.path_params["agent_id"])
-        return JSONResponse(agent_card_to_dict(await served_card(agent, _base_url(request))))
+        served = await served_card(agent, _base_url(request))
+        if hub.security.enabled:
+            declare_security(served)
+        if hub.security.signer is not None:
+            hub.security.signer.sign(served)
+        return JSONResponse(agent_card_to_dict(served))
 
     return card
+
+
+def _jwks(hub: Hub):  # type: ignore[no-untyped-def]
+    """The public key of `signing_key`, for peers that verify ranch's cards (404 when cards are unsigned)."""
+
+    async def jwks(request: Request) -> Response:
+        signer = hub.security.signer
+        if signer is None:
+            raise HTTPException(404, "agent cards are not signed on this server (no signing_key)")
+        return JSONResponse(signer.jwks())
+
+    return jwks

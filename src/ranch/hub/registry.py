@@ -24,10 +24,11 @@ from ranch.config import (
     RulesAgentConfig,
     TeamConfig,
 )
-from ranch.exceptions import AgentNotFound
+from ranch.exceptions import AgentNotFound, ConfigError
 from ranch.routing import extension
 from ranch.routing.team import Team
 from ranch.wire.client import ClientPool
+from ranch.wire.signing import CardVerifier, load_trusted_keys
 
 
 class Registry:
@@ -120,7 +121,8 @@ def build_agent(config: AgentConfig, pool: ClientPool) -> Agent:
     elif isinstance(config, EchoAgentConfig):
         agent = EchoAgent(info)
     elif isinstance(config, RemoteAgentConfig):
-        agent = RemoteAgent(info, config.url, pool, config.headers, config.card_ttl)
+        verify = _card_verifier(config) if config.verify_card else None
+        agent = RemoteAgent(info, config.url, pool, config.headers, config.card_ttl, verify)
     elif isinstance(config, PythonAgentConfig):
         if config.client_routing:
             info.extensions = [extension.declaration()]
@@ -153,6 +155,13 @@ def build_team(config: TeamConfig, agents: dict[str, Agent]) -> Team:
         timeout=config.timeout,
         require_extensions=tuple(config.require_extensions),
     )
+
+
+def _card_verifier(config: RemoteAgentConfig) -> CardVerifier:
+    try:
+        return CardVerifier(load_trusted_keys(config.trusted_keys))
+    except ValueError as exc:
+        raise ConfigError([f"agent '{config.id}': {exc}"]) from exc
 
 
 def _skill(skill_id: str, name: str, description: str, tags: list[str], examples: list[str]) -> AgentSkill:

@@ -50,11 +50,13 @@ from starlette.responses import JSONResponse, Response
 
 from ranch.agents.base import Agent, Call, Event
 from ranch.exceptions import AgentNotFound, ExtensionSupportRequired, RanchError
+from ranch.hub.auth import PRINCIPAL_KEY, session_caller
 from ranch.hub.registry import Registry
 from ranch.hub.tasks import TaskCore, owner_context
 from ranch.ids import new_id
 from ranch.policy.limits import Limits, check_message
 from ranch.policy.push import PushConfigStore, check_config
+from ranch.policy.sessions import Sessions
 from ranch.policy.ssrf import UrlGuard
 from ranch.rooms.gateway import Gateway
 from ranch.wire.errors import error_body, http_status_for, to_a2a
@@ -79,6 +81,7 @@ def _ranch_state(request: Request) -> dict[str, Any]:
     return {
         AGENT_KEY: request.path_params.get("agent_id", ""),
         SCOPE_KEY: request.scope.setdefault(SCOPE_KEY, {}),
+        PRINCIPAL_KEY: request.scope.get(PRINCIPAL_KEY),
     }
 
 
@@ -119,8 +122,11 @@ class RanchRequestHandler(RequestHandler):
         limits: Limits | None = None,
         guard: UrlGuard | None = None,
         gateway: Callable[[], Gateway | None] = lambda: None,
+        *,
+        sessions: Sessions | None = None,
     ) -> None:
         self.registry = registry
+        self.sessions = sessions
         self._core = core
         self.limits = limits or Limits()
         self.guard = guard or UrlGuard()
@@ -132,7 +138,7 @@ class RanchRequestHandler(RequestHandler):
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task | Message:
         agent, owner, message, call = await self._accept(params, context)
-        gateway = self._room_gateway(message)
+        gateway = await self._room_gateway(message, context)
         if gateway is not None:
             task = await gateway.send(agent.id, message, self._caller(context), agent.timeout)
             return apply_history_length(task, params.configuration)
@@ -153,7 +159,7 @@ class RanchRequestHandler(RequestHandler):
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
         agent, owner, message, call = await self._accept(params, context)
-        gateway = self._room_gateway(message)
+        gateway = await self._room_gateway(message, context)
         if gateway is not None:
             yield await gateway.send(agent.id, message, self._caller(context), agent.timeout)
             return
@@ -169,8 +175,8 @@ class RanchRequestHandler(RequestHandler):
         try:
             task = await self.core.get(params.id, self._owner(context))
         except TaskNotFoundError:
-            gateway = self._gateway()
-            if gateway is None or await gateway.find(params.id) is None:
+            gateway = await self._execution_gateway(params.id, context)
+            if gateway is None:
                 raise
             limit = params.history_length if params.HasField("history_length") else None
             return await gateway.task(params.id, limit)
@@ -191,8 +197,8 @@ class RanchRequestHandler(RequestHandler):
         try:
             return await self.core.cancel(params.id, self._owner(context))
         except TaskNotFoundError:
-            gateway = self._gateway()
-            if gateway is None or await gateway.find(params.id) is None:
+            gateway = await self._execution_gateway(params.id, context)
+            if gateway is None:
                 raise
             return await gateway.cancel(params.id)
 
@@ -305,14 +311,38 @@ class RanchRequestHandler(RequestHandler):
         supported = {ext.uri for ext in info.extensions} | set(agent.require_extensions)
         activated = sorted(requested & supported)
         context.state[SCOPE_KEY]["activated"] = activated
+        if self.sessions is not None and message.context_id:
+            with translated():
+                self.sessions.touch(session_caller(context.state.get(PRINCIPAL_KEY)), message.context_id)
         return agent, self._owner(context), message, Call(extensions=frozenset(activated))
 
-    def _room_gateway(self, message: Message) -> Gateway | None:
-        """The rooms gateway when the message's contextId is a room of this hub."""
+    async def _room_gateway(self, message: Message, context: ServerCallContext) -> Gateway | None:
+        """The rooms gateway when the message's contextId is a room of this hub the caller may see.
+
+        Another tenant's room is not a room to this caller: its contextId starts a plain task.
+        """
         if not message.context_id:
             return None
         gateway = self._gateway()
-        return gateway if gateway is not None and gateway.is_room(message.context_id) else None
+        if gateway is None or not gateway.is_room(message.context_id):
+            return None
+        principal = context.state.get(PRINCIPAL_KEY)
+        if principal is not None and not await gateway.room_visible(principal, message.context_id):
+            return None
+        return gateway
+
+    async def _execution_gateway(self, execution_id: str, context: ServerCallContext) -> Gateway | None:
+        """The rooms gateway when `execution_id` is an execution in a room the caller may see."""
+        gateway = self._gateway()
+        if gateway is None:
+            return None
+        execution = await gateway.find(execution_id)
+        if execution is None:
+            return None
+        principal = context.state.get(PRINCIPAL_KEY)
+        if principal is not None and not await gateway.room_visible(principal, execution.room_id):
+            return None
+        return gateway
 
     @staticmethod
     def _caller(context: ServerCallContext) -> str:

@@ -10,7 +10,7 @@ the agent's timeout; they are not stored as A2A tasks.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -29,18 +29,26 @@ from google.protobuf.json_format import MessageToDict
 from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.requests import Request
+from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
 from ranch import __version__
 from ranch.agents.base import Agent, Call, text_of
-from ranch.exceptions import AgentTimeout, RanchError
+from ranch.api.auth import CHALLENGE
+from ranch.exceptions import AgentTimeout, RanchError, RateLimited, Unauthorized
+from ranch.hub.edge import caller_of
 from ranch.ids import new_id
+from ranch.policy.limits import Limits, check_message
+from ranch.policy.ratelimit import RatePolicy
 from ranch.routing import extension
+from ranch.wire.errors import headers_for, jsonrpc_error_body
 from ranch.wire.events import INTERRUPTED, TERMINAL, apply_artifact, merge_metadata
 
 if TYPE_CHECKING:
     from ranch.hub.app import Hub
+    from ranch.hub.auth import Security
     from ranch.hub.registry import Registry
 
 PREFIX = "ask_"
@@ -74,20 +82,43 @@ OUTPUT_SCHEMA: dict[str, Any] = {
 }
 
 
-def build_server(registry: Registry) -> Server[Any, Any]:
-    """The MCP server: one `ask_<id>` tool per agent and team of `registry`."""
+Reachable = Callable[[Any, str], Awaitable[bool]]
+"""(the HTTP request or None, agent id) -> whether the caller may ask that agent."""
+
+
+async def _everyone(request: Any, agent_id: str) -> bool:
+    return True
+
+
+def build_server(
+    registry: Registry, reachable: Reachable = _everyone, limits: Limits | None = None
+) -> Server[Any, Any]:
+    """The MCP server: one `ask_<id>` tool per agent and team of `registry` the caller may reach."""
     server: Server[Any, Any] = Server("ranch", version=__version__)
 
+    async def tools() -> list[Agent]:
+        request = server.request_context.request if reachable is not _everyone else None
+        return [agent for agent in _askable(registry) if await reachable(request, agent.id)]
+
     async def list_tools() -> list[types.Tool]:
-        return [await _tool(agent) for agent in _askable(registry)]
+        return [await _tool(agent) for agent in await tools()]
 
     async def call_tool(
         name: str, arguments: dict[str, Any]
     ) -> tuple[list[types.ContentBlock], dict[str, Any]]:
         agent_id = name.removeprefix(PREFIX)
-        if not name.startswith(PREFIX) or agent_id not in registry:
-            raise ValueError(f"no tool '{name}'; the tools are {', '.join(_names(registry))}")
-        answer = await ask(registry.get(agent_id), str(arguments["message"]), arguments.get("context_id"))
+        allowed = await tools()
+        if not name.startswith(PREFIX) or agent_id not in {agent.id for agent in allowed}:
+            names = ", ".join(PREFIX + agent.id for agent in allowed)
+            raise ValueError(f"no tool '{name}'; the tools are {names}")
+        text, context_id = arguments.get("message"), arguments.get("context_id")
+        if not isinstance(text, str) or not (context_id is None or isinstance(context_id, str)):
+            raise ValueError("message must be a string, and context_id a string when given")
+        try:  # the same limits as every A2A entry; the client gets the error as the tool's result
+            check_message(_message(text, context_id), limits or Limits(), "message")
+        except RanchError as exc:
+            raise ValueError(str(exc)) from exc
+        answer = await ask(registry.get(agent_id), text, context_id)
         text = answer["reply"] + "\n\nroute: " + " -> ".join(answer["route"])
         return [types.TextContent(type="text", text=text)], answer
 
@@ -97,14 +128,15 @@ def build_server(registry: Registry) -> Server[Any, Any]:
     return server
 
 
+def _message(text: str, context_id: str | None) -> Message:
+    return Message(
+        message_id=new_id(), role=Role.ROLE_USER, context_id=context_id or new_id(), parts=[Part(text=text)]
+    )
+
+
 async def ask(agent: Agent, text: str, context_id: str | None = None) -> dict[str, Any]:
     """Run one turn of `agent` and describe its outcome: reply, state, context_id, route, trail."""
-    message = Message(
-        message_id=new_id(),
-        role=Role.ROLE_USER,
-        context_id=context_id or new_id(),
-        parts=[Part(text=text)],
-    )
+    message = _message(text, context_id)
     task = Task(id=new_id(), context_id=message.context_id, status=TaskStatus())
     try:
         with anyio.fail_after(agent.timeout):
@@ -164,10 +196,6 @@ def _askable(registry: Registry) -> list[Agent]:
     return [agent for agent in registry if not agent.require_extensions]
 
 
-def _names(registry: Registry) -> list[str]:
-    return [PREFIX + agent.id for agent in _askable(registry)]
-
-
 async def _tool(agent: Agent) -> types.Tool:
     info = await agent.info()
     about = info.description or info.name
@@ -184,18 +212,44 @@ async def _tool(agent: Agent) -> types.Tool:
 
 
 class _Endpoint:
-    """The ASGI endpoint of `/mcp`: every request goes to the session manager."""
+    """The ASGI endpoint of `/mcp`: every request goes to the session manager, with a key if required."""
 
-    def __init__(self, manager: StreamableHTTPSessionManager) -> None:
+    def __init__(self, manager: StreamableHTTPSessionManager, security: Security, rates: RatePolicy) -> None:
         self.manager = manager
+        self.security = security
+        self.rates = rates
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.rates.enabled:
+            key, decision = await self.rates.admit(caller_of(Request(scope, receive)), "")
+            if not decision.allowed:
+                error = RateLimited(key, decision.retry_after)
+                await JSONResponse(jsonrpc_error_body(error), 429, headers=headers_for(error))(
+                    scope, receive, send
+                )
+                return
+        if self.security.enabled:
+            try:
+                await self.security.principal(Request(scope, receive))
+            except Unauthorized as exc:
+                body = jsonrpc_error_body(exc)
+                await JSONResponse(body, 401, headers={"WWW-Authenticate": CHALLENGE})(scope, receive, send)
+                return
         await self.manager.handle_request(scope, receive, send)
 
 
 def mcp_routes(hub: Hub) -> list[BaseRoute]:
     """The `/mcp` route; the session manager it needs joins the hub's lifespan (`hub.services`)."""
-    manager = StreamableHTTPSessionManager(app=build_server(hub.registry), stateless=True)
+    from ranch.hub.auth import PRINCIPAL_KEY
+
+    security = hub.security
+
+    async def reachable(request: Any, agent_id: str) -> bool:
+        principal = request.scope.get(PRINCIPAL_KEY) if request is not None else None
+        return await security.reachable(principal, agent_id)
+
+    server = build_server(hub.registry, reachable if security.enabled else _everyone, hub.settings.limits())
+    manager = StreamableHTTPSessionManager(app=server, stateless=True)
 
     @asynccontextmanager
     async def running() -> AsyncIterator[None]:
@@ -203,4 +257,4 @@ def mcp_routes(hub: Hub) -> list[BaseRoute]:
             yield
 
     hub.services.append(running)
-    return [Route(MCP_PATH, endpoint=_Endpoint(manager))]
+    return [Route(MCP_PATH, endpoint=_Endpoint(manager, security, hub.rates))]

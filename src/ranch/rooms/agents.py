@@ -38,7 +38,8 @@ API_KINDS = ("remote", "external", "rules", "echo", "llm", "team")
 async def sync_config(session: AsyncSession, config: RanchConfig, registry: Registry) -> None:
     """Record the config's agents and teams (global, in the default organization)."""
     specs: list[tuple[str, str, dict[str, Any], str, str]] = [
-        (a.id, a.kind, a.model_dump(mode="json"), a.display_name, a.description) for a in config.agents
+        (a.id, a.kind, _without_secrets(a.model_dump(mode="json")), a.display_name, a.description)
+        for a in config.agents
     ]
     specs += [(t.id, "team", t.model_dump(mode="json"), t.display_name, t.description) for t in config.teams]
     for agent_id, kind, spec, name, description in specs:
@@ -49,6 +50,24 @@ async def sync_config(session: AsyncSession, config: RanchConfig, registry: Regi
         row.url = spec.get("url")
         row.model = spec.get("model")
         session.add(row)
+
+
+SECRET_MAPS = ("headers", "env")
+
+
+def _without_secrets(spec: Any) -> Any:
+    """A config entry with the values of `headers` and `env` masked: the config file rebuilds config
+    agents, so the table never needs their credentials (which `${VAR}` expansion has filled in)."""
+    if isinstance(spec, list):
+        return [_without_secrets(item) for item in spec]
+    if not isinstance(spec, dict):
+        return spec
+    return {
+        key: {name: "[secret]" for name in value}
+        if key in SECRET_MAPS and isinstance(value, dict)
+        else _without_secrets(value)
+        for key, value in spec.items()
+    }
 
 
 async def load_registered(session: AsyncSession, registry: Registry, group: TaskGroup) -> list[str]:

@@ -15,7 +15,9 @@ from sqlalchemy import select
 
 from ranch.agents.base import text_of
 from ranch.db.models import AgentRecord, Execution, Participant, Room
+from ranch.exceptions import NotFound
 from ranch.rooms import executions
+from ranch.rooms.access import Principal, visible_room
 from ranch.rooms.adapters import BUSY, FINAL, to_task
 from ranch.rooms.runtime import RoomsRuntime
 from ranch.rooms.service import execution_history
@@ -30,6 +32,15 @@ class Gateway:
 
     def is_room(self, context_id: str) -> bool:
         return context_id in self.runtime.rooms.known
+
+    async def room_visible(self, principal: Principal, room_id: str) -> bool:
+        """Whether the caller may see the room (the REST API's rule; another tenant's rooms never)."""
+        async with self.runtime.sessions() as session:
+            try:
+                await visible_room(session, principal, room_id)
+            except NotFound:
+                return False
+        return True
 
     async def send(self, agent_id: str, message: Message, caller: str, wait_s: float) -> Task:
         bus = self.runtime.bus

@@ -5,7 +5,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from a2a.types import AgentCapabilities, AgentCard, AgentExtension, AgentInterface, AgentProvider, AgentSkill
+from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentExtension,
+    AgentInterface,
+    AgentProvider,
+    AgentSkill,
+    APIKeySecurityScheme,
+    HTTPAuthSecurityScheme,
+    SecurityRequirement,
+    SecurityScheme,
+    StringList,
+)
 from a2a.utils.constants import TransportProtocol
 
 if TYPE_CHECKING:
@@ -13,6 +25,8 @@ if TYPE_CHECKING:
 
 AGENTS_PATH = "/a2a/agents"
 VERSIONS = ("1.0", "0.3")
+API_KEY_SCHEME = "apiKey"
+BEARER_SCHEME = "bearer"
 
 
 def agent_url(base_url: str, agent_id: str) -> str:
@@ -83,3 +97,26 @@ async def served_card(agent: Agent, base_url: str) -> AgentCard:
         required=agent.require_extensions,
         streaming=True,
     )
+
+
+def declare_security(card: AgentCard) -> AgentCard:
+    """Declare the hub's API keys: in `X-API-Key`, or as `Authorization: Bearer <key>` (either one)."""
+    about = "a ranch API key (docs/api.md)"
+    card.security_schemes[API_KEY_SCHEME].CopyFrom(
+        SecurityScheme(
+            api_key_security_scheme=APIKeySecurityScheme(
+                location="header", name="X-API-Key", description=about
+            )
+        )
+    )
+    card.security_schemes[BEARER_SCHEME].CopyFrom(
+        SecurityScheme(
+            http_auth_security_scheme=HTTPAuthSecurityScheme(
+                scheme="Bearer", bearer_format="ranch API key", description=about
+            )
+        )
+    )
+    del card.security_requirements[:]
+    for name in (API_KEY_SCHEME, BEARER_SCHEME):
+        card.security_requirements.append(SecurityRequirement(schemes={name: StringList()}))
+    return card

@@ -8,6 +8,7 @@ trusted for `ttl` seconds.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import httpx
@@ -17,6 +18,9 @@ from a2a.utils.constants import TransportProtocol
 
 DEFAULT_TIMEOUT = httpx.Timeout(connect=5.0, read=60.0, write=30.0, pool=10.0)
 DEFAULT_LIMITS = httpx.Limits(max_connections=200, max_keepalive_connections=50)
+_VERIFIED = "verified:"
+Verify = Callable[[AgentCard], None]
+"""Checks a fetched card; raises when it must not be used."""
 
 
 @dataclass
@@ -46,26 +50,48 @@ class ClientPool:
     def http(self) -> httpx.AsyncClient:
         return self._http
 
-    async def card(self, url: str, headers: dict[str, str] | None = None, ttl: float = 300.0) -> AgentCard:
-        """The agent card at `url`, from cache while younger than `ttl` seconds."""
-        return (await self._entry(url, headers, ttl)).card
+    async def card(
+        self,
+        url: str,
+        headers: dict[str, str] | None = None,
+        ttl: float = 300.0,
+        verify: Verify | None = None,
+    ) -> AgentCard:
+        """The agent card at `url`, from cache while younger than `ttl` seconds.
 
-    async def client(self, url: str, headers: dict[str, str] | None = None, ttl: float = 300.0) -> Client:
-        """An SDK client for the agent at `url`, built from its (cached) card."""
-        return (await self._entry(url, headers, ttl)).client
+        `verify` checks a freshly fetched card (its signatures) before it is cached or used;
+        whatever it raises reaches the caller.
+        """
+        return (await self._entry(url, headers, ttl, verify)).card
+
+    async def client(
+        self,
+        url: str,
+        headers: dict[str, str] | None = None,
+        ttl: float = 300.0,
+        verify: Verify | None = None,
+    ) -> Client:
+        """An SDK client for the agent at `url`, built from its (cached, verified) card."""
+        return (await self._entry(url, headers, ttl, verify)).client
 
     def forget(self, url: str) -> None:
         """Drop a cached card, e.g. after the agent stopped answering."""
         self._cards.pop(url, None)
+        self._cards.pop(_VERIFIED + url, None)
 
-    async def _entry(self, url: str, headers: dict[str, str] | None, ttl: float) -> _CachedCard:
-        cached = self._cards.get(url)
+    async def _entry(
+        self, url: str, headers: dict[str, str] | None, ttl: float, verify: Verify | None
+    ) -> _CachedCard:
+        key = url if verify is None else _VERIFIED + url  # an unverified fetch never serves a verifying agent
+        cached = self._cards.get(key)
         if cached is not None and time.monotonic() - cached.fetched < ttl:
             return cached
         resolver = A2ACardResolver(self._http, url)
         card = await resolver.get_agent_card(http_kwargs={"headers": headers} if headers else None)
+        if verify is not None:
+            verify(card)
         entry = _CachedCard(card=card, fetched=time.monotonic(), client=self._factory.create(card))
-        self._cards[url] = entry
+        self._cards[key] = entry
         return entry
 
     async def aclose(self) -> None:

@@ -1,0 +1,103 @@
+"""Sessions per (caller, context): refreshed on use, SessionExpired after the TTL, then a new one."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+
+from hubkit import ADMIN_KEY, Api, database_url, serve_hub
+from ranch.exceptions import SessionExpired
+from ranch.policy.sessions import Sessions
+
+__all__ = ["database_url"]
+
+CONFIG = """
+agents:
+  - id: greeter
+    kind: rules
+    rules: [{reply: "Hello from greeter: {text}"}]
+"""
+TTL = 0.5
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_session_is_refreshed_by_use_and_expires_after_the_ttl() -> None:
+    clock = Clock()
+    sessions = Sessions(60, clock=clock)
+    assert sessions.touch("user:ann", "ctx") is True
+    clock.now = 59
+    assert sessions.touch("user:ann", "ctx") is False  # refreshed: 59 s later it lives on
+    clock.now = 118
+    assert sessions.touch("user:ann", "ctx") is False
+    assert sessions.touch("user:bob", "ctx") is True  # one session per (caller, context)
+    clock.now = 179
+    with pytest.raises(SessionExpired, match="expired after 60 s without use; the next call"):
+        sessions.touch("user:ann", "ctx")
+    assert sessions.touch("user:ann", "ctx") is True  # a new session on the same context
+    with pytest.raises(ValueError):
+        Sessions(0)
+
+
+def test_sessions_are_bounded() -> None:
+    sessions = Sessions(60, max_sessions=2)
+    for context in ("a", "b", "c"):
+        sessions.touch("me", context)
+    assert len(sessions) == 2
+
+
+def send(url: str, context_id: str, headers: dict[str, str], binding: str = "jsonrpc") -> httpx.Response:
+    message: dict[str, Any] = {
+        "messageId": uuid.uuid4().hex,
+        "role": "ROLE_USER",
+        "contextId": context_id,
+        "parts": [{"text": "hi"}],
+    }
+    if binding == "rest":
+        return httpx.post(
+            f"{url}/message:send", json={"message": message}, headers={"A2A-Version": "1.0", **headers}
+        )
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+    return httpx.post(url, json=body, headers={"A2A-Version": "1.0", **headers})
+
+
+def test_an_expired_session_answers_session_expired_and_the_next_call_starts_anew(database_url: str) -> None:
+    with serve_hub(CONFIG, database_url, auth="keys", session_ttl=TTL) as hub:
+        url, key = hub.agent_url("greeter"), {"X-API-Key": ADMIN_KEY}
+        assert "result" in send(url, "ctx-1", key).json()
+        time.sleep(TTL / 2)
+        assert "result" in send(url, "ctx-1", key).json()  # refreshed
+        time.sleep(TTL / 2)
+        assert "result" in send(url, "ctx-1", key).json()  # TTL passed since the first, not the last call
+        time.sleep(TTL * 1.5)
+        expired = send(url, "ctx-1", key).json()
+        assert expired["error"]["code"] == -32063, expired
+        assert "expired after 0.5 s" in expired["error"]["message"]
+        assert "result" in send(url, "ctx-1", key).json()  # a new session
+
+        assert send(url, "ctx-2", key, "rest").status_code == 200
+        time.sleep(TTL * 1.5)
+        rest = send(url, "ctx-2", key, "rest")
+        assert rest.status_code == 401 and rest.json()["error"]["status"] == "UNAUTHENTICATED", rest.text
+        assert send(url, "ctx-2", key, "rest").status_code == 200
+
+        # room posts over REST: the room is the context
+        admin = Api(hub.url, ADMIN_KEY)
+        room = admin.post("/rooms", {"title": "Ops"})["id"]
+        admin.post(f"/rooms/{room}/messages", {"text": "one"})
+        time.sleep(TTL * 1.5)
+        answer = admin.call("POST", f"/rooms/{room}/messages", {"text": "two"})
+        assert answer.status_code == 401 and answer.json()["error"]["code"] == "SESSION_EXPIRED", answer.text
+        assert answer.json()["error"]["field"] == "contextId"
+        admin.post(f"/rooms/{room}/messages", {"text": "three"})
+        assert [m["text"] for m in admin.messages(room)] == ["one", "three"]
