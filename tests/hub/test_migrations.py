@@ -31,5 +31,6 @@ async def test_a_database_from_ranch_0_1_is_upgraded_with_its_tasks(tmp_path: Pa
     async with engine.connect() as connection:
         tables = set(await connection.run_sync(lambda sync: inspect(sync).get_table_names()))
     assert {"rooms", "messages", "executions", "events", "deliveries", "agents", "ranch_tasks"} <= tables
+    assert "ranch_push_configs" in tables
     assert await store.get("t1", _ctx("someone")) == task
     await engine.dispose()
