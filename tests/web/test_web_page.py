@@ -7,6 +7,7 @@ The route diagram of a team turn is saved as `tests/artifacts/route.png`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sys
@@ -27,11 +28,10 @@ DEMO_KEY = "rk_demo"
 TIMEOUT_MS = 10_000
 
 
-@pytest.fixture(scope="module")
-def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    """`ranch serve` with no config: the demo team, the user `demo` (key rk_demo) and the room `demo`."""
+@contextlib.contextmanager
+def demo_server(folder: Path, *extra: str) -> Iterator[ServerProcess]:
     port = free_port()
-    db = tmp_path_factory.mktemp("web") / "ranch.db"
+    db = folder / "ranch.db"
     command = [
         sys.executable,
         "-m",
@@ -42,7 +42,16 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         "--db",
         f"sqlite+aiosqlite:///{db}",
     ]
-    with ServerProcess(command, port, log_path=db.with_suffix(".log"), name="ranch-serve") as server:
+    with ServerProcess(
+        [*command, *extra], port, log_path=db.with_suffix(".log"), name="ranch-serve"
+    ) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """`ranch serve` with no config: the demo team, the user `demo` (key rk_demo) and the room `demo`."""
+    with demo_server(tmp_path_factory.mktemp("web")) as server:
         yield server
 
 
@@ -65,6 +74,7 @@ def unexpected(message: ConsoleMessage) -> bool:
     return message.type == "error" and "status of 401" not in message.text
 
 
+@contextlib.contextmanager
 def open_page(browser: Browser, hub: ServerProcess, width: int = 1280, height: int = 900) -> Iterator[Page]:
     context = browser.new_context(base_url=hub.url, viewport={"width": width, "height": height})
     context.set_default_timeout(TIMEOUT_MS)
@@ -79,12 +89,14 @@ def open_page(browser: Browser, hub: ServerProcess, width: int = 1280, height: i
 
 @pytest.fixture
 def page(browser: Browser, hub: ServerProcess) -> Iterator[Page]:
-    yield from open_page(browser, hub)
+    with open_page(browser, hub) as opened:
+        yield opened
 
 
 @pytest.fixture
 def phone(browser: Browser, hub: ServerProcess) -> Iterator[Page]:
-    yield from open_page(browser, hub, width=390, height=844)
+    with open_page(browser, hub, width=390, height=844) as opened:
+        yield opened
 
 
 def sign_in(page: Page, key: str = DEMO_KEY, at: str = "/") -> None:
@@ -215,6 +227,32 @@ def test_open_a_room_whose_default_agent_answers_unmentioned_messages(page: Page
     expect(page.locator(".chip[data-agent=echo]")).to_have_attribute("data-status", "ready")
     page.get_by_role("link", name="Rooms").click()
     expect(page.get_by_role("link", name=title)).to_be_visible()
+
+
+def test_a_room_session_that_expired_while_idle_is_renewed_without_signing_out(
+    browser: Browser, tmp_path: Path
+) -> None:
+    with demo_server(tmp_path, "--session-ttl", "1") as short, open_page(browser, short) as page:
+        sign_in(page, at="/rooms/demo")
+        expect(page.locator("#live-status")).to_have_text("Live")
+        composer = page.get_by_label("Message", exact=True)
+        first = topic()
+        composer.fill(f"@helpdesk find papers on {first}")
+        composer.press("Enter")
+        log = page.get_by_role("log")
+        expect(
+            log.locator(".msg").filter(has_text=f"Research notes on 'find papers on {first}'")
+        ).to_have_count(2)
+        page.wait_for_timeout(1500)  # idle past the session's TTL: the next post meets SESSION_EXPIRED
+        second = topic()
+        composer.fill(f"@helpdesk find papers on {second}")
+        with page.expect_response(lambda r: r.request.method == "POST" and r.status == 401) as refused:
+            composer.press("Enter")
+        assert refused.value.json()["error"]["code"] == "SESSION_EXPIRED"
+        expect(
+            log.locator(".msg").filter(has_text=f"Research notes on 'find papers on {second}'")
+        ).to_have_count(2)
+        expect(page.get_by_role("heading", name="Helpdesk demo")).to_be_visible()  # still signed in
 
 
 def test_an_agent_page_shows_its_card_skills_and_the_client_routing_extension(page: Page) -> None:

@@ -39,7 +39,17 @@ export function refused(error) {
   for (const listener of listeners) listener(error);
 }
 
-export async function api(path, { method = "GET", body, key = session.key, signal } = {}) {
+export async function api(path, options = {}) {
+  try {
+    return await request(path, options);
+  } catch (error) {
+    // an idle room's session ran out (docs/policies.md): the hub already dropped it; one retry starts a new one
+    if (error instanceof ApiError && error.code === "SESSION_EXPIRED") return request(path, options);
+    throw error;
+  }
+}
+
+async function request(path, { method = "GET", body, key = session.key, signal } = {}) {
   const headers = { Accept: "application/json" };
   if (key) headers["X-API-Key"] = key;
   if (body !== undefined) headers["Content-Type"] = "application/json";
@@ -59,7 +69,7 @@ export async function api(path, { method = "GET", body, key = session.key, signa
   if (!response.ok) {
     const error = new ApiError(response.status, data);
     // a stored key that stops working ends the session; a key being tried at sign-in does not
-    if (response.status === 401 && key === session.key) refused(error);
+    if (response.status === 401 && key === session.key && error.code !== "SESSION_EXPIRED") refused(error);
     throw error;
   }
   return data;
