@@ -13,11 +13,11 @@ from typing import Any
 
 import httpx
 import pytest
-from fuzzkit import json_values
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import RunningRanch, serve_ranch
+from fuzzkit import json_values
 
 BUDGET_S = 8.0
 """Per test: after this many seconds, remaining examples are not sent."""
