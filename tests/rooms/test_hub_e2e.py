@@ -210,11 +210,57 @@ def test_tenants_never_see_each_other(database_url: str, peer: RunningPeer) -> N
         assert other.get("/rooms")["items"] == []
         assert "peer" not in {a["id"] for a in other.get("/agents")["items"]}  # org-private
         assert "greeter" in {a["id"] for a in other.get("/agents")["items"]}  # config agents are global
+        # what an organization's admin may not make the server do: start processes, read its
+        # environment, call into its network
+        refusals: list[tuple[dict[str, Any], int, str]] = [
+            (
+                {"mcp_servers": [{"name": "x", "command": "sh", "args": ["-c", "id"]}]},
+                400,
+                "mcp_servers[0].command",
+            ),
+            ({"api_key_env": "RANCH_ADMIN_KEY"}, 400, "api_key_env"),
+            ({"base_url": "http://127.0.0.1:9/v1"}, 422, "base_url"),
+            ({"remote_agents": ["http://169.254.169.254/latest"]}, 422, "remote_agents[0]"),
+        ]
+        for body, status, field in refusals:
+            refused = other.call("POST", "/agents", {"id": "sneaky", "kind": "llm", "model": "m", **body})
+            assert refused.status_code == status, refused.text
+            assert refused.json()["error"]["field"] == field
+        inward = other.call("POST", "/agents", {"id": "inward", "kind": "remote", "url": peer.url})
+        assert inward.status_code == 422 and "loopback" in inward.json()["error"]["message"]
         live = Live(hub.url, acme["owner"]["api_key"])
         live.send({"type": "subscribe", "rooms": [room], "cursor": 0})
         frame = live.recv()
         assert frame["type"] == "error" and frame["error"]["code"] == "NOT_FOUND"
         live.close()
+
+
+def test_canceling_an_execution_stops_its_agent(tmp_path: Any) -> None:
+    slow = """
+  - id: slow
+    kind: python
+    entry: probes:Probe
+    options: {sleep: 30, reply: "too late"}
+"""
+    with serve_hub(AGENTS + slow + TEAMS, f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}") as hub:
+        admin = Api(hub.url, ADMIN_KEY)
+        room = admin.post("/rooms", {"title": "Patience", "participants": [{"kind": "agent", "id": "slow"}]})[
+            "id"
+        ]
+        admin.post(f"/rooms/{room}/messages", {"text": "@slow take your time"})
+        execution = wait_until(
+            lambda: (
+                admin.executions(room).get("slow", {}).get("status") == "working"
+                and admin.executions(room)["slow"]
+            ),
+            what="slow working",
+        )
+        assert probes.BUSY["slow"] == 1
+        canceled = admin.post(f"/executions/{execution['id']}/cancel", None, status=200)
+        assert canceled["status"] == "canceled"
+        wait_until(lambda: probes.BUSY["slow"] == 0, timeout=5, what="the agent stopped")
+        assert [m["text"] for m in admin.messages(room)] == ["@slow take your time"]  # no reply posted
+        assert admin.executions(room)["slow"]["status"] == "canceled"
 
 
 def test_a_watcher_that_reconnects_with_its_cursor_misses_nothing(

@@ -193,7 +193,9 @@ async def list_agents(request: Request, who: Principal, rt: RoomsRuntime) -> Any
 async def create_agent(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
     body = await json_body(request)
     async with rt.sessions() as session, session.begin():
-        row, key = await agents.register(session, who, body, rt.registry, rt.group)
+        row, key = await agents.register(
+            session, who, body, rt.registry, rt.group, request.app.state.hub.guard
+        )
     result: dict[str, Any] = {"agent": views.agent(row, base_url(request))}
     if key is not None:
         result["api_key"] = key
@@ -220,6 +222,7 @@ async def delete_agent(request: Request, who: Principal, rt: RoomsRuntime) -> An
             raise NotFound(f"no agent '{agent_id}' registered by organization '{who.org_id}'", "agent_id")
         await session.delete(row)
     await rt.registry.remove(agent_id)
+    request.app.state.hub.security.access.forget(agent_id)  # its visibility is not cached past removal
     return Response(status_code=204)
 
 

@@ -128,6 +128,7 @@ class Hub:
         )
         self._core: TaskCore | None = None
         self._rooms: RoomsRuntime | None = None
+        self._gateway: Gateway | None = None
 
     @property
     def core(self) -> TaskCore:
@@ -137,7 +138,7 @@ class Hub:
 
     @property
     def gateway(self) -> Gateway | None:
-        return Gateway(self._rooms) if self._rooms is not None else None
+        return self._gateway
 
     @property
     def rooms(self) -> RoomsRuntime:
@@ -175,6 +176,7 @@ class Hub:
                 announce=self.settings.announce,
                 limits=self.settings.limits(),
             )
+            self._gateway = Gateway(self._rooms)
             for service in self.services:
                 await stack.enter_async_context(service())
             try:
@@ -183,6 +185,7 @@ class Hub:
                 group.cancel_scope.cancel()
                 self._core = None
                 self._rooms = None
+                self._gateway = None
 
 
 def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlette:

@@ -23,7 +23,7 @@ from starlette.responses import JSONResponse, Response
 from ranch.api.auth import CHALLENGE, KeyResolver, presented_key
 from ranch.db.models import AgentRecord
 from ranch.exceptions import AgentNotFound, Unauthorized
-from ranch.hub.edge import _request_id
+from ranch.hub.edge import request_id_of
 from ranch.policy.sessions import Sessions
 from ranch.rooms.access import Principal
 from ranch.wire.errors import error_body, http_status_for
@@ -153,7 +153,7 @@ def require_key(security: Security, endpoint: Endpoint, *, optional: bool = Fals
 
 async def refuse(request: Request, error: Exception) -> Response:
     """`error` in the format of the A2A binding the request came in on; 401s carry the challenge."""
-    request_id = _request_id(await request.body()) if request.method == "POST" else None
+    request_id = request_id_of(await request.body()) if request.method == "POST" else None
     headers = {"WWW-Authenticate": CHALLENGE} if isinstance(error, Unauthorized) else {}
     return JSONResponse(
         error_body(request.url.path, error, request_id),

@@ -77,7 +77,7 @@ def limit_rate(policy: RatePolicy, endpoint: Endpoint) -> Endpoint:
         if decision.allowed:
             return await endpoint(request)
         error = RateLimited(key, decision.retry_after)
-        request_id = _request_id(await request.body()) if request.method == "POST" else None
+        request_id = request_id_of(await request.body()) if request.method == "POST" else None
         return JSONResponse(
             error_body(request.url.path, error, request_id),
             status_code=http_status_for(error),
@@ -87,7 +87,8 @@ def limit_rate(policy: RatePolicy, endpoint: Endpoint) -> Endpoint:
     return limited
 
 
-def _request_id(body: bytes) -> str | int | None:
+def request_id_of(body: bytes) -> str | int | None:
+    """The JSON-RPC `id` of a request body, to answer an error with (None when there is none)."""
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError:

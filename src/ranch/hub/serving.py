@@ -51,6 +51,7 @@ from starlette.responses import JSONResponse, Response
 from ranch.agents.base import Agent, Call, Event
 from ranch.exceptions import AgentNotFound, ExtensionSupportRequired, RanchError
 from ranch.hub.auth import PRINCIPAL_KEY, session_caller
+from ranch.hub.edge import request_id_of
 from ranch.hub.registry import Registry
 from ranch.hub.tasks import TaskCore, owner_context
 from ranch.ids import new_id
@@ -327,7 +328,9 @@ class RanchRequestHandler(RequestHandler):
         if gateway is None or not gateway.is_room(message.context_id):
             return None
         principal = context.state.get(PRINCIPAL_KEY)
-        if principal is not None and not await gateway.room_visible(principal, message.context_id):
+        if principal is None:  # no auth: only the default organization's rooms are open to A2A callers
+            return gateway if gateway.is_open_room(message.context_id) else None
+        if not await gateway.room_visible(principal, message.context_id):
             return None
         return gateway
 
@@ -340,7 +343,9 @@ class RanchRequestHandler(RequestHandler):
         if execution is None:
             return None
         principal = context.state.get(PRINCIPAL_KEY)
-        if principal is not None and not await gateway.room_visible(principal, execution.room_id):
+        if principal is None:
+            return gateway if gateway.is_open_room(execution.room_id) else None
+        if not await gateway.room_visible(principal, execution.room_id):
             return None
         return gateway
 
@@ -377,7 +382,7 @@ def guard_agent(registry: Registry, endpoint: Callable[[Request], Awaitable[Resp
         error = AgentNotFound(agent_id, registry.ids())
         request_id = None
         if request.method == "POST":
-            request_id = _request_id(await request.body())
+            request_id = request_id_of(await request.body())
         return JSONResponse(
             error_body(request.url.path, error, request_id), status_code=http_status_for(error)
         )
@@ -414,12 +419,3 @@ async def _explain(request: Request, response: Response) -> Response:
         if any(reasons):
             error["message"] = f"{error.get('message', 'Invalid Request')}: {next(r for r in reasons if r)}"
     return JSONResponse(payload, status_code=response.status_code)
-
-
-def _request_id(body: bytes) -> Any:
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return None
-    value = data.get("id") if isinstance(data, dict) else None
-    return value if isinstance(value, str | int) and not isinstance(value, bool) else None

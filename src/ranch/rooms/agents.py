@@ -24,12 +24,12 @@ from ranch.agents.base import Agent
 from ranch.agents.remote import RemoteAgent
 from ranch.config import _AGENT_ADAPTER, ID_PATTERN, RESERVED_IDS, RanchConfig, TeamConfig
 from ranch.db.models import AgentRecord, ApiKey, Organization, now
-from ranch.exceptions import Conflict, InvalidInput, RanchError, Unprocessable
+from ranch.exceptions import Conflict, InvalidInput, RanchError, Unprocessable, UnsafeUrl
 from ranch.hub.registry import Registry, build_agent, build_team
 from ranch.ids import new_id
+from ranch.policy.ssrf import UrlGuard
 from ranch.rooms.access import Principal, usable_agent
 from ranch.rooms.keys import digest
-from ranch.routing.team import Team
 
 DEFAULT_ORG = "default"
 API_KINDS = ("remote", "external", "rules", "echo", "llm", "team")
@@ -119,7 +119,12 @@ def build(kind: str, spec: dict[str, Any], registry: Registry) -> Agent:
 
 
 async def register(
-    session: AsyncSession, principal: Principal, body: dict[str, Any], registry: Registry, group: TaskGroup
+    session: AsyncSession,
+    principal: Principal,
+    body: dict[str, Any],
+    registry: Registry,
+    group: TaskGroup,
+    guard: UrlGuard | None = None,
 ) -> tuple[AgentRecord, str | None]:
     """Validate, build and record one agent; returns it and, for an external agent, its new key."""
     principal.require_admin("register agents")
@@ -140,6 +145,8 @@ async def register(
             "the hub does not store keys: give api_key_env, naming an environment variable of the server",
             "api_key",
         )
+    if not principal.is_superuser:
+        await _tenant_safe(body, guard)
     spec = {k: v for k, v in body.items() if k not in ("visibility", "tools", "model_type")}
     row = AgentRecord(
         id=agent_id,
@@ -209,6 +216,44 @@ async def ensure_org(session: AsyncSession, org_id: str, name: str) -> Organizat
     return org
 
 
+TENANT_KEY_ENV = re.compile(r"^RANCH_KEY_[A-Z0-9_]+$")
+"""Environment variables a tenant's llm agent may read its provider key from (the operator sets them)."""
+
+
+async def _tenant_safe(body: dict[str, Any], guard: UrlGuard | None) -> None:
+    """What an organization's admin may not ask of the server: start processes, read any of its
+    environment variables, or make it call addresses inside its network (docs/api.md)."""
+    guard = guard or UrlGuard()
+    for index, server in enumerate(body.get("mcp_servers") or []):
+        if isinstance(server, dict) and "command" in server:
+            raise InvalidInput(
+                "MCP servers started as processes (command) come from the config file only; give a url",
+                f"mcp_servers[{index}].command",
+            )
+    key_env = body.get("api_key_env")
+    if key_env is not None and not (isinstance(key_env, str) and TENANT_KEY_ENV.match(key_env)):
+        raise InvalidInput(
+            "api_key_env must name a RANCH_KEY_* variable (the server's operator provides those)",
+            "api_key_env",
+        )
+    urls: list[tuple[str, Any]] = [("url", body.get("url")), ("base_url", body.get("base_url"))]
+    urls += [
+        (f"mcp_servers[{i}].url", s.get("url"))
+        for i, s in enumerate(body.get("mcp_servers") or [])
+        if isinstance(s, dict)
+    ]
+    urls += [
+        (f"remote_agents[{i}]", r.get("url") if isinstance(r, dict) else r)
+        for i, r in enumerate(body.get("remote_agents") or [])
+    ]
+    for field, url in urls:
+        if isinstance(url, str) and url.startswith(("http://", "https://")):
+            try:
+                await guard.check(url)
+            except UnsafeUrl as exc:
+                raise Unprocessable(str(exc), field) from exc
+
+
 def _check_id(value: Any) -> str:
     if not isinstance(value, str) or not re.match(ID_PATTERN, value) or len(value) > 64:
         raise InvalidInput("id must match [a-z0-9][a-z0-9_-]* (at most 64 characters)", "id")
@@ -257,10 +302,6 @@ async def _fetch_card(agent: RemoteAgent) -> AgentCard:
         return await agent.card()
     except RanchError as exc:
         raise Unprocessable(f"cannot read a valid agent card: {exc}", "url") from exc
-
-
-def is_team(agent: Agent) -> bool:
-    return isinstance(agent, Team)
 
 
 async def refresh_card(row: AgentRecord, registry: Registry) -> None:

@@ -63,6 +63,8 @@ class Dispatcher:
         self.registry = registry
         self.group = group
         self._queues: dict[tuple[str, str], deque[str]] = {}
+        self._running: dict[str, anyio.CancelScope] = {}
+        """Execution id -> the scope of the job working for it, so a cancel stops the agent."""
 
     def wake(self, delivery: Delivery) -> None:
         key = (delivery.room_id, delivery.agent_id)
@@ -71,6 +73,12 @@ class Dispatcher:
             queue = self._queues[key] = deque()
             self.group.start_soon(self._work, key)
         queue.append(delivery.id)
+
+    def stop(self, execution_id: str) -> None:
+        """Stop the agent working for a canceled (or completed) execution; its reply is never posted."""
+        scope = self._running.get(execution_id)
+        if scope is not None:
+            scope.cancel()
 
     def busy(self) -> int:
         """Deliveries queued or in progress (tests and shutdown wait on it)."""
@@ -103,8 +111,11 @@ class Dispatcher:
             await executions.move(tx, execution, "working")
         job = Job(self, room, message, execution)
         try:
-            await job.run()
+            with anyio.CancelScope() as scope:
+                self._running[execution.id] = scope
+                await job.run()
         finally:
+            self._running.pop(execution.id, None)
             async with self.bus.transaction() as tx:
                 row = await tx.session.get(Delivery, delivery_id)
                 if row is not None:

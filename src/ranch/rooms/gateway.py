@@ -14,15 +14,18 @@ from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError, TaskNot
 from sqlalchemy import select
 
 from ranch.agents.base import text_of
-from ranch.db.models import AgentRecord, Execution, Participant, Room
-from ranch.exceptions import NotFound
+from ranch.db.models import AgentRecord, Delivery, Execution, Participant, Room
+from ranch.exceptions import AgentTimeout, NotFound
 from ranch.rooms import executions
 from ranch.rooms.access import Principal, visible_room
 from ranch.rooms.adapters import BUSY, FINAL, to_task
+from ranch.rooms.agents import DEFAULT_ORG
 from ranch.rooms.runtime import RoomsRuntime
 from ranch.rooms.service import execution_history
 
 SETTLE_MARGIN_S = 5.0
+HANDLED_POLLS = 50
+"""Checks, 20 ms apart, that the agent's delivery was closed after its last status update."""
 """Extra seconds past the agent's own timeout before the gateway stops waiting."""
 
 
@@ -32,6 +35,10 @@ class Gateway:
 
     def is_room(self, context_id: str) -> bool:
         return context_id in self.runtime.rooms.known
+
+    def is_open_room(self, context_id: str) -> bool:
+        """A room callers without a key may use: the default organization's (a server without auth)."""
+        return self.runtime.rooms.known.get(context_id) == DEFAULT_ORG
 
     async def room_visible(self, principal: Principal, room_id: str) -> bool:
         """Whether the caller may see the room (the REST API's rule; another tenant's rooms never)."""
@@ -68,19 +75,41 @@ class Gateway:
                     mentions=[agent_id],
                     metadata={"a2a": {"messageId": message.message_id}},
                 )
-            with anyio.fail_after(wait_s + SETTLE_MARGIN_S):
-                async for payload in watcher.receive:
-                    data = payload.get("data") or {}
-                    if (
-                        payload["type"] == "execution.updated"
-                        and data.get("agent_id") == agent_id
-                        and data.get("status") not in BUSY
-                        and (payload.get("cursor") or 0) > posted.seq
-                    ):
-                        return await self.task(str(data["id"]), None)
+            try:
+                with anyio.fail_after(wait_s + SETTLE_MARGIN_S):
+                    async for payload in watcher.receive:
+                        data = payload.get("data") or {}
+                        if (
+                            payload["type"] == "execution.updated"
+                            and data.get("agent_id") == agent_id
+                            and data.get("status") not in BUSY
+                            and await self._handled(posted.seq, agent_id)
+                        ):
+                            return await self.task(str(data["id"]), None)
+            except TimeoutError:
+                raise AgentTimeout(agent_id, wait_s + SETTLE_MARGIN_S) from None
         finally:
             bus.unwatch(watcher)
         raise TaskNotFoundError(f"the room closed before agent '{agent_id}' answered")  # pragma: no cover
+
+    async def _handled(self, message_seq: int, agent_id: str) -> bool:
+        """Whether the agent is done with this message (not an earlier one it was still answering).
+
+        Its delivery is closed just after its execution's last update, so wait for that briefly.
+        """
+        for _ in range(HANDLED_POLLS):
+            async with self.runtime.sessions() as session:
+                status = await session.scalar(
+                    select(Delivery.status).where(
+                        Delivery.message_seq == message_seq, Delivery.agent_id == agent_id
+                    )
+                )
+            if status == "done":
+                return True
+            if status == "pending":
+                return False  # an earlier message's turn ended; this one has not started
+            await anyio.sleep(0.02)
+        return False
 
     async def find(self, execution_id: str) -> Execution | None:
         async with self.runtime.sessions() as session:
@@ -106,4 +135,5 @@ class Gateway:
             if row.status in FINAL:
                 raise TaskNotCancelableError(f"task '{execution_id}' already ended ({row.status})")
             await executions.move(tx, row, "canceled", "canceled over A2A")
+        self.runtime.dispatcher.stop(execution_id)
         return await self.task(execution_id, None)

@@ -60,6 +60,7 @@ async def start(
     rooms = Rooms(bus, lambda delivery: dispatcher_ref[0].wake(delivery), limits)
     dispatcher = Dispatcher(rooms, registry, group)
     dispatcher_ref.append(dispatcher)
+    rooms.stop = dispatcher.stop
     async with sessions() as session, session.begin():
         await agents.ensure_org(session, agents.DEFAULT_ORG, "Default organization")
         await _bootstrap_admin(session, admin_key, announce)

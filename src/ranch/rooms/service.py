@@ -40,13 +40,17 @@ class Rooms:
     def __init__(self, bus: Bus, wake: Wake, limits: Limits | None = None) -> None:
         self.bus = bus
         self.wake = wake
+        self.stop: Callable[[str], None] = lambda _execution_id: None
+        """Told after commit of each execution ended from outside (cancel, room closed)."""
         self.limits = limits or Limits()
-        self.known: set[str] = set()
-        """Room ids, for the A2A gateway's check of each contextId without a query (see load_known)."""
+        self.known: dict[str, str] = {}
+        """Room id -> its organization, for the A2A gateway's check of each contextId without a query."""
 
     async def load_known(self) -> None:
         async with self.bus.sessions() as session:
-            self.known = set((await session.scalars(select(Room.id))).all())
+            self.known = {
+                row.id: row.org_id for row in (await session.execute(select(Room.id, Room.org_id))).all()
+            }
 
     # -- rooms ---------------------------------------------------------------------------------
 
@@ -74,7 +78,7 @@ class Rooms:
             )
             tx.session.add(room)
             await tx.session.flush()
-            tx.after.append(lambda: self.known.add(room.id))
+            tx.after.append(lambda: self.known.__setitem__(room.id, room.org_id))
             if principal is not SYSTEM:
                 await self._join(tx, room, principal.kind, principal.id, "owner", principal)
             for index, entry in enumerate(participants):
@@ -125,6 +129,7 @@ class Rooms:
                     )
                     for row in open_.all():
                         await executions.move(tx, row, "completed", f"the room was {status}")
+                        tx.after.append(lambda execution_id=row.id: self.stop(execution_id))
             return room
 
     # -- participants --------------------------------------------------------------------------
@@ -404,6 +409,7 @@ class Rooms:
             if row.status in FINAL:
                 raise Conflict(f"execution '{execution_id}' already ended ({row.status})", "execution_id")
             await executions.move(tx, row, "canceled", f"canceled by {principal.id}")
+            tx.after.append(lambda: self.stop(row.id))
             return row
 
     async def task(self, principal: Principal, execution_id: str, history_length: int | None) -> Any:

@@ -18,7 +18,6 @@ from a2a.utils.constants import TransportProtocol
 
 DEFAULT_TIMEOUT = httpx.Timeout(connect=5.0, read=60.0, write=30.0, pool=10.0)
 DEFAULT_LIMITS = httpx.Limits(max_connections=200, max_keepalive_connections=50)
-_VERIFIED = "verified:"
 Verify = Callable[[AgentCard], None]
 """Checks a fetched card; raises when it must not be used."""
 
@@ -44,7 +43,8 @@ class ClientPool:
                 supported_protocol_bindings=[TransportProtocol.JSONRPC, TransportProtocol.HTTP_JSON],
             )
         )
-        self._cards: dict[str, _CachedCard] = {}
+        self._cards: dict[tuple[bool, str, tuple[tuple[str, str], ...]], _CachedCard] = {}
+        """(verified, url, headers) -> card: one caller's credentials never serve another's fetch."""
 
     @property
     def http(self) -> httpx.AsyncClient:
@@ -76,13 +76,14 @@ class ClientPool:
 
     def forget(self, url: str) -> None:
         """Drop a cached card, e.g. after the agent stopped answering."""
-        self._cards.pop(url, None)
-        self._cards.pop(_VERIFIED + url, None)
+        for key in [key for key in self._cards if key[1] == url]:
+            del self._cards[key]
 
     async def _entry(
         self, url: str, headers: dict[str, str] | None, ttl: float, verify: Verify | None
     ) -> _CachedCard:
-        key = url if verify is None else _VERIFIED + url  # an unverified fetch never serves a verifying agent
+        # an unverified fetch never serves a verifying agent, nor one caller's credentials another
+        key = (verify is not None, url, tuple(sorted((headers or {}).items())))
         cached = self._cards.get(key)
         if cached is not None and time.monotonic() - cached.fetched < ttl:
             return cached
