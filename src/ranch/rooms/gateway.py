@@ -14,14 +14,14 @@ from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError, TaskNot
 from sqlalchemy import select
 
 from ranch.agents.base import text_of
-from ranch.db.models import AgentRecord, Delivery, Execution, Participant, Room
+from ranch.db.models import Delivery, Execution, Participant, Room
 from ranch.exceptions import AgentTimeout, NotFound
 from ranch.rooms import executions
 from ranch.rooms.access import Principal, visible_room
-from ranch.rooms.adapters import BUSY, FINAL, to_task
+from ranch.rooms.adapters import BUSY, FINAL
 from ranch.rooms.agents import DEFAULT_ORG
 from ranch.rooms.runtime import RoomsRuntime
-from ranch.rooms.service import execution_history
+from ranch.rooms.service import execution_task
 
 SETTLE_MARGIN_S = 5.0
 HANDLED_POLLS = 50
@@ -120,12 +120,7 @@ class Gateway:
             row = await session.get(Execution, execution_id)
             if row is None:
                 raise TaskNotFoundError(f"no task '{execution_id}'")
-            limit = history_length
-            if limit is None:
-                limit = await session.scalar(
-                    select(AgentRecord.history_length).where(AgentRecord.id == row.agent_id)
-                )
-            return to_task(row, await execution_history(session, row), limit)
+            return await execution_task(session, row, history_length)
 
     async def cancel(self, execution_id: str) -> Task:
         async with self.runtime.bus.transaction() as tx:

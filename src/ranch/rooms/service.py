@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from a2a.types import Task
 from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -412,17 +413,19 @@ class Rooms:
             tx.after.append(lambda: self.stop(row.id))
             return row
 
-    async def task(self, principal: Principal, execution_id: str, history_length: int | None) -> Any:
+    async def task(self, principal: Principal, execution_id: str, history_length: int | None) -> Task:
         """The execution as an A2A Task (history: what the agent received or wrote)."""
         async with self.bus.sessions() as session:
             row = await self._execution(session, principal, execution_id)
-            limit = history_length
-            if limit is None:
-                limit = await session.scalar(
-                    select(AgentRecord.history_length).where(AgentRecord.id == row.agent_id)
-                )
-            history = await execution_history(session, row)
-            return to_task(row, history, limit)
+            return await execution_task(session, row, history_length)
+
+
+async def execution_task(session: AsyncSession, row: Execution, history_length: int | None) -> Task:
+    """`row` as an A2A Task, its history trimmed to `history_length` or else the agent's own."""
+    limit = history_length
+    if limit is None:
+        limit = await session.scalar(select(AgentRecord.history_length).where(AgentRecord.id == row.agent_id))
+    return to_task(row, await execution_history(session, row), limit)
 
 
 async def execution_history(session: AsyncSession, row: Execution) -> list[RoomMessage]:
