@@ -6,7 +6,7 @@ import subprocess
 import sys
 import uuid
 
-from ranch.ids import new_id
+from ranch.ids import new_id, random_hex
 
 
 def test_ids_are_distinct_version_4_uuids() -> None:
@@ -37,3 +37,10 @@ def test_a_forked_child_does_not_repeat_its_parents_ids() -> None:
     child, parent = result.stdout.split()
     assert child != parent
     assert uuid.UUID(child).version == 4
+
+
+def test_random_hex_is_lowercase_hex_and_does_not_repeat() -> None:
+    values = [random_hex(32) for _ in range(600)]  # crosses blocks of the pool
+    assert len(set(values)) == len(values)
+    assert all(len(value) == 32 and int(value, 16) >= 0 and value == value.lower() for value in values)
+    assert len(random_hex(8)) == 8

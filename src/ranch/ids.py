@@ -13,27 +13,32 @@ import threading
 
 _BLOCK = 4096
 _lock = threading.Lock()
-_block = b""
-_offset = _BLOCK
+_hex = ""
+_offset = 2 * _BLOCK
+_VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
+"""RFC 4122 variant: the first hex digit of the fourth group is 8, 9, a or b."""
+
+
+def random_hex(digits: int = 32) -> str:
+    """`digits` random lowercase hex digits (at most 64), e.g. a W3C trace id."""
+    global _hex, _offset
+    with _lock:
+        if _offset + digits > len(_hex):
+            _hex, _offset = os.urandom(_BLOCK).hex(), 0
+        start = _offset
+        _offset += digits
+    return _hex[start : start + digits]
 
 
 def new_id() -> str:
     """A random UUID4 string, e.g. '3f2b8c1e-9a4d-4c7e-8b1f-0d2e6a5c7b90'."""
-    global _block, _offset
-    with _lock:
-        if _offset + 16 > len(_block):
-            _block, _offset = os.urandom(_BLOCK), 0
-        raw = bytearray(_block[_offset : _offset + 16])
-        _offset += 16
-    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
-    raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
-    text = raw.hex()
-    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+    h = random_hex(32)
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
 
 
 def _forget_block() -> None:
-    global _block, _offset
-    _block, _offset = b"", _BLOCK
+    global _hex, _offset
+    _hex, _offset = "", 2 * _BLOCK
 
 
 os.register_at_fork(after_in_child=_forget_block)

@@ -17,7 +17,6 @@ from a2a.types import (
     AgentSkill,
     Message,
     Part,
-    Role,
     Task,
     TaskArtifactUpdateEvent,
     TaskStatusUpdateEvent,
@@ -25,6 +24,7 @@ from a2a.types import (
 
 from ranch.ids import new_id
 from ranch.routing import extension
+from ranch.wire.events import ROLE_AGENT
 
 Event = Message | Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent
 """What an agent yields: the four A2A stream payloads."""
@@ -77,7 +77,8 @@ class Agent(ABC):
     """Seconds one call may take."""
     require_extensions: tuple[str, ...] = ()
     replies_directly: bool = False
-    """True for kinds that always answer with exactly one Message; they are served without a task."""
+    """True for kinds that always answer with exactly one Message at once (`reply_now`): they are
+    served in the request itself, without a task."""
 
     @abstractmethod
     async def info(self) -> AgentInfo:
@@ -86,6 +87,10 @@ class Agent(ABC):
     @abstractmethod
     def run(self, message: Message, call: Call) -> AsyncGenerator[Event, None]:
         """Answer one message with A2A events."""
+
+    def reply_now(self, message: Message, call: Call) -> Message:
+        """The one Message a `replies_directly` kind answers with; `run` yields the same."""
+        raise NotImplementedError(f"{type(self).__name__} does not reply directly")
 
     async def open(self) -> None:  # noqa: B027 - most kinds hold nothing; they need not override
         """Acquire what the agent holds (MCP connections) before serving; `aclose` releases it.
@@ -114,7 +119,7 @@ def reply(
     """An agent Message answering `request`, optionally carrying a routing decision."""
     message = Message(
         message_id=new_id(),
-        role=Role.ROLE_AGENT,
+        role=ROLE_AGENT,
         context_id=request.context_id,
         task_id=request.task_id,
         parts=[Part(text=text)],

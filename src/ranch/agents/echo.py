@@ -21,5 +21,8 @@ class EchoAgent(Agent):
     async def info(self) -> AgentInfo:
         return self._info
 
+    def reply_now(self, message: Message, call: Call) -> Message:
+        return reply(message, text_of(message))
+
     async def run(self, message: Message, call: Call) -> AsyncGenerator[Event, None]:
-        yield reply(message, text_of(message))
+        yield self.reply_now(message, call)

@@ -52,7 +52,7 @@ class RulesAgent(Agent):
     async def info(self) -> AgentInfo:
         return self._info
 
-    async def run(self, message: Message, call: Call) -> AsyncGenerator[Event, None]:
+    def reply_now(self, message: Message, call: Call) -> Message:
         text = text_of(message)
         for rule in self._rules:
             answer = rule.answer(text)
@@ -60,6 +60,8 @@ class RulesAgent(Agent):
                 decision = None
                 if rule.route is not None:
                     decision = extension.RoutingDecision(recipient=rule.route, reason=rule.reason)
-                yield reply(message, answer, decision)
-                return
-        yield reply(message, NO_MATCH_REPLY)
+                return reply(message, answer, decision)
+        return reply(message, NO_MATCH_REPLY)
+
+    async def run(self, message: Message, call: Call) -> AsyncGenerator[Event, None]:
+        yield self.reply_now(message, call)

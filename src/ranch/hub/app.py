@@ -32,9 +32,16 @@ from ranch.config import RanchConfig
 from ranch.db import migrate
 from ranch.db.engine import open_engine
 from ranch.hub.auth import PRINCIPAL_KEY, build_security, require_key
-from ranch.hub.edge import limit_rate, trace_requests
+from ranch.hub.edge import lean_edge, limit_rate, trace_requests
 from ranch.hub.registry import Registry
-from ranch.hub.serving import ContextBuilder, RanchRequestHandler, call_context, explained, guard_agent
+from ranch.hub.serving import (
+    ContextBuilder,
+    RanchRequestHandler,
+    call_context,
+    explained,
+    guard_agent,
+    scope_context,
+)
 from ranch.hub.store import SqlTaskStore
 from ranch.hub.tasks import TaskCore, fail_unfinished, owner_of
 from ranch.mcp.server import mcp_routes
@@ -232,8 +239,10 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
     routes.extend(api_routes(hub.rates, debug=hub.settings.debug))
     routes.extend(mcp_routes(hub))
     routes.extend(web_routes())  # the browser page; last, so it never shadows /a2a or /api
+    # the fast path serves what needs no Request: no keys to check, no bodies to log
+    slow_only = secured.enabled or debug or hub.settings.jsonrpc != "lean"
     app = FastPathApp(
-        endpoint=jsonrpc,
+        lean=None if slow_only else lean_edge(lean, hub.rates, scope_context),
         agents=hub.registry,
         max_body=hub.settings.max_body_bytes,
         routes=routes,

@@ -12,17 +12,22 @@ import time
 from collections.abc import Awaitable, Callable
 
 import orjson
+from a2a.server.context import ServerCallContext
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.types import Scope
 
 from ranch.exceptions import RateLimited
-from ranch.policy.logs import trace_id_from, traced
-from ranch.policy.ratelimit import RatePolicy
+from ranch.policy.logs import TRACE_ID, trace_id_from, traced
+from ranch.policy.ratelimit import Decision, RatePolicy
 from ranch.wire.errors import error_body, headers_for, http_status_for
+from ranch.wire.fastpath import Answer, Head, Lean
+from ranch.wire.jsonrpc import JsonRpcEndpoint
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 logger = logging.getLogger("ranch.requests")
 TRACE_HEADER = "X-Trace-Id"
+TRACE_HEADER_RAW = TRACE_HEADER.lower().encode()
 
 
 def trace_requests(endpoint: Endpoint, *, debug: bool) -> Endpoint:
@@ -58,12 +63,12 @@ async def _logged(endpoint: Endpoint, request: Request) -> Response:
     return response
 
 
-def caller_of(request: Request) -> str:
+def caller_of(scope: Scope) -> str:
     """Who is calling: the authenticated user when there is one, else the client's address."""
-    user = request.scope.get("user")
+    user = scope.get("user")
     if user is not None and getattr(user, "is_authenticated", False):
         return f"user:{user.display_name}"
-    client = request.scope.get("client")
+    client = scope.get("client")
     return f"ip:{client[0]}" if client else "ip:unknown"
 
 
@@ -73,18 +78,57 @@ def limit_rate(policy: RatePolicy, endpoint: Endpoint) -> Endpoint:
         return endpoint
 
     async def limited(request: Request) -> Response:
-        key, decision = await policy.admit(caller_of(request), request.path_params.get("agent_id", ""))
+        key, decision = await policy.admit(caller_of(request.scope), request.path_params.get("agent_id", ""))
         if decision.allowed:
             return await endpoint(request)
-        error = RateLimited(key, decision.retry_after)
-        request_id = request_id_of(await request.body()) if request.method == "POST" else None
-        return JSONResponse(
-            error_body(request.url.path, error, request_id),
-            status_code=http_status_for(error),
-            headers=headers_for(error),
-        )
+        body = await request.body() if request.method == "POST" else b""
+        return rate_limited(request.url.path, key, decision, body)
 
     return limited
+
+
+def rate_limited(path: str, key: str, decision: Decision, body: bytes) -> Response:
+    """429 in the format of the binding at `path`, with Retry-After, answering the request's id."""
+    error = RateLimited(key, decision.retry_after)
+    return JSONResponse(
+        error_body(path, error, request_id_of(body) if body else None),
+        status_code=http_status_for(error),
+        headers=headers_for(error),
+    )
+
+
+def lean_edge(
+    endpoint: JsonRpcEndpoint,
+    policy: RatePolicy,
+    context: Callable[[str, Scope], ServerCallContext],
+) -> Lean:
+    """The fast path's policies, the same as the wrapped endpoints': trace id, rate limit, binding.
+
+    Only for servers without keys and without debug logging (the app decides): those need the
+    `Request` the full wrappers read.
+    """
+
+    async def lean(head: Head, scope: Scope, body: bytes) -> Answer | Response | None:
+        trace_id = trace_id_from(head.traceparent)
+        token = TRACE_ID.set(trace_id)
+        try:
+            if policy.enabled:
+                key, decision = await policy.admit(caller_of(scope), head.agent_id)
+                if not decision.allowed:
+                    response = rate_limited(scope["path"], key, decision, body)
+                    response.headers[TRACE_HEADER] = trace_id
+                    return response
+            answer = await endpoint.answer(body, lambda: context(head.agent_id, scope))
+        finally:
+            TRACE_ID.reset(token)
+        if isinstance(answer, bytes):
+            return Answer(answer, [(TRACE_HEADER_RAW, trace_id.encode())])
+        if isinstance(answer, Response):
+            answer.headers[TRACE_HEADER] = trace_id
+            return answer
+        return None  # an A2A 0.3 method name: the full stack hands it to the SDK's dispatcher
+
+    return lean
 
 
 def request_id_of(body: bytes) -> str | int | None:

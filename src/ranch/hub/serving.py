@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
-from contextlib import aclosing, contextmanager
+from contextlib import contextmanager
 from typing import Any
 
 from a2a.auth.user import UnauthenticatedUser
@@ -30,7 +30,6 @@ from a2a.types import (
     ListTasksRequest,
     ListTasksResponse,
     Message,
-    Role,
     SendMessageRequest,
     SubscribeToTaskRequest,
     Task,
@@ -38,7 +37,6 @@ from a2a.types import (
 )
 from a2a.utils.errors import (
     ExtendedAgentCardNotConfiguredError,
-    InternalError,
     InvalidParamsError,
     PushNotificationNotSupportedError,
     TaskNotFoundError,
@@ -47,6 +45,7 @@ from a2a.utils.errors import (
 from a2a.utils.task import apply_history_length, validate_history_length, validate_page_size
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.types import Scope
 
 from ranch.agents.base import Agent, Call, Event
 from ranch.exceptions import AgentNotFound, ExtensionSupportRequired, RanchError
@@ -61,7 +60,7 @@ from ranch.policy.sessions import Sessions
 from ranch.policy.ssrf import UrlGuard
 from ranch.rooms.gateway import Gateway
 from ranch.wire.errors import error_body, http_status_for, to_a2a
-from ranch.wire.events import TERMINAL
+from ranch.wire.events import ROLE_USER, TERMINAL
 from ranch.wire.jsonrpc import unknown_method
 from ranch.wire.middleware import SCOPE_KEY
 
@@ -97,20 +96,28 @@ def call_context(request: Request) -> ServerCallContext:
     )
 
 
-async def answer_inline(agent: Agent, message: Message, call: Call) -> Message:
+_NO_USER = UnauthenticatedUser()
+NO_EXTENSIONS = Call()
+
+
+def scope_context(agent_id: str, scope: Scope) -> ServerCallContext:
+    """The call context of a fast-path request: no key and no extensions, by the fast path's rules."""
+    state = {AGENT_KEY: agent_id, SCOPE_KEY: scope.setdefault(SCOPE_KEY, {}), PRINCIPAL_KEY: None}
+    return ServerCallContext.model_construct(
+        state=state, user=_NO_USER, tenant="", requested_extensions=set()
+    )
+
+
+def answer_inline(agent: Agent, message: Message, call: Call) -> Message:
     """Agents that always answer with one Message run in the request itself: no task, no run.
 
     Only ranch's own `rules` and `echo` kinds set `replies_directly`; they compute their
     answer without waiting on anything, so no timeout scope is needed around them.
     """
     message.context_id = message.context_id or new_id()
-    async with aclosing(agent.run(message, call)) as events:
-        async for event in events:
-            if isinstance(event, Message):
-                event.context_id, event.task_id = message.context_id, ""
-                return event
-            break
-    raise InternalError(f"agent '{agent.id}' did not answer with a message")
+    answer = agent.reply_now(message, call)
+    answer.context_id, answer.task_id = message.context_id, ""
+    return answer
 
 
 class RanchRequestHandler(RequestHandler):
@@ -145,7 +152,7 @@ class RanchRequestHandler(RequestHandler):
             return apply_history_length(task, params.configuration)
         push = await self._inline_push_config(params)
         if agent.replies_directly and not message.task_id and push is None:
-            return await answer_inline(agent, message, call)
+            return answer_inline(agent, message, call)
         run = await self.core.start(agent, message, call, owner, push)
         if params.configuration.return_immediately:
             await run.first.wait()
@@ -166,7 +173,7 @@ class RanchRequestHandler(RequestHandler):
             return
         push = await self._inline_push_config(params)
         if agent.replies_directly and not message.task_id and push is None:
-            yield await answer_inline(agent, message, call)
+            yield answer_inline(agent, message, call)
             return
         run = await self.core.start(agent, message, call, owner, push)
         async for event in self.core.stream(run, run.subscribe()):
@@ -302,7 +309,7 @@ class RanchRequestHandler(RequestHandler):
             raise InvalidParamsError("params.message is required")
         if not message.message_id:
             raise InvalidParamsError("message.messageId is required")
-        if message.role != Role.ROLE_USER:
+        if message.role != ROLE_USER:
             raise InvalidParamsError("message.role must be ROLE_USER ('user' in A2A 0.3)")
         if not message.parts:
             raise InvalidParamsError("message.parts must contain at least one part")
@@ -310,17 +317,26 @@ class RanchRequestHandler(RequestHandler):
             if part.WhichOneof("content") is None:
                 raise InvalidParamsError(f"message.parts[{index}] has no content (text, raw, url or data)")
         check_message(message, self.limits)
+        call = await self._negotiate(agent, context)
+        if self.sessions is not None and message.context_id:
+            self.sessions.touch(session_caller(context.state.get(PRINCIPAL_KEY)), message.context_id)
+        return agent, self._owner(context), message, call
+
+    @staticmethod
+    async def _negotiate(agent: Agent, context: ServerCallContext) -> Call:
+        """Activate the requested extensions the agent supports; refuse when a required one is missing."""
         requested = frozenset(context.requested_extensions)
-        missing = [uri for uri in agent.require_extensions if uri not in requested]
-        if missing:
-            raise to_a2a(ExtensionSupportRequired(agent.id, missing))
+        if agent.require_extensions:
+            missing = [uri for uri in agent.require_extensions if uri not in requested]
+            if missing:
+                raise to_a2a(ExtensionSupportRequired(agent.id, missing))
+        if not requested:
+            return NO_EXTENSIONS
         info = await agent.info()
         supported = {ext.uri for ext in info.extensions} | set(agent.require_extensions)
         activated = sorted(requested & supported)
         context.state[SCOPE_KEY]["activated"] = activated
-        if self.sessions is not None and message.context_id:
-            self.sessions.touch(session_caller(context.state.get(PRINCIPAL_KEY)), message.context_id)
-        return agent, self._owner(context), message, Call(extensions=frozenset(activated))
+        return Call(extensions=frozenset(activated))
 
     async def _room_gateway(self, message: Message, context: ServerCallContext) -> Gateway | None:
         """The rooms gateway when the message's contextId is a room of this hub the caller may see.

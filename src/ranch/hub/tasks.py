@@ -24,7 +24,6 @@ from a2a.types import (
     ListTasksResponse,
     Message,
     Part,
-    Role,
     Task,
     TaskArtifactUpdateEvent,
     TaskPushNotificationConfig,
@@ -47,7 +46,18 @@ from ranch.exceptions import AgentTimeout, RanchError
 from ranch.hub.store import SqlTaskStore
 from ranch.ids import new_id
 from ranch.policy.push import PushNotifier
-from ranch.wire.events import INTERRUPTED, TERMINAL, apply_artifact, merge_metadata
+from ranch.wire.events import (
+    CANCELED,
+    COMPLETED,
+    FAILED,
+    INTERRUPTED,
+    ROLE_AGENT,
+    SUBMITTED,
+    TERMINAL,
+    WORKING,
+    apply_artifact,
+    merge_metadata,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -223,13 +233,13 @@ class TaskCore:
             run.first.set()
             return True
         message.task_id = run.task_id
-        await self._apply(run, _status_event(run, TaskState.TASK_STATE_COMPLETED, message), incoming)
+        await self._apply(run, _status_event(run, COMPLETED, message), incoming)
         return True
 
     async def _ensure_task(self, run: Run, incoming: Message) -> Task:
         if run.task is None:
             run.task = Task(id=run.task_id, context_id=run.context_id, history=[incoming])
-            run.task.status.state = TaskState.TASK_STATE_SUBMITTED
+            run.task.status.state = SUBMITTED
             _stamp(run.task.status)
             await self._save(run.owner, run.task)  # stored before anyone is told it exists
             self._publish(run, _copy(run.task))
@@ -240,16 +250,12 @@ class TaskCore:
             return
         task = await self._ensure_task(run, incoming)
         if run.canceled:
-            await self._apply(
-                run, _status_event(run, TaskState.TASK_STATE_CANCELED, _text(run, "canceled")), incoming
-            )
+            await self._apply(run, _status_event(run, CANCELED, _text(run, "canceled")), incoming)
         elif error is not None:
-            await self._apply(
-                run, _status_event(run, TaskState.TASK_STATE_FAILED, _text(run, error)), incoming
-            )
+            await self._apply(run, _status_event(run, FAILED, _text(run, error)), incoming)
         elif task.status.state not in TERMINAL | INTERRUPTED:
             why = "the agent stopped before its task reached a final state"
-            await self._apply(run, _status_event(run, TaskState.TASK_STATE_FAILED, _text(run, why)), incoming)
+            await self._apply(run, _status_event(run, FAILED, _text(run, why)), incoming)
         await self._save(run.owner, task)
 
     async def _save(self, owner: str, task: Task) -> None:
@@ -306,7 +312,7 @@ class TaskCore:
         if task.status.state in TERMINAL:
             raise TaskNotCancelableError(f"task {task_id} already ended and cannot be canceled")
         _archive_status(task)
-        task.status.CopyFrom(TaskStatus(state=TaskState.TASK_STATE_CANCELED))
+        task.status.CopyFrom(TaskStatus(state=CANCELED))
         _stamp(task.status)
         await self._save(owner, task)
         return task
@@ -329,18 +335,16 @@ async def fail_unfinished(store: SqlTaskStore) -> int:
     A run lives in one process; after a restart nothing will ever finish those tasks,
     and a task must not look like it is working forever.
     """
-    unfinished = await store.unfinished(
-        [TaskState.Name(TaskState.TASK_STATE_SUBMITTED), TaskState.Name(TaskState.TASK_STATE_WORKING)]
-    )
+    unfinished = await store.unfinished([TaskState.Name(SUBMITTED), TaskState.Name(WORKING)])
     for task_id, owner in unfinished:
         task = await store.get(task_id, _ctx(owner))
         if task is None:
             continue
         _archive_status(task)
         text = "ranch restarted before this task finished; send the message again"
-        message = Message(message_id=new_id(), role=Role.ROLE_AGENT, parts=[Part(text=text)])
+        message = Message(message_id=new_id(), role=ROLE_AGENT, parts=[Part(text=text)])
         message.context_id, message.task_id = task.context_id, task.id
-        task.status.CopyFrom(TaskStatus(state=TaskState.TASK_STATE_FAILED, message=message))
+        task.status.CopyFrom(TaskStatus(state=FAILED, message=message))
         _stamp(task.status)
         await store.save(task, _ctx(owner))
     return len(unfinished)
@@ -387,7 +391,7 @@ def _merge_task(task: Task, incoming: Task) -> None:
 def _text(run: Run, text: str) -> Message:
     return Message(
         message_id=new_id(),
-        role=Role.ROLE_AGENT,
+        role=ROLE_AGENT,
         context_id=run.context_id,
         task_id=run.task_id,
         parts=[Part(text=text)],

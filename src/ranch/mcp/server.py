@@ -221,7 +221,7 @@ class _Endpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.rates.enabled:
-            key, decision = await self.rates.admit(caller_of(Request(scope, receive)), "")
+            key, decision = await self.rates.admit(caller_of(scope), "")
             if not decision.allowed:
                 error = RateLimited(key, decision.retry_after)
                 await JSONResponse(jsonrpc_error_body(error), 429, headers=headers_for(error))(

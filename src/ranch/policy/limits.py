@@ -54,22 +54,25 @@ def check_message(message: Message, limits: Limits, field: str = "message") -> N
     size = message.ByteSize()
     if size > limits.max_message_bytes:
         raise PayloadTooLarge(size, limits.max_message_bytes, field)
+    # field names are formatted only for the error: this runs on every message a hub accepts
+    longest, search = limits.max_id_length, CONTROL.search
     for name, value in (
         ("messageId", message.message_id),
         ("contextId", message.context_id),
         ("taskId", message.task_id),
     ):
-        check_id(value, f"{field}.{name}", limits)
+        if len(value) > longest or search(value) is not None:
+            check_id(value, f"{field}.{name}", limits)
     for index, value in enumerate(message.reference_task_ids):
         check_id(value, f"{field}.referenceTaskIds[{index}]", limits)
     for index, part in enumerate(message.parts):
-        where = f"{field}.parts[{index}]"
         if part.HasField("text"):
-            check_text(part.text, f"{where}.text")
+            if search(part.text) is not None:
+                check_text(part.text, f"{field}.parts[{index}].text")
         elif part.HasField("data"):
-            check_value_keys(part.data, f"{where}.data", limits)
+            check_value_keys(part.data, f"{field}.parts[{index}].data", limits)
         if part.HasField("metadata"):
-            check_value_keys(part.metadata, f"{where}.metadata", limits)
+            check_value_keys(part.metadata, f"{field}.parts[{index}].metadata", limits)
     if message.HasField("metadata"):
         check_value_keys(message.metadata, f"{field}.metadata", limits)
 

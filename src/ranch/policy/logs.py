@@ -23,7 +23,7 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from ranch.ids import new_id
+from ranch.ids import random_hex
 
 DEBUG_VARIABLES = ("RANCH_DEBUG", "PROTOCOL_DEBUG")
 TRACE_ID: ContextVar[str] = ContextVar("ranch_trace_id", default="")
@@ -38,7 +38,7 @@ def debug_enabled(environ: dict[str, str] | None = None) -> bool:
 
 def new_trace_id() -> str:
     """32 random hex digits, from ranch's pooled randomness (no system call per request)."""
-    return new_id().replace("-", "")
+    return random_hex(32)
 
 
 def trace_id_from(traceparent: str | None) -> str:

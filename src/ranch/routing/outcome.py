@@ -19,7 +19,7 @@ from a2a.types import (
 from ranch.agents.base import Event, text_of
 from ranch.exceptions import AgentError, InvalidAgentReply
 from ranch.routing import extension
-from ranch.wire.events import INTERRUPTED, UNSUCCESSFUL, apply_artifact, merge_metadata
+from ranch.wire.events import COMPLETED, INTERRUPTED, UNSUCCESSFUL, apply_artifact, merge_metadata
 
 
 @dataclass
@@ -76,7 +76,7 @@ class Folder:
         return (
             task.status.state in INTERRUPTED
             or task.status.state in UNSUCCESSFUL
-            or (task.status.state == TaskState.TASK_STATE_COMPLETED)
+            or (task.status.state == COMPLETED)
         )
 
     def _task(self, event: Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> Task:
@@ -91,7 +91,7 @@ class Folder:
             return HopOutcome(
                 agent=self.agent,
                 parts=list(message.parts),
-                state=TaskState.TASK_STATE_COMPLETED,
+                state=COMPLETED,
                 decision=extension.read_decision(message),
             )
         task = self.task
@@ -102,7 +102,7 @@ class Folder:
             detail = text_of(task.status.message) if task.status.HasField("message") else ""
             name = TaskState.Name(state).removeprefix("TASK_STATE_").lower()
             raise AgentError(self.agent, f"its task ended {name}" + (f": {detail}" if detail else ""))
-        if state not in INTERRUPTED and state != TaskState.TASK_STATE_COMPLETED:
+        if state not in INTERRUPTED and state != COMPLETED:
             raise InvalidAgentReply(self.agent, "its answer ended before the task finished")
         return HopOutcome(
             agent=self.agent,

@@ -20,7 +20,6 @@ from a2a.types import (
     Artifact,
     Message,
     Part,
-    Role,
     TaskArtifactUpdateEvent,
     TaskState,
     TaskStatus,
@@ -35,6 +34,7 @@ from ranch.ids import new_id
 from ranch.routing import context, extension
 from ranch.routing.outcome import HopOutcome, collect
 from ranch.routing.trail import Hop, describe
+from ranch.wire.events import COMPLETED, FAILED, ROLE_AGENT, ROLE_USER, WORKING
 
 if TYPE_CHECKING:
     from ranch.routing.team import Team
@@ -90,11 +90,11 @@ class Turn:
                     return
                 parts = outcome.parts + ([Part(text=step.note)] if step.note else [])
                 if step.recipient == extension.USER:
-                    yield self.final(TaskState.TASK_STATE_COMPLETED, parts)
+                    yield self.final(COMPLETED, parts)
                     return
                 sender, target, reason = target, step.recipient, step.reason
         except RanchError as exc:
-            yield self.final(TaskState.TASK_STATE_FAILED, [Part(text=str(exc))], error=exc)
+            yield self.final(FAILED, [Part(text=str(exc))], error=exc)
 
     # -- phases -------------------------------------------------------------------------------
 
@@ -141,7 +141,7 @@ class Turn:
         context_part = context.render(self.conversation.unseen(target, limit))
         message = Message(
             message_id=new_id(),
-            role=Role.ROLE_USER,
+            role=ROLE_USER,
             context_id=self.context_id,
             parts=([context_part] if context_part else []) + parts,
         )
@@ -206,7 +206,7 @@ class Turn:
     def working(self, target: str, sender: str, reason: str) -> TaskStatusUpdateEvent:
         hop = {"agent": target, "sender": sender, "reason": reason, "hop": len(self.trail) + 1}
         text = f"{target} is working (hop {hop['hop']}: {reason})"
-        return self.status(TaskState.TASK_STATE_WORKING, [Part(text=text)], {HOP_KEY: hop})
+        return self.status(WORKING, [Part(text=text)], {HOP_KEY: hop})
 
     def reply_artifact(self, outcome: HopOutcome, hop: Hop) -> TaskArtifactUpdateEvent:
         """The member's reply with its hop record, so a canceled task still shows its route."""
@@ -238,7 +238,7 @@ class Turn:
     ) -> TaskStatusUpdateEvent:
         message = Message(
             message_id=new_id(),
-            role=Role.ROLE_AGENT,
+            role=ROLE_AGENT,
             context_id=self.context_id,
             task_id=self.task_id,
             parts=parts,

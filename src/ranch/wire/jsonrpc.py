@@ -67,6 +67,13 @@ A2A_METHODS = (
 )
 
 
+class Legacy:
+    """The answer `JsonRpcEndpoint.answer` gives a 0.3 method name: the SDK's dispatcher owns it."""
+
+
+LEGACY = Legacy()
+
+
 @dataclass(frozen=True)
 class _Method:
     params: type[Proto]
@@ -153,37 +160,49 @@ class JsonRpcEndpoint:
         version = request.headers.get("a2a-version")
         if not version or not version.startswith("1"):
             return await self.legacy(request)  # the SDK's dispatcher: 0.3, or a version it will refuse
+        answer = await self.answer(await request.body(), lambda: self.context(request))
+        if isinstance(answer, Legacy):
+            return await self.legacy(request)  # 0.3 method names go to the 0.3 adapter, as in the SDK
+        if isinstance(answer, bytes):
+            return Response(answer, media_type="application/json")
+        return answer
+
+    async def answer(self, raw: bytes, context: Callable[[], Context]) -> bytes | Response | Legacy:
+        """The answer to one A2A 1.0 JSON-RPC body: JSON bytes, a stream, or LEGACY for a 0.3 name.
+
+        Plain answers are bytes so the fast path can send them without a Response object;
+        `context` is called once the request is known to be well formed.
+        """
         try:
-            body = orjson.loads(await request.body())
+            body = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             return _error(None, JSONParseError(message=f"the request body is not valid JSON: {exc}"))
         request_id, method, problem = _envelope(body)
         if problem is not None:
             return _error(request_id, problem)
         entry = METHODS.get(method)
-        if entry is None and method in _legacy_methods():
-            return await self.legacy(request)  # 0.3 method names go to the 0.3 adapter, as in the SDK
         if entry is None:
+            if method in _legacy_methods():
+                return LEGACY
             return _error(request_id, MethodNotFoundError(message=unknown_method(method)))
-        raw = body.get("params")
-        if raw is not None and not isinstance(raw, dict):
+        raw_params = body.get("params")
+        if raw_params is not None and not isinstance(raw_params, dict):
             return _error(request_id, InvalidParamsError(message="params must be a JSON object"))
         try:
-            params = codec.parse(raw or {}, entry.params)
+            params = codec.parse(raw_params or {}, entry.params)
         except codec.ParamsError as exc:
             return _error(request_id, InvalidParamsError(message=str(exc), data={"parseError": str(exc)}))
-        context = self.context(request)
         try:
             if entry.stream is not None:
-                return await self._stream(request_id, entry.stream(self.handler, params, context))
+                return await self._stream(request_id, entry.stream(self.handler, params, context()))
             assert entry.call is not None
-            result = await entry.call(self.handler, params, context)
+            result = await entry.call(self.handler, params, context())
         except A2AError as exc:
             return _error(request_id, exc)
         except Exception:  # a bug answers -32603 without details (they go to the log), never a 500
             logger.exception("%s failed", method)
             return _error(request_id, InternalError("internal error; the server log has the details"))
-        return _json({"jsonrpc": "2.0", "id": request_id, "result": result})
+        return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "result": result})
 
     async def _stream(self, request_id: Any, events: AsyncIterator[Any]) -> Response:
         # the first event is fetched here, so an upfront error is a plain JSON-RPC error response
@@ -278,9 +297,5 @@ def unknown_method(method: str) -> str:
     )
 
 
-def _error(request_id: Any, error: A2AError | JSONRPCError) -> Response:
-    return _json(build_error_response(request_id, error))
-
-
-def _json(payload: Any) -> Response:
-    return Response(orjson.dumps(payload), media_type="application/json")
+def _error(request_id: Any, error: A2AError | JSONRPCError) -> bytes:
+    return orjson.dumps(build_error_response(request_id, error))
