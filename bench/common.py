@@ -16,7 +16,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import httpx
@@ -34,15 +34,20 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def server_process(
-    command: Sequence[str], health_url: str, timeout: float = 30.0, quiet: bool = False
+    command: Sequence[str],
+    health_url: str,
+    timeout: float = 30.0,
+    quiet: bool = False,
+    cpus: set[int] | None = None,
 ) -> Iterator[subprocess.Popen[bytes]]:
     """Run `command` (a server bound to 127.0.0.1) until the block ends; wait until `health_url` answers.
 
-    `quiet` drops the server's stdout (its banner), so a benchmark's own output stays a clean table.
+    `quiet` drops the server's stdout (its banner), so a benchmark's own output stays a clean table;
+    `cpus` pins the server to those cores (see `SERVER_CPUS`).
     """
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
     stdout = subprocess.DEVNULL if quiet else None
-    process = subprocess.Popen(list(command), env=env, cwd=ROOT, stdout=stdout)
+    process = subprocess.Popen(list(command), env=env, cwd=ROOT, stdout=stdout, preexec_fn=pinned(cpus))
     try:
         deadline = time.monotonic() + timeout
         while True:
@@ -63,6 +68,25 @@ def server_process(
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+def _split_cores() -> tuple[set[int] | None, set[int] | None]:
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if len(cores) < 2:
+        return None, None
+    return {cores[0]}, set(cores[1:])
+
+
+SERVER_CPUS, LOAD_CPUS = _split_cores()
+"""One core for the server under test, the others for the load: the two never take turns on one
+core, which made runs on 2 cores differ by a third from one to the next."""
+
+
+def pinned(cpus: set[int] | None) -> Callable[[], None] | None:
+    """A `preexec_fn` that pins the child process to `cpus` (None: no pinning)."""
+    if cpus is None:
+        return None
+    return lambda: os.sched_setaffinity(0, cpus)
 
 
 def ranch_serve(config: Path, port: int, database: Path) -> list[str]:

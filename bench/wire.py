@@ -7,16 +7,18 @@ load from a separate process (bench/load.py) at concurrency 1 and 32.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
-from bench.common import free_port, server_process, table
+from bench.common import LOAD_CPUS, SERVER_CPUS, cpu_seconds, free_port, median, pinned, server_process, table
 
 KINDS = ("ranch", "sdk", "bare")
 LABELS = {"ranch": "ranch", "sdk": "a2a-sdk DefaultRequestHandler", "bare": "bare Starlette (fixed body)"}
@@ -60,38 +62,85 @@ def load(url: str, body: dict[str, object], concurrency: int, seconds: float) ->
         json.dump(body, handle)
     command = [sys.executable, "-m", "bench.load", url, handle.name, "--concurrency", str(concurrency)]
     command += ["--seconds", str(seconds), "--header", "A2A-Version:1.0"]
-    output = subprocess.run(command, capture_output=True, text=True, check=True, timeout=seconds + 60)
+    output = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=seconds + 60,
+        preexec_fn=pinned(LOAD_CPUS),
+    )
     Path(handle.name).unlink()
     return dict(json.loads(output.stdout))
 
 
-def measure(kind: str, seconds: float) -> dict[tuple[str, int], dict[str, float]]:
+@dataclass
+class Server:
+    """One of the three servers, running for the whole benchmark."""
+
+    kind: str
+    base: str
+    pid: int
+    task_id: str
+
+    def sample(self, operation: Operation, concurrency: int, seconds: float) -> dict[str, float]:
+        """One load run, plus the server's CPU time per request over it."""
+        params: dict[str, object] = {"id": self.task_id} if operation.method == "GetTask" else MESSAGE
+        before = cpu_seconds(self.pid)
+        row = load(
+            self.base + operation.paths[self.kind], rpc(operation.method, params), concurrency, seconds
+        )
+        row["cpu_us"] = (cpu_seconds(self.pid) - before) / max(1.0, row["requests"]) * 1e6
+        return row
+
+
+@contextlib.contextmanager
+def serving(kind: str) -> Iterator[Server]:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     health = f"{base}/healthz" if kind == "ranch" else base
-    results: dict[tuple[str, int], dict[str, float]] = {}
-    with server_process([sys.executable, "-m", "bench.servers", kind, str(port)], health):
+    command = [sys.executable, "-m", "bench.servers", kind, str(port)]
+    with server_process(command, health, quiet=True, cpus=SERVER_CPUS) as process:
         task_id = "fixed" if kind == "bare" else make_task(base, OPERATIONS[2].paths[kind])
+        yield Server(kind, base, process.pid, task_id)
+
+
+def measure(seconds: float, rounds: int) -> dict[tuple[str, int, str], dict[str, float]]:
+    """Every (operation, concurrency) row: `rounds` samples per server, servers taking turns.
+
+    The machine's speed drifts over minutes; interleaving the three servers and keeping the
+    median of each puts the drift into every server's samples alike, so the ratios hold.
+    """
+    samples: dict[tuple[str, int, str], list[dict[str, float]]] = {}
+    with contextlib.ExitStack() as stack:
+        servers = [stack.enter_context(serving(kind)) for kind in KINDS]
         for operation in OPERATIONS:
-            params: dict[str, object] = {"id": task_id} if operation.method == "GetTask" else MESSAGE
             for concurrency in (1, 32):
-                url = base + operation.paths[kind]
-                results[(operation.name, concurrency)] = load(
-                    url, rpc(operation.method, params), concurrency, seconds
-                )
-    return results
+                for turn in range(rounds):
+                    for server in servers[turn % 3 :] + servers[: turn % 3]:
+                        key = (operation.name, concurrency, server.kind)
+                        samples.setdefault(key, []).append(server.sample(operation, concurrency, seconds))
+    return {
+        key: {
+            field: median([row[field] for row in rows])
+            for field in ("rps", "events_per_s", "p50_ms", "p99_ms", "cpu_us")
+        }
+        | {"errors": sum(row["errors"] for row in rows)}
+        for key, rows in samples.items()
+    }
 
 
 def main(argv: list[str] | None = None) -> str:
-    seconds = float(argv[0]) if argv else 3.0
-    results = {kind: measure(kind, seconds) for kind in KINDS}
+    seconds = float(argv[0]) if argv else 2.0
+    rounds = int(argv[1]) if argv and len(argv) > 1 else 3
+    results = measure(seconds, rounds)
     rows = []
     for operation in OPERATIONS:
         for concurrency in (1, 32):
-            key = (operation.name, concurrency)
-            sdk, bare = results["sdk"][key]["rps"], results["bare"][key]["rps"]
+            sdk = results[(operation.name, concurrency, "sdk")]["rps"]
+            bare = results[(operation.name, concurrency, "bare")]["rps"]
             for kind in KINDS:
-                row = results[kind][key]
+                row = results[(operation.name, concurrency, kind)]
                 rate = row["events_per_s"] if operation.method == "SendStreamingMessage" else row["rps"]
                 rows.append(
                     [
@@ -101,6 +150,7 @@ def main(argv: list[str] | None = None) -> str:
                         f"{rate:,.0f}",
                         f"{row['p50_ms']:.2f}",
                         f"{row['p99_ms']:.2f}",
+                        f"{row['cpu_us']:.0f}",
                         int(row["errors"]),
                         f"{row['rps'] / sdk:.2f}x",
                         f"{row['rps'] / bare:.2f}x",
@@ -113,11 +163,18 @@ def main(argv: list[str] | None = None) -> str:
         "req/s (events/s for streams)",
         "p50 ms",
         "p99 ms",
+        "server CPU µs/req",
         "errors",
         "vs a2a-sdk",
         "vs bare",
     ]
-    note = f"Echo agent, one uvicorn worker per server, {seconds:g} s per row, load from a separate process."
+    pinning = "no pinning"
+    if SERVER_CPUS and LOAD_CPUS:
+        pinning = f"server pinned to core {min(SERVER_CPUS)}, load to {sorted(LOAD_CPUS)}"
+    note = (
+        f"Echo agent, one uvicorn worker per server ({pinning}); load from a separate process. "
+        f"Each row is the median of {rounds} samples of {seconds:g} s, the three servers taking turns."
+    )
     section = table("Wire", header, rows, note)
     print(section)
     return section

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 from ranch.ids import new_id, random_hex
 
@@ -40,7 +41,13 @@ def test_a_forked_child_does_not_repeat_its_parents_ids() -> None:
 
 
 def test_random_hex_is_lowercase_hex_and_does_not_repeat() -> None:
-    values = [random_hex(32) for _ in range(600)]  # crosses blocks of the pool
+    values = [random_hex() for _ in range(600)]  # crosses blocks of the pool
     assert len(set(values)) == len(values)
     assert all(len(value) == 32 and int(value, 16) >= 0 and value == value.lower() for value in values)
-    assert len(random_hex(8)) == 8
+
+
+def test_threads_never_share_an_id() -> None:
+    with ThreadPoolExecutor(4) as pool:
+        batches = list(pool.map(lambda _: [new_id() for _ in range(500)], range(8)))
+    ids = [value for batch in batches for value in batch]
+    assert len(set(ids)) == len(ids) == 4000

@@ -38,7 +38,7 @@ def debug_enabled(environ: dict[str, str] | None = None) -> bool:
 
 def new_trace_id() -> str:
     """32 random hex digits, from ranch's pooled randomness (no system call per request)."""
-    return random_hex(32)
+    return random_hex()
 
 
 def trace_id_from(traceparent: str | None) -> str:
