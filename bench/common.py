@@ -90,10 +90,15 @@ def pinned(cpus: set[int] | None) -> Callable[[], None] | None:
 
 
 def ranch_serve(config: Path, port: int, database: Path) -> list[str]:
-    """The command that serves `config` with ranch, as users run it."""
+    """The command that serves `config` with ranch, as users run it, rate limits off.
+
+    The load comes from one address far faster than the default caller limit (50/s) allows:
+    the benchmarks measure the server, not the policy that would refuse them.
+    """
     return [
         sys.executable, "-m", "ranch", "serve", str(config),
         "--port", str(port), "--db", f"sqlite+aiosqlite:///{database}", "--log-level", "warning",
+        "--caller-rate", "off", "--agent-rate", "off",
     ]  # fmt: skip
 
 

@@ -3,7 +3,8 @@
 The a2a-sdk's `DatabaseTaskStore` (an ORM `merge`, i.e. a SELECT then an
 INSERT/UPDATE, with every field through `MessageToDict`) took about 80 % of the
 server's CPU per team turn (bench/README.md, Scale). This store implements the
-same `TaskStore` interface with one `INSERT ... ON CONFLICT DO UPDATE` and the
+same `TaskStore` interface with one `INSERT ... ON CONFLICT DO UPDATE` (saves made
+at the same time share a transaction: `ranch.db.group_commit`) and the
 task's canonical protobuf encoding, plus the columns ListTasks filters and sorts
 on. tests/hub/test_store.py runs the same operations against both stores and
 compares the answers. SQLite (WAL) by default; PostgreSQL by URL.
@@ -37,6 +38,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from ranch.db.group_commit import GroupWriter
+
 metadata = MetaData()
 tasks = Table(
     "ranch_tasks",
@@ -60,6 +63,7 @@ class SqlTaskStore(TaskStore):
     def __init__(self, engine: AsyncEngine, owner_resolver: OwnerResolver) -> None:
         self.engine = engine
         self.owner_of = owner_resolver
+        self._writer = GroupWriter(engine, _upsert(engine.dialect.name))
 
     async def initialize(self) -> None:
         async with self.engine.begin() as connection:
@@ -74,15 +78,7 @@ class SqlTaskStore(TaskStore):
             "updated_ns": _updated_ns(task),
             "body": task.SerializeToString(),
         }
-        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
-        statement = dialect.insert(tasks).values(**row)
-        changes = {key: statement.excluded[key] for key in ("context_id", "state", "updated_ns", "body")}
-        # a task id belongs to its first owner: another owner's save never overwrites it
-        upsert = statement.on_conflict_do_update(
-            index_elements=[tasks.c.id], set_=changes, where=tasks.c.owner == statement.excluded.owner
-        )
-        async with self.engine.begin() as connection:
-            await connection.execute(upsert)
+        await self._writer.write(row)
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
         query = select(tasks.c.body).where(
@@ -132,6 +128,18 @@ class SqlTaskStore(TaskStore):
         query = select(tasks.c.id, tasks.c.owner).where(tasks.c.state.in_(states))
         async with self.engine.connect() as connection:
             return [(row.id, row.owner) for row in await connection.execute(query)]
+
+
+def _upsert(dialect_name: str) -> Any:
+    """The one save statement, built once: its row comes as parameters, so SQLAlchemy's compiled
+    cache serves every save (building it per save cost more than the write itself)."""
+    dialect = postgresql if dialect_name == "postgresql" else sqlite
+    statement = dialect.insert(tasks)
+    changes = {key: statement.excluded[key] for key in ("context_id", "state", "updated_ns", "body")}
+    # a task id belongs to its first owner: another owner's save never overwrites it
+    return statement.on_conflict_do_update(
+        index_elements=[tasks.c.id], set_=changes, where=tasks.c.owner == statement.excluded.owner
+    )
 
 
 def _updated_ns(task: Task) -> int | None:
