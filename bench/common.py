@@ -45,7 +45,7 @@ def server_process(
     `quiet` drops the server's stdout (its banner), so a benchmark's own output stays a clean table;
     `cpus` pins the server to those cores (see `SERVER_CPUS`).
     """
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src"), str(ROOT / "tests")])}
     stdout = subprocess.DEVNULL if quiet else None
     process = subprocess.Popen(list(command), env=env, cwd=ROOT, stdout=stdout, preexec_fn=pinned(cpus))
     try:

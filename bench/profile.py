@@ -1,22 +1,29 @@
-"""`python -m bench.profile`: where one SendMessage to an echo agent spends its time, in process.
+"""`python -m bench.profile [--under-load]`: where one SendMessage to an echo agent spends its time.
 
-Drives the ranch app through ASGI directly (no sockets, no HTTP parser), so the
-profile shows only ranch and the libraries it calls. Prints µs per request and a
-pyinstrument call tree. bench/README.md keeps the output from before and after
-the lean wire path.
+By default, in process: drives the ranch app through ASGI directly (no sockets, no
+HTTP parser), so the profile shows only ranch and the libraries it calls; prints µs
+per request and a pyinstrument call tree. `--under-load` samples the bench server
+with py-spy while bench.load drives it at c=32: the whole server, uvicorn included.
+bench/profiles keeps the outputs from before and after the work on the wire path.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
+import re
+import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import orjson
 from pyinstrument import Profiler
 
+from bench.wire import OPERATIONS, serving
 from ranch.config import parse_config
 from ranch.hub.app import Settings, create_app
 
@@ -111,5 +118,61 @@ async def main(count: int) -> None:
     print(profiler.output_text(unicode=False, color=False, show_all=False))
 
 
+# -- under load: py-spy on the ranch bench server while bench.load drives it -----------------------
+
+
+def under_load(seconds: float = 6.0, concurrency: int = 32) -> str:
+    """Where the server's time goes under load, by function: py-spy samples of `bench.servers ranch`.
+
+    The in-process profile leaves out the HTTP server; this one shows all of it (uvicorn's socket
+    writes included). Needs py-spy (a dev dependency) and permission to attach to a child process.
+    """
+    with tempfile.TemporaryDirectory(prefix="ranch-spy-") as folder:
+        raw = Path(folder) / "profile.raw"
+        with serving("ranch") as server:
+            spy = subprocess.Popen(
+                ["py-spy", "record", "-p", str(server.pid), "-d", str(math.ceil(seconds) + 1), "-r", "250"]
+                + ["-f", "raw", "-o", str(raw)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            time.sleep(0.5)
+            row = server.sample(OPERATIONS[0], concurrency, seconds)
+            _, errors = spy.communicate(timeout=seconds + 30)
+        if not raw.exists():
+            raise SystemExit(f"py-spy recorded nothing: {errors.decode(errors='replace').strip()}")
+        own, inclusive, total = _aggregate(raw.read_text())
+    lines = [
+        f"SendMessage to an echo agent under load (c={concurrency}, {row['rps']:,.0f} req/s with py-spy "
+        f"attached, server CPU {row['cpu_us']:.0f} µs/request); {total} samples of the server's threads.",
+        "",
+        "Own time (the function itself):",
+        *(f"{100 * n / total:5.1f}%  {name}" for name, n in own.most_common(20)),
+        "",
+        "Inclusive time (the function and what it calls):",
+        *(f"{100 * n / total:5.1f}%  {name}" for name, n in inclusive.most_common(40)),
+    ]
+    return "\n".join(lines)
+
+
+def _aggregate(raw: str) -> tuple[Counter[str], Counter[str], int]:
+    own: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    total = 0
+    for line in raw.splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames = [re.sub(r":\d+\)$", ")", frame) for frame in stack.split(";")]
+        if any("_connection_worker_thread" in frame for frame in frames):
+            continue  # aiosqlite's thread waiting on its queue: idle, whatever py-spy says
+        total += int(count)
+        own[frames[-1]] += int(count)
+        for frame in set(frames):
+            inclusive[frame] += int(count)
+    return own, inclusive, max(total, 1)
+
+
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 3000))
+    if sys.argv[1:2] == ["--under-load"]:
+        print(under_load())
+    else:
+        asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 3000))

@@ -146,11 +146,11 @@ class RanchRequestHandler(RequestHandler):
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task | Message:
         agent, owner, message, call = await self._accept(params, context)
-        gateway = await self._room_gateway(message, context)
+        gateway = await self._room_gateway(message, context) if message.context_id else None
         if gateway is not None:
             task = await gateway.send(agent.id, message, self._caller(context), agent.timeout)
             return apply_history_length(task, params.configuration)
-        push = await self._inline_push_config(params)
+        push = await self._inline_push_config(params) if params.HasField("configuration") else None
         if agent.replies_directly and not message.task_id and push is None:
             return answer_inline(agent, message, call)
         run = await self.core.start(agent, message, call, owner, push)
@@ -167,11 +167,11 @@ class RanchRequestHandler(RequestHandler):
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
         agent, owner, message, call = await self._accept(params, context)
-        gateway = await self._room_gateway(message, context)
+        gateway = await self._room_gateway(message, context) if message.context_id else None
         if gateway is not None:
             yield await gateway.send(agent.id, message, self._caller(context), agent.timeout)
             return
-        push = await self._inline_push_config(params)
+        push = await self._inline_push_config(params) if params.HasField("configuration") else None
         if agent.replies_directly and not message.task_id and push is None:
             yield answer_inline(agent, message, call)
             return
