@@ -77,12 +77,13 @@ class ContextBuilder(DefaultServerCallContextBuilder):
 
 
 def _ranch_state(request: Request) -> dict[str, Any]:
-    """What ranch's handler reads from the call state: the agent in the URL, the per-request scope dict."""
-    return {
-        AGENT_KEY: request.path_params.get("agent_id", ""),
-        SCOPE_KEY: request.scope.setdefault(SCOPE_KEY, {}),
-        PRINCIPAL_KEY: request.scope.get(PRINCIPAL_KEY),
-    }
+    return _state(request.path_params.get("agent_id", ""), request.scope, request.scope.get(PRINCIPAL_KEY))
+
+
+def _state(agent_id: str, scope: Scope, principal: Any) -> dict[str, Any]:
+    """What ranch's handler reads from the call state: the agent in the URL, the per-request scope
+    dict, the caller's principal."""
+    return {AGENT_KEY: agent_id, SCOPE_KEY: scope.setdefault(SCOPE_KEY, {}), PRINCIPAL_KEY: principal}
 
 
 def call_context(request: Request) -> ServerCallContext:
@@ -102,9 +103,8 @@ NO_EXTENSIONS = Call()
 
 def scope_context(agent_id: str, scope: Scope) -> ServerCallContext:
     """The call context of a fast-path request: no key and no extensions, by the fast path's rules."""
-    state = {AGENT_KEY: agent_id, SCOPE_KEY: scope.setdefault(SCOPE_KEY, {}), PRINCIPAL_KEY: None}
     return ServerCallContext.model_construct(
-        state=state, user=_NO_USER, tenant="", requested_extensions=set()
+        state=_state(agent_id, scope, None), user=_NO_USER, tenant="", requested_extensions=set()
     )
 
 
