@@ -145,7 +145,7 @@ class RanchRequestHandler(RequestHandler):
         return self._core()
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task | Message:
-        agent, owner, message, call = await self._accept(params, context)
+        agent, message, call = await self._accept(params, context)
         gateway = await self._room_gateway(message, context) if message.context_id else None
         if gateway is not None:
             task = await gateway.send(agent.id, message, self._caller(context), agent.timeout)
@@ -153,7 +153,7 @@ class RanchRequestHandler(RequestHandler):
         push = await self._inline_push_config(params) if params.HasField("configuration") else None
         if agent.replies_directly and not message.task_id and push is None:
             return answer_inline(agent, message, call)
-        run = await self.core.start(agent, message, call, owner, push)
+        run = await self.core.start(agent, message, call, self._owner(context), push)
         if params.configuration.return_immediately:
             await run.first.wait()
         else:
@@ -166,7 +166,7 @@ class RanchRequestHandler(RequestHandler):
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
-        agent, owner, message, call = await self._accept(params, context)
+        agent, message, call = await self._accept(params, context)
         gateway = await self._room_gateway(message, context) if message.context_id else None
         if gateway is not None:
             yield await gateway.send(agent.id, message, self._caller(context), agent.timeout)
@@ -175,7 +175,7 @@ class RanchRequestHandler(RequestHandler):
         if agent.replies_directly and not message.task_id and push is None:
             yield answer_inline(agent, message, call)
             return
-        run = await self.core.start(agent, message, call, owner, push)
+        run = await self.core.start(agent, message, call, self._owner(context), push)
         async for event in self.core.stream(run, run.subscribe()):
             yield event
 
@@ -293,38 +293,37 @@ class RanchRequestHandler(RequestHandler):
 
     async def _accept(
         self, params: SendMessageRequest, context: ServerCallContext
-    ) -> tuple[Agent, str, Message, Call]:
+    ) -> tuple[Agent, Message, Call]:
         """Validate the message and negotiate extensions; errors name the field at fault."""
         try:  # one handler for the whole check (a `with translated()` per step costs on every request)
-            return await self._checked(params, context)
+            agent = self.registry.get(context.state.get(AGENT_KEY, ""))
+            message = params.message
+            if not params.HasField("message"):
+                raise InvalidParamsError("params.message is required")
+            if not message.message_id:
+                raise InvalidParamsError("message.messageId is required")
+            if message.role != ROLE_USER:
+                raise InvalidParamsError("message.role must be ROLE_USER ('user' in A2A 0.3)")
+            if not message.parts:
+                raise InvalidParamsError("message.parts must contain at least one part")
+            for index, part in enumerate(message.parts):
+                if part.WhichOneof("content") is None:
+                    raise InvalidParamsError(
+                        f"message.parts[{index}] has no content (text, raw, url or data)"
+                    )
+            check_message(message, self.limits)
+            call = await self._negotiate(agent, context)
+            if self.sessions is not None and message.context_id:
+                self.sessions.touch(session_caller(context.state.get(PRINCIPAL_KEY)), message.context_id)
         except RanchError as exc:
             raise to_a2a(exc) from exc
-
-    async def _checked(
-        self, params: SendMessageRequest, context: ServerCallContext
-    ) -> tuple[Agent, str, Message, Call]:
-        agent = self.registry.get(context.state.get(AGENT_KEY, ""))
-        message = params.message
-        if not params.HasField("message"):
-            raise InvalidParamsError("params.message is required")
-        if not message.message_id:
-            raise InvalidParamsError("message.messageId is required")
-        if message.role != ROLE_USER:
-            raise InvalidParamsError("message.role must be ROLE_USER ('user' in A2A 0.3)")
-        if not message.parts:
-            raise InvalidParamsError("message.parts must contain at least one part")
-        for index, part in enumerate(message.parts):
-            if part.WhichOneof("content") is None:
-                raise InvalidParamsError(f"message.parts[{index}] has no content (text, raw, url or data)")
-        check_message(message, self.limits)
-        call = await self._negotiate(agent, context)
-        if self.sessions is not None and message.context_id:
-            self.sessions.touch(session_caller(context.state.get(PRINCIPAL_KEY)), message.context_id)
-        return agent, self._owner(context), message, call
+        return agent, message, call
 
     @staticmethod
     async def _negotiate(agent: Agent, context: ServerCallContext) -> Call:
         """Activate the requested extensions the agent supports; refuse when a required one is missing."""
+        if not context.requested_extensions and not agent.require_extensions:
+            return NO_EXTENSIONS  # the common case, on every message
         requested = frozenset(context.requested_extensions)
         if agent.require_extensions:
             missing = [uri for uri in agent.require_extensions if uri not in requested]
