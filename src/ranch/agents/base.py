@@ -107,7 +107,8 @@ def text_of(message: Message, *, include_context: bool = False) -> str:
     return "\n".join(
         part.text
         for part in message.parts
-        if part.HasField("text") and (include_context or CONTEXT_PART_KEY not in part.metadata.fields)
+        if part.HasField("text")
+        and (include_context or not part.HasField("metadata") or CONTEXT_PART_KEY not in part.metadata.fields)
     )
 
 

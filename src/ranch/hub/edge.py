@@ -108,11 +108,13 @@ def lean_edge(
     `Request` the full wrappers read.
     """
 
+    limited = policy.enabled
+
     async def lean(head: Head, scope: Scope, body: bytes) -> Answer | Response | None:
         trace_id = trace_id_from(head.traceparent)
         token = TRACE_ID.set(trace_id)
         try:
-            if policy.enabled:
+            if limited:
                 key, decision = await policy.admit(caller_of(scope), head.agent_id)
                 if not decision.allowed:
                     response = rate_limited(scope["path"], key, decision, body)

@@ -98,13 +98,19 @@ def call_context(request: Request) -> ServerCallContext:
 
 
 _NO_USER = UnauthenticatedUser()
+_CONTEXT_FIELDS = {"state", "user", "tenant", "requested_extensions"}
+"""Every field is given: pydantic need not work out which were set."""
 NO_EXTENSIONS = Call()
 
 
 def scope_context(agent_id: str, scope: Scope) -> ServerCallContext:
     """The call context of a fast-path request: no key and no extensions, by the fast path's rules."""
     return ServerCallContext.model_construct(
-        state=_state(agent_id, scope, None), user=_NO_USER, tenant="", requested_extensions=set()
+        _CONTEXT_FIELDS,
+        state=_state(agent_id, scope, None),
+        user=_NO_USER,
+        tenant="",
+        requested_extensions=set(),
     )
 
 

@@ -1,0 +1,72 @@
+"""The benchmarks still run: each section, at its smallest, prints its table with no errors.
+
+`make bench` takes minutes and is not part of the suite; these runs take seconds and catch a
+benchmark that a change broke (a server that no longer starts, a policy that now refuses the
+load, a request shape that is now an error). They assert nothing about speed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_bench(*args: str, timeout: float = 180) -> str:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")])}
+    result = subprocess.run(
+        [sys.executable, "-m", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+    return result.stdout
+
+
+def rows(output: str, title: str) -> list[dict[str, str]]:
+    """The rows of the markdown table under `### title`, as dicts keyed by the header."""
+    table: list[str] = []
+    for line in output.split(f"### {title}", 1)[1].splitlines():
+        if line.startswith("|"):
+            table.append(line)
+        elif table:
+            break  # the first table under the title has ended
+    header = [cell.strip() for cell in table[0].strip("|").split("|")]
+    return [
+        dict(zip(header, (cell.strip() for cell in line.strip("|").split("|")), strict=True))
+        for line in table[2:]
+    ]
+
+
+def test_wire_serves_every_operation_on_all_three_servers() -> None:
+    table = rows(run_bench("bench.wire", "0.3", "1"), "Wire")
+    assert len(table) == 18  # 3 operations x 2 concurrencies x 3 servers
+    assert all(
+        row["errors"] == "0" and float(row["req/s (events/s for streams)"].replace(",", "")) > 0
+        for row in table
+    )
+
+
+def test_router_turns_complete_in_process_and_over_http() -> None:
+    output = run_bench(
+        "bench.router", "--turns", "5", "--seconds", "3", "--http-turns", "3", "--http-seconds", "5"
+    )
+    assert len(rows(output, "Router, 10-hop turn in process")) == 2
+    assert len(rows(output, "Router, 10 remote members over HTTP vs direct calls")) == 4
+
+
+def test_scale_answers_and_stores_every_turn() -> None:
+    table = rows(run_bench("bench.scale", "--sizes", "4"), "Concurrent team conversations (3 hops per turn)")
+    assert [(row["errors"], row["not stored"]) for row in table] == [("0", "0")]
+
+
+@pytest.mark.parametrize("subscribers", [3])
+def test_fanout_reaches_every_subscriber(subscribers: int) -> None:
+    table = rows(
+        run_bench("bench.fanout", "--sizes", str(subscribers)),
+        "One event fanned out to S subscribers of one task",
+    )
+    assert [row["got reply"] for row in table] == [f"{subscribers}/{subscribers}"]
