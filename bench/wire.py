@@ -108,15 +108,16 @@ def serving(kind: str) -> Iterator[Server]:
 def measure(seconds: float, rounds: int) -> dict[tuple[str, int, str], dict[str, float]]:
     """Every (operation, concurrency) row: `rounds` samples per server, servers taking turns.
 
-    The machine's speed drifts over minutes; interleaving the three servers and keeping the
-    median of each puts the drift into every server's samples alike, so the ratios hold.
+    The machine's speed drifts over minutes; interleaving the three servers, taking one sample of
+    every row per round, and keeping the medians puts the drift into every server's samples alike
+    and lets one slow spell spoil one sample of a row, not the row.
     """
     samples: dict[tuple[str, int, str], list[dict[str, float]]] = {}
     with contextlib.ExitStack() as stack:
         servers = [stack.enter_context(serving(kind)) for kind in KINDS]
-        for operation in OPERATIONS:
-            for concurrency in (1, 32):
-                for turn in range(rounds):
+        for turn in range(rounds):  # rounds outermost: a slow spell of the machine hits one sample per row
+            for operation in OPERATIONS:
+                for concurrency in (1, 32):
                     for server in servers[turn % 3 :] + servers[: turn % 3]:
                         key = (operation.name, concurrency, server.kind)
                         samples.setdefault(key, []).append(server.sample(operation, concurrency, seconds))
@@ -173,7 +174,8 @@ def main(argv: list[str] | None = None) -> str:
         pinning = f"server pinned to core {min(SERVER_CPUS)}, load to {sorted(LOAD_CPUS)}"
     note = (
         f"Echo agent, one uvicorn worker per server ({pinning}); load from a separate process. "
-        f"Each row is the median of {rounds} samples of {seconds:g} s, the three servers taking turns."
+        f"Each row is the median of {rounds} samples of {seconds:g} s, one per round over all rows, "
+        "the three servers taking turns."
     )
     section = table("Wire", header, rows, note)
     print(section)
