@@ -84,6 +84,17 @@ def test_records_are_json_with_trace_ids_and_scrubbed(captured: io.StringIO) -> 
         assert secret not in captured.getvalue()
 
 
+def test_uvicorns_coloured_copy_of_the_message_is_left_out(captured: io.StringIO) -> None:
+    logging.getLogger("uvicorn.error").warning(
+        "Started server process [%d]",
+        7,
+        extra={"color_message": "Started server process [\x1b[36m%d\x1b[0m]"},
+    )
+    line = json.loads(captured.getvalue())
+    assert line["message"] == "Started server process [7]" and "color_message" not in line
+    assert "\x1b" not in captured.getvalue() and "\\u001b" not in captured.getvalue()
+
+
 def test_a_real_server_log_is_scrubbed_and_traced(tmp_path: Path) -> None:
     """`ranch serve` with RANCH_DEBUG=1 logs the full message, scrubbed, under the caller's trace id."""
     config = tmp_path / "echo.yaml"

@@ -139,6 +139,11 @@ class PiiScrubber(logging.Filter):
 _STANDARD = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
 
 
+_NOT_EMITTED = frozenset({"trace_id", "color_message"})
+"""Extras a record carries but a JSON line leaves out: the trace id has its own field, and
+uvicorn's `color_message` repeats the message with terminal colour codes."""
+
+
 def _extras(record: logging.LogRecord) -> dict[str, Any]:
     return {key: value for key, value in record.__dict__.items() if key not in _STANDARD}
 
@@ -155,7 +160,7 @@ class JsonFormatter(logging.Formatter):
             "trace_id": getattr(record, "trace_id", "") or TRACE_ID.get(),
         }
         for key, value in _extras(record).items():
-            if key != "trace_id":
+            if key not in _NOT_EMITTED:
                 entry[key] = value
         if record.exc_info and not record.exc_text:
             record.exc_text = self.formatException(record.exc_info)
