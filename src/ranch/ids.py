@@ -18,11 +18,10 @@ _ids: list[str] = []
 _hexes: list[str] = []
 
 
-def _uuids(text: str) -> list[str]:
-    return [
-        f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
-        for h in (text[start : start + 32] for start in range(0, len(text), 32))
-    ]
+def _fresh_hexes() -> list[str]:
+    """One block of `os.urandom`, as strings of 32 hex digits."""
+    text = os.urandom(_BLOCK).hex()
+    return [text[start : start + 32] for start in range(0, len(text), 32)]
 
 
 def new_id() -> str:
@@ -30,7 +29,9 @@ def new_id() -> str:
     try:
         return _ids.pop()  # atomic under the GIL: threads never get the same id
     except IndexError:
-        _ids.extend(_uuids(os.urandom(_BLOCK).hex()))
+        _ids.extend(
+            f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}" for h in _fresh_hexes()
+        )
         return _ids.pop()
 
 
@@ -39,8 +40,7 @@ def random_hex() -> str:
     try:
         return _hexes.pop()
     except IndexError:
-        text = os.urandom(_BLOCK).hex()
-        _hexes.extend(text[start : start + 32] for start in range(0, len(text), 32))
+        _hexes.extend(_fresh_hexes())
         return _hexes.pop()
 
 

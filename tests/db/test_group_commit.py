@@ -4,6 +4,8 @@ and a bad row fails only its own caller. On SQLite and on PostgreSQL (127.0.0.1:
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 
 from sqlalchemy import Column, Integer, MetaData, String, Table, event, insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -23,13 +25,18 @@ notes = Table(
 )
 
 
-async def _prepared(url: str) -> tuple[AsyncEngine, list[int]]:
+@contextlib.asynccontextmanager
+async def _writing(url: str) -> AsyncIterator[tuple[AsyncEngine, GroupWriter, list[int]]]:
+    """A fresh `notes` table, a writer for it, and a list that grows by one per commit."""
     engine = open_engine(url)
-    async with engine.begin() as connection:
-        await connection.run_sync(metadata.create_all)
-    commits: list[int] = []
-    event.listen(engine.sync_engine, "commit", lambda _connection: commits.append(1))
-    return engine, commits
+    try:
+        async with engine.begin() as connection:
+            await connection.run_sync(metadata.create_all)
+        commits: list[int] = []
+        event.listen(engine.sync_engine, "commit", lambda _connection: commits.append(1))
+        yield engine, GroupWriter(engine, insert(notes)), commits
+    finally:
+        await engine.dispose()
 
 
 async def _stored(engine: AsyncEngine) -> dict[int, str]:
@@ -39,54 +46,42 @@ async def _stored(engine: AsyncEngine) -> dict[int, str]:
 
 def test_concurrent_writes_share_transactions_and_are_stored_when_they_return(database_url: str) -> None:
     async def scenario() -> None:
-        engine, commits = await _prepared(database_url)
-        writer = GroupWriter(engine, insert(notes))
-        seen_on_return: list[bool] = []
+        async with _writing(database_url) as (engine, writer, commits):
+            seen_on_return: list[bool] = []
 
-        async def write(number: int) -> None:
-            await writer.write({"id": number, "text": f"note {number}"})
-            seen_on_return.append(number in await _stored(engine))
+            async def write(number: int) -> None:
+                await writer.write({"id": number, "text": f"note {number}"})
+                seen_on_return.append(number in await _stored(engine))
 
-        try:
             await asyncio.gather(*(write(number) for number in range(200)))
             assert await _stored(engine) == {number: f"note {number}" for number in range(200)}
             assert all(seen_on_return) and len(seen_on_return) == 200
             assert 1 <= len(commits) < 50, len(commits)  # 200 writes, a handful of transactions
-        finally:
-            await engine.dispose()
 
     asyncio.run(scenario())
 
 
 def test_a_bad_row_fails_only_its_own_caller(database_url: str) -> None:
     async def scenario() -> None:
-        engine, _commits = await _prepared(database_url)
-        writer = GroupWriter(engine, insert(notes))
-        rows = [{"id": number, "text": f"note {number}"} for number in range(20)]
-        rows[7] = {"id": 7, "text": None}  # NOT NULL: the database refuses this one
-        try:
+        async with _writing(database_url) as (engine, writer, _commits):
+            rows = [{"id": number, "text": f"note {number}"} for number in range(20)]
+            rows[7] = {"id": 7, "text": None}  # NOT NULL: the database refuses this one
             results = await asyncio.gather(*(writer.write(row) for row in rows), return_exceptions=True)
             failed = [index for index, result in enumerate(results) if isinstance(result, Exception)]
             assert failed == [7], results
             assert sorted(await _stored(engine)) == [number for number in range(20) if number != 7]
-        finally:
-            await engine.dispose()
 
     asyncio.run(scenario())
 
 
 def test_a_cancelled_caller_does_not_strand_the_others(database_url: str) -> None:
     async def scenario() -> None:
-        engine, _commits = await _prepared(database_url)
-        writer = GroupWriter(engine, insert(notes))
-        try:
+        async with _writing(database_url) as (engine, writer, _commits):
             first = asyncio.ensure_future(writer.write({"id": 1, "text": "cancelled caller"}))
             others = [asyncio.ensure_future(writer.write({"id": n, "text": "waits"})) for n in range(2, 6)]
             await asyncio.sleep(0)
             first.cancel()
             await asyncio.wait_for(asyncio.gather(*others), timeout=10)
             assert {2, 3, 4, 5} <= set(await _stored(engine))
-        finally:
-            await engine.dispose()
 
     asyncio.run(scenario())
