@@ -9,6 +9,7 @@
     - AgentTimeout               no answer within the member's `timeout`
     - AgentUnavailable           connection refused, DNS failure, HTTP error
     - InvalidAgentReply          the answer was not valid A2A
+      - ReplyTooLarge            the answer was larger than `max_reply_bytes`
   - AgentNotFound                a URL or config named an agent that does not exist
   - PolicyError                  a request broke one of the server's policies (docs/policies.md)
     - InvalidInput               a field is missing, mistyped or malformed
@@ -90,6 +91,14 @@ class AgentUnavailable(AgentError):
 
 class InvalidAgentReply(AgentError):
     """The member answered with something that is not valid A2A."""
+
+
+class ReplyTooLarge(InvalidAgentReply):
+    """The member's reply (or one body it sent) was larger than the hub reads."""
+
+    def __init__(self, agent: str, limit: int) -> None:
+        self.limit = limit
+        super().__init__(agent, f"its reply is larger than the limit of {limit} bytes (max_reply_bytes)")
 
 
 class AgentNotFound(RanchError):

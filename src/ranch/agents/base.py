@@ -9,9 +9,10 @@ reports its remote task and context ids); whoever serves or routes them maps ids
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 
+import anyio
 from a2a.types import (
     AgentExtension,
     AgentSkill,
@@ -100,6 +101,19 @@ class Agent(ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - most kinds hold nothing; they need not override
         """Release what the agent holds (connections, subprocesses)."""
+
+
+async def gather_infos(agents: Sequence[Agent]) -> list[AgentInfo]:
+    """Every agent's `info()`, fetched at once (each remote card is bounded by its own timeout)."""
+    infos: list[AgentInfo | None] = [None] * len(agents)
+
+    async def fetch(index: int) -> None:
+        infos[index] = await agents[index].info()
+
+    async with anyio.create_task_group() as group:
+        for index in range(len(agents)):
+            group.start_soon(fetch, index)
+    return [info for info in infos if info is not None]
 
 
 def text_of(message: Message, *, include_context: bool = False) -> str:

@@ -4,7 +4,10 @@ The card is read from the agent's URL (cached); calls go through the shared
 `ClientPool`. When the card declares client routing, the `A2A-Extensions`
 header names the extension; otherwise every trace of it is stripped from the
 message first, so the agent receives no extension data (SC-003). Transport and
-protocol failures become `AgentError`s naming this agent.
+protocol failures become `AgentError`s naming this agent; so does a reply larger
+than the pool's `max_reply_bytes`, measured as the events fold in (the pool
+already stops reading a single oversized body), and a connection the guard
+refused (a tenant's agent whose card names an internal address).
 
 Ids: callers pass their own contextId. The agent keeps, per caller context, the
 remote contextId the peer assigned and the remote task that is waiting for
@@ -18,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import AsyncGenerator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import cast
+from typing import TypeVar, cast
 
 import anyio
 import httpx
@@ -39,13 +42,15 @@ from a2a.utils.signing import SignatureVerificationError
 from google.protobuf import json_format
 
 from ranch.agents.base import Agent, AgentInfo, Call, Event
-from ranch.exceptions import AgentError, AgentTimeout, AgentUnavailable, InvalidAgentReply
+from ranch.exceptions import AgentError, AgentTimeout, AgentUnavailable, InvalidAgentReply, ReplyTooLarge
+from ranch.policy.egress import RefusedConnection
 from ranch.routing import extension
-from ranch.wire.client import ClientPool, Verify
-from ranch.wire.events import INTERRUPTED, TERMINAL
+from ranch.wire.client import CardError, ClientPool, ResponseTooLarge, Verify
+from ranch.wire.events import INTERRUPTED, TERMINAL, ReplyMeter
 
 logger = logging.getLogger(__name__)
 
+E = TypeVar("E", bound=BaseException)
 MAX_SESSIONS = 10_000
 CANCEL_GRACE = 2.0
 """Seconds ranch spends asking a peer to cancel the task of a hop that was cancelled."""
@@ -88,6 +93,8 @@ class RemoteAgent(Agent):
             raise AgentUnavailable(
                 self.id, f"its agent card at {self.url} has no signature from a trusted key ({exc})"
             ) from exc
+        except CardError as exc:
+            raise AgentUnavailable(self.id, f"cannot read its agent card: {exc}") from exc
         except (httpx.HTTPError, A2AError, ValueError) as exc:
             raise AgentUnavailable(self.id, f"cannot read its agent card at {self.url}: {exc}") from exc
 
@@ -117,12 +124,15 @@ class RemoteAgent(Agent):
             client.send_message(SendMessageRequest(message=outgoing), context=context),
         )
         in_flight = ""
+        meter = ReplyMeter(self._pool.max_reply_bytes)
         # The SDK's stream is left to the event loop's async-generator finaliser once the answer is
         # in: closing it here waits on the peer's end of the stream (about 50 ms per call, measured).
         with self._translate_errors():
             try:
                 async for response in stream:
                     event = _unwrap(self.id, response)
+                    if not meter.add(event):
+                        raise ReplyTooLarge(self.id, meter.limit)
                     _track(session, event)
                     in_flight = _running_task(event, in_flight)
                     yield event
@@ -156,9 +166,11 @@ class RemoteAgent(Agent):
         except httpx.HTTPStatusError as exc:
             raise AgentUnavailable(self.id, f"HTTP {exc.response.status_code} from {self.url}") from exc
         except httpx.TransportError as exc:
+            self._oversized_or_refused(exc)
             self._pool.forget(self.url)
             raise AgentUnavailable(self.id, f"cannot reach {self.url}: {exc!r}") from exc
         except A2AClientError as exc:
+            self._oversized_or_refused(exc)
             if isinstance(exc.__cause__, ValueError) or "JSON" in str(exc):
                 raise InvalidAgentReply(
                     self.id, f"answered with something that is not valid A2A: {exc}"
@@ -168,6 +180,15 @@ class RemoteAgent(Agent):
             raise AgentError(self.id, f"answered with an A2A error: {exc}") from exc
         except (ValueError, KeyError, TypeError, json_format.Error) as exc:
             raise InvalidAgentReply(self.id, f"answered with something that is not valid A2A: {exc}") from exc
+
+    def _oversized_or_refused(self, exc: Exception) -> None:
+        """Raise the precise error when the pool stopped reading an oversized body, or the guard
+        refused the address a call would have gone to (the SDK wraps both)."""
+        if _cause(exc, ResponseTooLarge) is not None:
+            raise ReplyTooLarge(self.id, self._pool.max_reply_bytes) from exc
+        refused = _cause(exc, RefusedConnection)
+        if refused is not None:
+            raise AgentUnavailable(self.id, f"{refused}; an organization's agents may not call it") from exc
 
     async def _cancel_remote(self, client: Client, task_id: str, context: ClientCallContext) -> None:
         with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_GRACE):
@@ -184,6 +205,18 @@ class RemoteAgent(Agent):
         while len(self._sessions) > MAX_SESSIONS:
             self._sessions.popitem(last=False)
         return session
+
+
+def _cause(exc: BaseException, kind: type[E]) -> E | None:
+    """The first `kind` in the chain of causes behind `exc` (the SDK wraps transport errors)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, kind):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def _track(session: RemoteSession, event: Event) -> None:

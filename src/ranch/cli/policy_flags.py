@@ -37,6 +37,13 @@ def _ttl(text: str) -> float | None:
     return value
 
 
+def _positive(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"a number of seconds > 0, not {text}")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     env = os.environ.get
     group = parser.add_argument_group("policies (docs/policies.md)")
@@ -63,10 +70,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="keep rate-limit buckets in Redis, shared by replicas (env RANCH_REDIS_URL)",
     )
     group.add_argument(
-        "--allow-loopback-webhooks",
+        "--allow-private-outbound",
+        "--allow-loopback-webhooks",  # its old name, when it covered push webhooks only
+        dest="allow_private_outbound",
         action="store_true",
-        default=_env_flag("RANCH_ALLOW_LOOPBACK_WEBHOOKS"),
-        help="let push notifications reach loopback/private addresses; local development only",
+        default=_env_flag("RANCH_ALLOW_PRIVATE_OUTBOUND", "RANCH_ALLOW_LOOPBACK_WEBHOOKS"),
+        help="let what tenants steer (webhooks, their agents, cards, model providers, MCP servers) reach "
+        "loopback/private addresses; local development only (env RANCH_ALLOW_PRIVATE_OUTBOUND)",
+    )
+    group.add_argument(
+        "--card-timeout",
+        type=_positive,
+        default=_positive(env("RANCH_CARD_TIMEOUT", "5")),
+        help="seconds to fetch a remote agent's card (env RANCH_CARD_TIMEOUT; default 5)",
+    )
+    group.add_argument(
+        "--max-card-bytes",
+        type=int,
+        default=int(env("RANCH_MAX_CARD_BYTES", str(512 * 1024))),
+        help="largest remote agent card read, in bytes (env RANCH_MAX_CARD_BYTES; default 524288)",
+    )
+    group.add_argument(
+        "--max-reply-bytes",
+        type=int,
+        default=int(env("RANCH_MAX_REPLY_BYTES", "0")) or None,
+        help="largest member reply, in bytes (env RANCH_MAX_REPLY_BYTES; default --max-message-bytes)",
     )
     group.add_argument(
         "--auth",
@@ -100,7 +128,10 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         "max_message_bytes": args.max_message_bytes,
         **{name: getattr(args, name) for name in RATE_FIELDS},
         "redis_url": args.redis_url,
-        "allow_loopback_webhooks": args.allow_loopback_webhooks,
+        "allow_private_outbound": args.allow_private_outbound,
+        "card_timeout": args.card_timeout,
+        "max_card_bytes": args.max_card_bytes,
+        "max_reply_bytes": args.max_reply_bytes,
         "debug": args.debug,
         "auth": args.auth,
         "session_ttl": args.session_ttl,

@@ -27,6 +27,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from ranch import __version__
+from ranch.agents.base import gather_infos
 from ranch.api.routes import routes as api_routes
 from ranch.config import RanchConfig
 from ranch.db import migrate
@@ -45,6 +46,7 @@ from ranch.hub.serving import (
 from ranch.hub.store import SqlTaskStore
 from ranch.hub.tasks import TaskCore, fail_unfinished, owner_of
 from ranch.mcp.server import mcp_routes
+from ranch.policy.egress import GuardedTransport
 from ranch.policy.limits import DEFAULT_MAX_MESSAGE_BYTES, Limits
 from ranch.policy.push import PushConfigStore, PushNotifier, PushSender, webhook_client
 from ranch.policy.ratelimit import Rate, build_policy
@@ -56,7 +58,7 @@ from ranch.rooms.runtime import start as start_rooms
 from ranch.routing.team import Team
 from ranch.web import web_routes
 from ranch.wire.cards import AGENTS_PATH, agent_url, declare_security, served_card
-from ranch.wire.client import ClientPool
+from ranch.wire.client import ClientPool, TransportFactory
 from ranch.wire.errors import http_error_body
 from ranch.wire.fastpath import FastPathApp
 from ranch.wire.jsonrpc import JsonRpcEndpoint
@@ -93,8 +95,19 @@ class Settings:
     agent_burst: int = 1000
     redis_url: str | None = None
     """Keep rate-limit buckets in Redis (shared by replicas) instead of in this process."""
+    allow_private_outbound: bool = False
+    """Let what tenants steer (push webhooks, their agents' URLs, cards, model providers and MCP
+    servers) reach loopback and private addresses; local development only. Config agents always may."""
     allow_loopback_webhooks: bool = False
-    """Let push notifications go to loopback and private addresses (local development only)."""
+    """The old name of `allow_private_outbound` (either one turns it on)."""
+    card_timeout: float = 5.0
+    """Seconds to fetch a remote agent's card; a failed fetch is remembered for 30 s."""
+    max_card_bytes: int = 512 * 1024
+    """Largest remote agent card ranch reads."""
+    max_reply_bytes: int | None = None
+    """Largest reply a member may give (its folded parts); None = `max_message_bytes`."""
+    guard: UrlGuard | None = None
+    """The outbound URL guard to use instead of one built from `allow_private_outbound` (embedding, tests)."""
     debug: bool = False
     """Full messages and timings in the logs (still scrubbed); details of internal errors."""
     # -- authentication (docs/policies.md) --
@@ -108,6 +121,20 @@ class Settings:
     def limits(self) -> Limits:
         return Limits(max_message_bytes=self.max_message_bytes)
 
+    def url_guard(self) -> UrlGuard:
+        if self.guard is not None:
+            return self.guard
+        return UrlGuard(allow_loopback=self.allow_private_outbound or self.allow_loopback_webhooks)
+
+    def client_pool(self, transport: TransportFactory | None = None) -> ClientPool:
+        """An outbound pool with these card and reply limits; `transport` judges connections (tenants)."""
+        return ClientPool(
+            transport=transport,
+            card_timeout=self.card_timeout,
+            max_card_bytes=self.max_card_bytes,
+            max_reply_bytes=self.max_reply_bytes or self.max_message_bytes,
+        )
+
     def rates(self) -> tuple[Rate | None, Rate | None]:
         caller = Rate(self.caller_rate, self.caller_burst) if self.caller_rate else None
         agent = Rate(self.agent_rate, self.agent_burst) if self.agent_rate else None
@@ -119,13 +146,14 @@ class Hub:
 
     def __init__(self, config: RanchConfig, settings: Settings) -> None:
         self.settings = settings
-        self.pool = ClientPool()
-        self.registry = Registry(config, self.pool)
+        self.guard = settings.url_guard()
+        self.pool = settings.client_pool()
+        self.tenant_pool = settings.client_pool(lambda: GuardedTransport(self.guard))
+        self.registry = Registry(config, self.pool, self.tenant_pool)
         self.config = config
         self.services: list[Callable[[], AbstractAsyncContextManager[None]]] = []
         """More things the lifespan runs, entered after the task core (the /mcp session manager)."""
         self.rates = build_policy(*settings.rates(), redis_url=settings.redis_url)
-        self.guard = UrlGuard(allow_loopback=settings.allow_loopback_webhooks)
         self.security = build_security(
             settings.auth,
             self.registry,
@@ -157,6 +185,7 @@ class Hub:
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
             stack.push_async_callback(self.pool.aclose)
+            stack.push_async_callback(self.tenant_pool.aclose)
             stack.push_async_callback(self.registry.aclose)
             stack.push_async_callback(self.rates.aclose)
             await self.registry.open()
@@ -169,9 +198,9 @@ class Hub:
                 logger.warning("marked %d task(s) left unfinished by a previous run as failed", recovered)
             push_store = PushConfigStore(engine, owner_resolver=owner_of)
             await push_store.initialize()
-            webhooks = await stack.enter_async_context(webhook_client())
+            webhooks = await stack.enter_async_context(webhook_client(self.guard))
             group = await stack.enter_async_context(anyio.create_task_group())
-            push = PushNotifier(push_store, PushSender(webhooks, self.guard), group)
+            push = PushNotifier(push_store, PushSender(webhooks), group)
             self._core = TaskCore(store, group, push)
             self._rooms = await start_rooms(
                 engine,
@@ -276,13 +305,15 @@ def _base_url(request: Request) -> str:
 def _list_agents(hub: Hub):  # type: ignore[no-untyped-def]
     async def list_agents(request: Request) -> Response:
         base = _base_url(request)
+        agents = [
+            agent
+            for agent in hub.registry
+            if not hub.security.enabled
+            or await hub.security.reachable(request.scope.get(PRINCIPAL_KEY), agent.id)
+        ]
+        infos = await gather_infos(agents)  # at once: a slow card costs one card timeout, not one each
         entries = []
-        for agent in hub.registry:
-            if hub.security.enabled and not await hub.security.reachable(
-                request.scope.get(PRINCIPAL_KEY), agent.id
-            ):
-                continue
-            info = await agent.info()
+        for agent, info in zip(agents, infos, strict=True):
             entries.append(
                 {
                     "id": agent.id,

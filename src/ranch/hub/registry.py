@@ -34,9 +34,12 @@ from ranch.wire.signing import CardVerifier, load_trusted_keys
 class Registry:
     """Every agent and team of one config, built once and shared."""
 
-    def __init__(self, config: RanchConfig, pool: ClientPool) -> None:
+    def __init__(self, config: RanchConfig, pool: ClientPool, tenant_pool: ClientPool | None = None) -> None:
         self.config = config
         self.pool = pool
+        """The operator's: config agents (and the superuser's) may call any address."""
+        self.tenant_pool = tenant_pool or pool
+        """Organizations' agents: every connection is judged by the URL guard (policy/egress.py)."""
         self._agents: dict[str, Agent] = {}
         self._hosted: dict[str, anyio.Event] = {}
         for agent_config in config.agents:

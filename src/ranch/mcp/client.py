@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -55,8 +55,14 @@ class ToolResult:
 class McpServer:
     """One MCP server: cached tool list, validated calls, one shared session."""
 
-    def __init__(self, config: StdioMcpServerConfig | HttpMcpServerConfig) -> None:
+    def __init__(
+        self,
+        config: StdioMcpServerConfig | HttpMcpServerConfig,
+        http: Callable[..., httpx.AsyncClient] | None = None,
+    ) -> None:
         self.config = config
+        self._http = http or httpx.AsyncClient
+        """Makes the HTTP client of a streamable-HTTP server (a tenant's: guarded connections)."""
         self.name = config.name
         self._state = State.NEW
         self._stack = AsyncExitStack()
@@ -190,7 +196,7 @@ class McpServer:
             return
         timeout = httpx.Timeout(config.timeout, read=max(config.timeout, 300.0))
         async with (
-            httpx.AsyncClient(headers=config.headers, timeout=timeout, follow_redirects=False) as http,
+            self._http(headers=config.headers, timeout=timeout, follow_redirects=False) as http,
             streamable_http_client(config.url, http_client=http) as (read, write, _),
         ):
             yield read, write

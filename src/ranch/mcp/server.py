@@ -35,7 +35,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
 from ranch import __version__
-from ranch.agents.base import Agent, Call, text_of
+from ranch.agents.base import Agent, AgentInfo, Call, gather_infos, text_of
 from ranch.api.auth import CHALLENGE
 from ranch.exceptions import AgentTimeout, RanchError, RateLimited, Unauthorized
 from ranch.hub.edge import caller_of
@@ -101,7 +101,8 @@ def build_server(
         return [agent for agent in _askable(registry) if await reachable(request, agent.id)]
 
     async def list_tools() -> list[types.Tool]:
-        return [await _tool(agent) for agent in await tools()]
+        agents = await tools()
+        return [_tool(agent, info) for agent, info in zip(agents, await gather_infos(agents), strict=True)]
 
     async def call_tool(
         name: str, arguments: dict[str, Any]
@@ -196,8 +197,7 @@ def _askable(registry: Registry) -> list[Agent]:
     return [agent for agent in registry if not agent.require_extensions]
 
 
-async def _tool(agent: Agent) -> types.Tool:
-    info = await agent.info()
+def _tool(agent: Agent, info: AgentInfo) -> types.Tool:
     about = info.description or info.name
     return types.Tool(
         name=PREFIX + agent.id,

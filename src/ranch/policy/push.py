@@ -4,11 +4,13 @@
   `ranch_push_configs` of the task database (the a2a-sdk's PushNotificationConfigStore
   interface), and knows in memory which tasks have any, so the common no-push
   path never touches the database.
-- `PushSender` POSTs one update to one webhook: the URL guard checks every
-  resolved address first and the request goes to the checked address; no
-  redirects are followed; the config's token goes in `X-A2A-Notification-Token`
-  (and its `authentication` in `Authorization`); transport errors, 408, 429 and
-  5xx are retried with exponential backoff, a bounded number of times.
+- `PushSender` POSTs one update to one webhook through `webhook_client`, whose
+  connections the URL guard judges as they are made (policy/egress.py: every
+  resolved address checked, the socket opened to a checked one); no redirects
+  are followed; the config's token goes in `X-A2A-Notification-Token` (and its
+  `authentication` in `Authorization`); transport errors, 408, 429 and 5xx are
+  retried with exponential backoff, a bounded number of times; a refused
+  address is not retried.
 - `PushNotifier` delivers a task's updates in order, one worker per running task,
   in the task group that owns the runs.
 """
@@ -37,7 +39,8 @@ from sqlalchemy import Column, LargeBinary, MetaData, String, Table, and_, delet
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ranch.exceptions import InvalidInput, UnsafeUrl
+from ranch.exceptions import InvalidInput
+from ranch.policy.egress import RefusedConnection, guarded_client
 from ranch.policy.ssrf import UrlGuard
 
 logger = logging.getLogger(__name__)
@@ -167,17 +170,16 @@ class Backoff:
 RETRIED = frozenset({408, 425, 429})
 
 
-def webhook_client(timeout: float = 10.0) -> httpx.AsyncClient:
-    """The client deliveries go through: no redirects, no proxies from the environment."""
-    return httpx.AsyncClient(follow_redirects=False, trust_env=False, timeout=timeout)
+def webhook_client(guard: UrlGuard, timeout: float = 10.0) -> httpx.AsyncClient:
+    """The client deliveries go through: every connection judged by `guard`, no redirects, no proxies."""
+    return guarded_client(guard, timeout=timeout)
 
 
 class PushSender:
-    """Delivers updates to webhooks through the URL guard."""
+    """Delivers updates to webhooks through a `webhook_client`."""
 
-    def __init__(self, client: httpx.AsyncClient, guard: UrlGuard, backoff: Backoff | None = None) -> None:
+    def __init__(self, client: httpx.AsyncClient, backoff: Backoff | None = None) -> None:
         self.client = client
-        self.guard = guard
         self.backoff = backoff or Backoff()
 
     async def deliver(self, config: TaskPushNotificationConfig, body: bytes) -> Delivery:
@@ -190,16 +192,13 @@ class PushSender:
             headers["Authorization"] = f"{auth.scheme} {auth.credentials}".strip()
         last = Delivery(False, 0)
         for attempt in range(self.backoff.attempts):
-            try:
-                target = await self.guard.check(config.url)
-            except UnsafeUrl as exc:
-                return Delivery(False, attempt + 1, error=str(exc))
-            url, host, extensions = target.pinned()
             retry_after: float | None = None
             try:
-                response = await self.client.post(
-                    url, content=body, headers={**headers, **host}, extensions=extensions
-                )
+                response = await self.client.post(config.url, content=body, headers=headers)
+            except httpx.ConnectError as exc:
+                if isinstance(exc.__cause__, RefusedConnection):
+                    return Delivery(False, attempt + 1, error=str(exc))
+                last = Delivery(False, attempt + 1, error=f"{type(exc).__name__}: {exc}")
             except httpx.HTTPError as exc:
                 last = Delivery(False, attempt + 1, error=f"{type(exc).__name__}: {exc}")
             else:

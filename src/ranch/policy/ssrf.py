@@ -1,4 +1,4 @@
-"""The outbound URL guard: every address a host resolves to must be one ranch may call.
+"""The outbound guard: every address a host resolves to must be one ranch may call.
 
 Refused always: cloud-metadata addresses (169.254.169.254, fd00:ec2::254 and
 their neighbours), link-local, multicast, unspecified, reserved and other
@@ -6,9 +6,10 @@ non-global addresses. Refused unless `allow_loopback` (local development):
 loopback, private (RFC 1918, fc00::/7) and shared CGNAT (100.64.0.0/10). An
 IPv4-mapped or NAT64 IPv6 address is judged as the IPv4 address inside it.
 
-The host is resolved here and every answer is checked; `Target.pinned` then
-lets the caller connect to the checked address itself, so a name that answers
-differently a moment later (DNS rebinding) is never connected to unchecked.
+`check` judges a URL up front (a clear error when a webhook or an agent is
+registered); `addresses` judges a host when a connection is made to it, and is
+what `policy/egress.py` connects through, so a name that answers differently a
+moment later (DNS rebinding) is never connected to unchecked.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import ipaddress
 import socket
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import anyio
 
@@ -25,6 +26,8 @@ from ranch.exceptions import UnsafeUrl
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
+Exemption = Callable[[IPAddress, int], bool]
+"""(address, port) -> True to let it through whatever its kind (tests: one peer on 127.0.0.1)."""
 
 METADATA = frozenset(
     ipaddress.ip_address(a)
@@ -35,6 +38,8 @@ CGNAT = ipaddress.ip_network("100.64.0.0/10")
 NAT64 = ipaddress.ip_network("64:ff9b::/96")
 LOCAL_REASONS = frozenset({"a loopback address", "a private address", "a shared (CGNAT) address"})
 """What `allow_loopback` lets through; everything else stays refused."""
+SWITCH = "--allow-private-outbound"
+"""The `ranch serve` flag behind `allow_loopback` (its old name, --allow-loopback-webhooks, still works)."""
 
 
 def embedded_ipv4(address: IPAddress) -> IPAddress:
@@ -84,23 +89,20 @@ class Target:
     host: str
     addresses: tuple[IPAddress, ...]
 
-    def pinned(self) -> tuple[str, dict[str, str], dict[str, str]]:
-        """(URL with the first checked address as host, headers, httpx extensions) for the request."""
-        parts = urlsplit(self.url)
-        address = self.addresses[0]
-        literal = f"[{address}]" if address.version == 6 else str(address)
-        netloc = literal if parts.port is None else f"{literal}:{parts.port}"
-        host_header = parts.netloc.rpartition("@")[2]
-        pinned = urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, ""))
-        return pinned, {"Host": host_header}, {"sni_hostname": self.host}
-
 
 class UrlGuard:
-    """Checks outbound URLs (push webhooks) before ranch calls them."""
+    """Judges what tenants can steer ranch to call: webhooks, their agents' URLs, cards and providers."""
 
-    def __init__(self, *, allow_loopback: bool = False, resolver: Resolver = system_resolver) -> None:
+    def __init__(
+        self,
+        *,
+        allow_loopback: bool = False,
+        resolver: Resolver = system_resolver,
+        exempt: Exemption | None = None,
+    ) -> None:
         self.allow_loopback = allow_loopback
         self._resolve = resolver
+        self._exempt = exempt
 
     async def check(self, url: str) -> Target:
         """The URL's target when every address its host resolves to is allowed; else `UnsafeUrl`."""
@@ -117,20 +119,45 @@ class UrlGuard:
         if parts.username is not None or parts.password is not None:
             raise UnsafeUrl(url, "credentials in the URL are not accepted; use the config's token")
         try:
-            answers = await self._resolve(host, port)
+            addresses = await self._addresses(host, port)
         except OSError as exc:
             raise UnsafeUrl(url, f"the host {host!r} does not resolve ({exc})") from exc
-        addresses = tuple(ipaddress.ip_address(answer.split("%", 1)[0]) for answer in answers)
-        if not addresses:
-            raise UnsafeUrl(url, f"the host {host!r} does not resolve")
+        reason = self.judge(host, port, addresses)
+        if reason is not None:
+            raise UnsafeUrl(url, reason)
+        return Target(url=url, host=host, addresses=addresses)
+
+    async def addresses(self, host: str, port: int) -> tuple[IPAddress, ...]:
+        """Resolve `host` once and judge every answer: the addresses a connection may use.
+
+        Raises `OSError` when the host does not resolve, `PermissionError` (an OSError)
+        naming the address and why when one of them is refused.
+        """
+        addresses = await self._addresses(host, port)
+        reason = self.judge(host, port, addresses)
+        if reason is not None:
+            raise PermissionError(f"refusing to connect to {host}:{port}: {reason}")
+        return addresses
+
+    def judge(self, host: str, port: int, addresses: Sequence[IPAddress]) -> str | None:
+        """Why ranch will not call `host` at these addresses, or None when it may."""
         for address in addresses:
+            if self._exempt is not None and self._exempt(address, port):
+                continue
             reason = refusal(address)
             if reason is None or (self.allow_loopback and reason in LOCAL_REASONS):
                 continue
             where = f"{host} is" if _literal(host) == address else f"{host} resolves to {address},"
-            hint = " (allowed only with --allow-loopback-webhooks, for local development)"
-            raise UnsafeUrl(url, f"{where} {reason}" + (hint if reason in LOCAL_REASONS else ""))
-        return Target(url=url, host=host, addresses=addresses)
+            hint = f" (allowed only with {SWITCH}, for local development)"
+            return f"{where} {reason}" + (hint if reason in LOCAL_REASONS else "")
+        return None
+
+    async def _addresses(self, host: str, port: int) -> tuple[IPAddress, ...]:
+        answers = await self._resolve(host.strip("[]"), port)
+        addresses = tuple(ipaddress.ip_address(answer.split("%", 1)[0]) for answer in answers)
+        if not addresses:
+            raise OSError("no addresses")
+        return addresses
 
 
 def _literal(host: str) -> IPAddress | None:

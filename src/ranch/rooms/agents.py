@@ -4,7 +4,9 @@ Config agents and teams are written to the `agents` table on every start (in the
 organization `default`, visible to every organization). Agents registered over
 the API are validated with the same models as the config file, built, and served
 at /a2a/agents/{id} like the others; external agents (no A2A server) are only
-rows: they read their messages over the API.
+rows: they read their messages over the API. An organization's agents call out
+through the registry's tenant pool, whose every connection the URL guard judges;
+only the config's and the superuser's (`spec["_operator"]`) use the operator's.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from ranch.rooms.keys import digest
 
 DEFAULT_ORG = "default"
 API_KINDS = ("remote", "external", "rules", "echo", "llm", "team")
+OPERATOR = "_operator"
+"""Set in the stored spec of an agent the superuser registered: it may call internal addresses."""
 
 
 async def sync_config(session: AsyncSession, config: RanchConfig, registry: Registry) -> None:
@@ -112,10 +116,12 @@ async def activate(
 
 
 def build(kind: str, spec: dict[str, Any], registry: Registry) -> Agent:
+    spec = dict(spec)
+    pool = registry.pool if spec.pop(OPERATOR, False) is True else registry.tenant_pool
     if kind == "team":
         config = TeamConfig.model_validate(spec)
         return build_team(config, {member: registry.get(member) for member in config.members})
-    return build_agent(_AGENT_ADAPTER.validate_python(spec), registry.pool)
+    return build_agent(_AGENT_ADAPTER.validate_python(spec), pool)
 
 
 async def register(
@@ -145,9 +151,8 @@ async def register(
             "the hub does not store keys: give api_key_env, naming an environment variable of the server",
             "api_key",
         )
-    if not principal.is_superuser:
-        await _tenant_safe(body, guard)
-    spec = {k: v for k, v in body.items() if k not in ("visibility", "tools", "model_type")}
+    tenant_guard = None if principal.is_superuser else guard or UrlGuard()
+    spec = await _spec(body, tenant_guard)
     row = AgentRecord(
         id=agent_id,
         org_id=principal.org_id,
@@ -175,7 +180,7 @@ async def register(
                 await usable_agent(session, principal, str(member), f"members[{index}]")
         agent = _build_checked(kind, spec, registry)
         if isinstance(agent, RemoteAgent):
-            card = await _fetch_card(agent)
+            card = await _fetch_card(agent, tenant_guard)
             row.card, row.card_fetched_at = MessageToDict(card), now()
             row.url, row.card_ttl = spec["url"], float(spec.get("card_ttl", 300.0))
             if not body.get("name"):
@@ -220,10 +225,19 @@ TENANT_KEY_ENV = re.compile(r"^RANCH_KEY_[A-Z0-9_]+$")
 """Environment variables a tenant's llm agent may read its provider key from (the operator sets them)."""
 
 
-async def _tenant_safe(body: dict[str, Any], guard: UrlGuard | None) -> None:
+async def _spec(body: dict[str, Any], tenant_guard: UrlGuard | None) -> dict[str, Any]:
+    """The agent's stored spec; an organization's (`tenant_guard` given) checked, the superuser's marked."""
+    spec = {k: v for k, v in body.items() if k not in ("visibility", "tools", "model_type", OPERATOR)}
+    if tenant_guard is None:
+        spec[OPERATOR] = True
+    else:
+        await _tenant_safe(body, tenant_guard)
+    return spec
+
+
+async def _tenant_safe(body: dict[str, Any], guard: UrlGuard) -> None:
     """What an organization's admin may not ask of the server: start processes, read any of its
     environment variables, or make it call addresses inside its network (docs/api.md)."""
-    guard = guard or UrlGuard()
     for index, server in enumerate(body.get("mcp_servers") or []):
         if isinstance(server, dict) and "command" in server:
             raise InvalidInput(
@@ -297,11 +311,25 @@ async def _check_url(session: AsyncSession, principal: Principal, url: str) -> N
         )
 
 
-async def _fetch_card(agent: RemoteAgent) -> AgentCard:
+async def _fetch_card(agent: RemoteAgent, tenant_guard: UrlGuard | None) -> AgentCard:
     try:
-        return await agent.card()
+        card = await agent.card()
     except RanchError as exc:
         raise Unprocessable(f"cannot read a valid agent card: {exc}", "url") from exc
+    if tenant_guard is not None:
+        await _card_safe(card, tenant_guard)
+    return card
+
+
+async def _card_safe(card: AgentCard, guard: UrlGuard) -> None:
+    """Refuse a tenant's agent whose card sends calls inward now (calls are judged again when made)."""
+    for index, interface in enumerate(card.supported_interfaces):
+        try:
+            await guard.check(interface.url)
+        except UnsafeUrl as exc:
+            raise Unprocessable(
+                f"its agent card names supportedInterfaces[{index}].url {interface.url}: {exc.reason}", "url"
+            ) from exc
 
 
 async def refresh_card(row: AgentRecord, registry: Registry) -> None:

@@ -15,11 +15,10 @@ from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-import anyio
 from a2a.types import AgentSkill, Message
 from google.protobuf.struct_pb2 import ListValue
 
-from ranch.agents.base import Agent, AgentInfo, Call, Event
+from ranch.agents.base import Agent, AgentInfo, Call, Event, gather_infos
 from ranch.ids import new_id
 from ranch.routing import context, extension
 from ranch.routing.router import Turn
@@ -137,16 +136,9 @@ class Team(Agent):
         self._conversations.clear()
 
     async def _member_infos(self, ids: list[str]) -> list[AgentInfo]:
-        results: dict[str, AgentInfo] = {}
-
-        async def fetch(member: str) -> None:
-            results[member] = await self.members[member].info()
-
-        async with anyio.create_task_group() as group:
-            for member in ids:
-                group.start_soon(fetch, member)
+        infos = await gather_infos([self.members[member] for member in ids])
         # a member's card may name it differently; the team knows it by its own id
-        return [_with_id(results[m], m) for m in ids]
+        return [_with_id(info, member) for info, member in zip(infos, ids, strict=True)]
 
 
 def _with_id(info: AgentInfo, member: str) -> AgentInfo:

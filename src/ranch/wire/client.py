@@ -1,25 +1,60 @@
 """Outbound A2A calls: one shared httpx pool, cached cards, one SDK client per card.
 
-Every remote agent in a process shares `ClientPool`, so connections are reused
-across agents and hops. Cards are fetched with the a2a-sdk's resolver and
-trusted for `ttl` seconds.
+Every remote agent of one trust level shares a `ClientPool`, so connections are
+reused across agents and hops: the hub keeps one for the operator's config agents
+and one, whose transport judges every connection (policy/egress.py), for the
+agents tenants register. Cards are fetched with ranch's own bounded read (a short
+timeout, a size cap; the SDK's resolver would log each whole card) and parsed by
+the SDK; they are trusted for `ttl` seconds, and a failed fetch is remembered for
+`card_retry` seconds so a team's turns do not each wait for a dead card endpoint.
+Every response body, and every event of a stream, is read at most up to
+`read_limit` bytes: a member cannot make ranch buffer an unbounded reply.
 """
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from typing import Any
 
+import anyio
 import httpx
-from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
+from a2a.client import Client, ClientConfig, ClientFactory
+from a2a.client.card_resolver import parse_agent_card
 from a2a.types import AgentCard
-from a2a.utils.constants import TransportProtocol
+from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, TransportProtocol
+from google.protobuf import json_format
 
 DEFAULT_TIMEOUT = httpx.Timeout(connect=5.0, read=60.0, write=30.0, pool=10.0)
 DEFAULT_LIMITS = httpx.Limits(max_connections=200, max_keepalive_connections=50)
+DEFAULT_CARD_TIMEOUT = 5.0
+DEFAULT_MAX_CARD_BYTES = 512 * 1024
+DEFAULT_MAX_REPLY_BYTES = 100_000
+CARD_RETRY = 30.0
+"""Seconds a failed card fetch is remembered: callers get the same error at once meanwhile."""
+READ_FACTOR = 8
+READ_FLOOR = 4 * 1024 * 1024
+"""A body or stream event may be READ_FACTOR x max_reply_bytes (at least READ_FLOOR): room for the
+task history a peer echoes back around its reply, which is checked on its own once folded."""
+
 Verify = Callable[[AgentCard], None]
 """Checks a fetched card; raises when it must not be used."""
+TransportFactory = Callable[[], httpx.AsyncBaseTransport]
+"""Makes the transport of a pool's clients (a guarded one for tenants' agents)."""
+
+
+class CardError(Exception):
+    """An agent card could not be fetched or read; the message says why, naming any limit."""
+
+
+class ResponseTooLarge(httpx.ReadError):
+    """A peer sent more bytes in one body (or one stream event) than ranch reads."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        super().__init__(f"more than {limit} bytes in one response body or stream event")
 
 
 @dataclass
@@ -30,12 +65,27 @@ class _CachedCard:
 
 
 class ClientPool:
-    """The process-wide outbound A2A client: open it once, share it, close it at shutdown."""
+    """The outbound A2A client of one trust level: open it once, share it, close it at shutdown."""
 
     def __init__(
-        self, timeout: httpx.Timeout = DEFAULT_TIMEOUT, limits: httpx.Limits = DEFAULT_LIMITS
+        self,
+        timeout: httpx.Timeout = DEFAULT_TIMEOUT,
+        limits: httpx.Limits = DEFAULT_LIMITS,
+        *,
+        transport: TransportFactory | None = None,
+        card_timeout: float = DEFAULT_CARD_TIMEOUT,
+        max_card_bytes: int = DEFAULT_MAX_CARD_BYTES,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
+        card_retry: float = CARD_RETRY,
     ) -> None:
-        self._http = httpx.AsyncClient(timeout=timeout, limits=limits, follow_redirects=False)
+        self.card_timeout = card_timeout
+        self.max_card_bytes = max_card_bytes
+        self.max_reply_bytes = max_reply_bytes
+        """Largest folded reply a member may give (agents/remote.py checks it)."""
+        self.read_limit = max(READ_FACTOR * max_reply_bytes, READ_FLOOR)
+        self.card_retry = card_retry
+        self._transport = transport
+        self._http = self.new_client(timeout=timeout, limits=limits)
         self._factory = ClientFactory(
             ClientConfig(
                 httpx_client=self._http,
@@ -45,10 +95,32 @@ class ClientPool:
         )
         self._cards: dict[tuple[bool, str, tuple[tuple[str, str], ...]], _CachedCard] = {}
         """(verified, url, headers) -> card: one caller's credentials never serve another's fetch."""
+        self._failures: dict[tuple[bool, str, tuple[tuple[str, str], ...]], tuple[float, str]] = {}
+        self._fetching: dict[tuple[bool, str, tuple[tuple[str, str], ...]], anyio.Lock] = {}
 
     @property
     def http(self) -> httpx.AsyncClient:
         return self._http
+
+    @property
+    def guarded(self) -> bool:
+        """True when this pool's connections are judged (a tenant's agents)."""
+        return self._transport is not None
+
+    def new_client(self, **kwargs: Any) -> httpx.AsyncClient:
+        """An httpx client of this pool's kind (model providers, MCP servers): same transport rules,
+        the same read limit, no redirects followed."""
+        kwargs.update(follow_redirects=False, event_hooks={"response": [self._bound_response]})
+        if self._transport is None:
+            return httpx.AsyncClient(**kwargs)
+        kwargs.pop("limits", None)  # the transport has its own
+        return httpx.AsyncClient(transport=self._transport(), trust_env=False, **kwargs)
+
+    async def _bound_response(self, response: httpx.Response) -> None:
+        stream = response.stream
+        assert isinstance(stream, httpx.AsyncByteStream)
+        event_stream = "text/event-stream" in response.headers.get("content-type", "")
+        response.stream = _BoundedStream(stream, self.read_limit, per_event=event_stream)
 
     async def card(
         self,
@@ -60,7 +132,7 @@ class ClientPool:
         """The agent card at `url`, from cache while younger than `ttl` seconds.
 
         `verify` checks a freshly fetched card (its signatures) before it is cached or used;
-        whatever it raises reaches the caller.
+        whatever it raises reaches the caller. A fetch that fails raises `CardError`.
         """
         return (await self._entry(url, headers, ttl, verify)).card
 
@@ -84,16 +156,60 @@ class ClientPool:
     ) -> _CachedCard:
         # an unverified fetch never serves a verifying agent, nor one caller's credentials another
         key = (verify is not None, url, tuple(sorted((headers or {}).items())))
-        cached = self._cards.get(key)
-        if cached is not None and time.monotonic() - cached.fetched < ttl:
-            return cached
-        resolver = A2ACardResolver(self._http, url)
-        card = await resolver.get_agent_card(http_kwargs={"headers": headers} if headers else None)
-        if verify is not None:
-            verify(card)
-        entry = _CachedCard(card=card, fetched=time.monotonic(), client=self._factory.create(card))
-        self._cards[key] = entry
-        return entry
+        lock = self._fetching.setdefault(key, anyio.Lock())
+        async with lock:  # one fetch at a time per card; the others use its result
+            cached = self._cards.get(key)
+            if cached is not None and time.monotonic() - cached.fetched < ttl:
+                return cached
+            failed = self._failures.get(key)
+            if failed is not None and time.monotonic() - failed[0] < self.card_retry:
+                raise CardError(failed[1])
+            try:
+                card = await self._fetch(url, headers)
+            except CardError as exc:
+                self._failures[key] = (time.monotonic(), str(exc))
+                raise
+            self._failures.pop(key, None)
+            if verify is not None:
+                verify(card)
+            entry = _CachedCard(card=card, fetched=time.monotonic(), client=self._factory.create(card))
+            self._cards[key] = entry
+            return entry
+
+    async def _fetch(self, url: str, headers: dict[str, str] | None) -> AgentCard:
+        """GET the card within `card_timeout`, reading at most `max_card_bytes`; parse it with the SDK."""
+        target = f"{url.rstrip('/')}{AGENT_CARD_WELL_KNOWN_PATH}"
+        try:
+            with anyio.fail_after(self.card_timeout):
+                body = await self._read_card(target, headers)
+        except TimeoutError as exc:
+            raise CardError(f"no card from {target} within {self.card_timeout:g}s (card_timeout)") from exc
+        except httpx.HTTPError as exc:
+            raise CardError(f"cannot fetch {target}: {_reason(exc)}") from exc
+        try:
+            data = json.loads(body)
+            return parse_agent_card(data)
+        except (ValueError, json_format.ParseError) as exc:
+            raise CardError(f"{target} is not a valid agent card: {exc}") from exc
+
+    async def _read_card(self, target: str, headers: dict[str, str] | None) -> bytes:
+        limit = self.max_card_bytes
+        too_large = f"the card at {target} is larger than the limit of {limit} bytes (max_card_bytes)"
+        async with self._http.stream("GET", target, headers=headers, timeout=self.card_timeout) as response:
+            if response.is_redirect:
+                where = response.headers.get("location", "?")
+                status = response.status_code
+                raise CardError(f"{target} answered HTTP {status}; redirect to {where} not followed")
+            if response.status_code >= 400:
+                raise CardError(f"{target} answered HTTP {response.status_code}")
+            if int(response.headers.get("content-length") or 0) > limit:
+                raise CardError(too_large)
+            body = bytearray()
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                if len(body) > limit:
+                    raise CardError(too_large)
+            return bytes(body)
 
     async def aclose(self) -> None:
         self._cards.clear()
@@ -104,3 +220,35 @@ class ClientPool:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+def _reason(exc: httpx.HTTPError) -> str:
+    text = str(exc)
+    return text if text else type(exc).__name__
+
+
+class _BoundedStream(httpx.AsyncByteStream):
+    """A response body that raises `ResponseTooLarge` past `limit` bytes (per SSE event for streams)."""
+
+    def __init__(self, inner: httpx.AsyncByteStream, limit: int, *, per_event: bool) -> None:
+        self._inner = inner
+        self._limit = limit
+        self._per_event = per_event
+        self._count = 0
+        self._tail = b""
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._inner:
+            self._count += len(chunk)
+            if self._per_event:
+                seen = self._tail + chunk
+                end = max(seen.rfind(b"\n\n"), seen.rfind(b"\r\n\r\n"), seen.rfind(b"\r\r"))
+                if end >= 0:  # an event ended in this chunk: count from there
+                    self._count = len(seen) - end
+                self._tail = seen[-3:]
+            if self._count > self._limit:
+                raise ResponseTooLarge(self._limit)
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from a2a.types import Role, Task, TaskArtifactUpdateEvent, TaskState
+from a2a.types import Message, Role, Task, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent
 from google.protobuf.struct_pb2 import Struct
 
 # Enum values read once: each `TaskState.TASK_STATE_X` goes through protobuf's Python
@@ -46,3 +46,34 @@ def merge_metadata(task: Task, metadata: Struct) -> None:
     """Top-level keys of an event's metadata replace the task's, as `dict.update` would."""
     for key, value in metadata.fields.items():
         task.metadata.fields[key].CopyFrom(value)
+
+
+class ReplyMeter:
+    """The size of the reply a stream of events folds into, kept as they arrive (no re-folding).
+
+    Counted: the last status message and every artifact (appended chunks add up); the task's
+    history is not the reply (a peer may echo the request there) and is not counted.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._status = 0
+        self._artifacts: dict[str, int] = {}
+        self._artifact_total = 0
+
+    def add(self, event: Message | Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> bool:
+        """Count one event; False once the reply is over the limit."""
+        if isinstance(event, Message):
+            return bool(event.ByteSize() <= self.limit)
+        if isinstance(event, Task):
+            self._artifacts = {a.artifact_id: a.ByteSize() for a in event.artifacts}
+            self._artifact_total = sum(self._artifacts.values())
+        if isinstance(event, Task | TaskStatusUpdateEvent):
+            self._status = event.status.message.ByteSize() if event.status.HasField("message") else 0
+        if isinstance(event, TaskArtifactUpdateEvent):
+            artifact_id, size = event.artifact.artifact_id, event.artifact.ByteSize()
+            before = self._artifacts.get(artifact_id, 0)
+            after = before + size if event.append else size
+            self._artifacts[artifact_id] = after
+            self._artifact_total += after - before
+        return self._status + self._artifact_total <= self.limit

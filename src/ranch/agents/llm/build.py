@@ -31,13 +31,15 @@ def build_llm_agent(config: LlmAgentConfig, info: AgentInfo, pool: ClientPool) -
         headers=config.headers,
         retry_count=config.retry_count,
         request_timeout=config.request_timeout,
+        http_client=pool.new_client() if pool.guarded else None,
     )
     targets = [
         RemoteTarget(url=entry) if isinstance(entry, str) else RemoteTarget(**entry.model_dump())
         for entry in config.remote_agents
     ]
     remote = RemoteAgentTool(config.id, targets, pool, timeout=config.timeout) if targets else None
-    toolbox = Toolbox(config.id, [McpServer(server) for server in config.mcp_servers], remote)
+    http = pool.new_client if pool.guarded else None  # a tenant's MCP servers: guarded connections
+    toolbox = Toolbox(config.id, [McpServer(server, http) for server in config.mcp_servers], remote)
     return LlmAgent(
         info,
         provider,

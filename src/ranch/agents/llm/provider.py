@@ -6,8 +6,11 @@ it streams in, then one `Completion` with the whole text and any tool calls
 ranch retries 429s, 5xx answers and refused connections itself, honouring
 `Retry-After` (capped) and otherwise backing off exponentially, and never past
 the agent's deadline. Only the request is retried, never a stream that already
-produced text. Failures become `AgentError`s that name the agent, the provider
-URL and the provider's own message; the API key is scrubbed from all of them.
+produced text. A tenant's provider gets an `http_client` whose connections
+the guard judges (a refused address is not retried) and which follows no
+redirect (openai's own client does). Failures become `AgentError`s that name
+the agent, the provider URL and the provider's own message; the API key is
+scrubbed from all of them.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import openai
 from openai import AsyncOpenAI
 
 from ranch.exceptions import AgentError, AgentUnavailable, InvalidAgentReply
+from ranch.policy.egress import RefusedConnection
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +79,7 @@ class ChatProvider:
         headers: dict[str, str] | None = None,
         retry_count: int = 3,
         request_timeout: float = 60.0,
+        http_client: httpx.AsyncClient | None = None,
     ) -> None:
         self.agent_id = agent_id
         self.sampling = sampling
@@ -88,6 +93,7 @@ class ChatProvider:
             max_retries=0,
             timeout=request_timeout,
             default_headers=headers or None,
+            http_client=http_client,  # a tenant's: guarded, no redirects; None = openai's own
         )
 
     def __repr__(self) -> str:  # never the key
@@ -164,7 +170,7 @@ class ChatProvider:
         if isinstance(exc, openai.APITimeoutError):
             return None  # another full timeout would likely pass the agent's own
         if isinstance(exc, openai.APIConnectionError):
-            return backoff
+            return None if _refused(exc) else backoff
         if isinstance(exc, openai.APIStatusError) and (exc.status_code == 429 or exc.status_code >= 500):
             after = _retry_after(exc.response)
             return min(after, RETRY_AFTER_CAP) if after is not None else backoff
@@ -182,8 +188,13 @@ class ChatProvider:
                 self.agent_id, f"llm provider unreachable at {self.base_url} ({reason}){tries}"
             )
         if isinstance(exc, openai.APIStatusError):
-            detail = self._scrub(_provider_message(exc))
             status = exc.status_code
+            if 300 <= status < 400:
+                where_to = exc.response.headers.get("location", "?")
+                return AgentUnavailable(
+                    self.agent_id, f"{where} answered HTTP {status}; redirect to {where_to} not followed"
+                )
+            detail = self._scrub(_provider_message(exc))
             if status == 429 or status >= 500:
                 return AgentUnavailable(self.agent_id, f"{where} answered HTTP {status}{tries}: {detail}")
             return AgentError(self.agent_id, f"{where} rejected the request (HTTP {status}): {detail}")
@@ -247,6 +258,16 @@ def _provider_message(exc: openai.APIStatusError) -> str:
         return exc.response.text[:500] or exc.message
     except httpx.ResponseNotRead:
         return exc.message
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether the URL guard refused the connection (retrying cannot help)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, RefusedConnection):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _summary(exc: openai.OpenAIError) -> str:

@@ -1,0 +1,97 @@
+"""Outbound HTTP that tenants can steer, checked when each connection is made.
+
+`GuardedTransport` is httpx's own transport whose connections go through
+`GuardedBackend`: the host is resolved once by the `UrlGuard`, every address is
+judged, and the socket is opened to a judged address, never to the name (so
+DNS rebinding cannot reach an unchecked one). TLS SNI, certificate checks and
+the Host header still use the name. Whatever URL a request ends up at (a card's
+interface URL, a provider's redirect target if one were followed) meets the
+same check, because the check sits under every request rather than in front
+of some. A refused connection raises `RefusedConnection`, an
+`httpcore.ConnectError`, which httpx turns into an `httpx.ConnectError` with the
+same message (and the refusal as its cause).
+"""
+
+from __future__ import annotations
+
+import typing
+
+import anyio
+import httpcore
+import httpx
+
+from ranch.policy.ssrf import UrlGuard
+
+DEFAULT_LIMITS = httpx.Limits(max_connections=200, max_keepalive_connections=50)
+
+
+class RefusedConnection(httpcore.ConnectError):
+    """The guard refused the address a connection would have gone to; the message says why."""
+
+
+class GuardedBackend(httpcore.AsyncNetworkBackend):
+    """Resolve with the guard, judge every address, connect to a judged one."""
+
+    def __init__(self, guard: UrlGuard, inner: httpcore.AsyncNetworkBackend | None = None) -> None:
+        self.guard = guard
+        self._inner = inner or httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
+        local_address: str | None = None,
+        socket_options: typing.Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        try:
+            with anyio.fail_after(timeout):
+                addresses = await self.guard.addresses(host, port)
+        except TimeoutError as exc:
+            raise httpcore.ConnectTimeout(f"resolving {host} took longer than {timeout:g}s") from exc
+        except PermissionError as exc:
+            raise RefusedConnection(str(exc)) from exc
+        except OSError as exc:
+            raise httpcore.ConnectError(f"{host} does not resolve ({exc})") from exc
+        failure: Exception | None = None
+        for address in addresses:  # each one judged above; the first that answers is used
+            try:
+                return await self._inner.connect_tcp(
+                    str(address), port, timeout, local_address, socket_options
+                )
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                failure = exc
+        assert failure is not None
+        raise failure
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
+        socket_options: typing.Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        raise RefusedConnection(f"refusing to connect to the unix socket {path}")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+class GuardedTransport(httpx.AsyncHTTPTransport):
+    """httpx's transport with `GuardedBackend` under its pool; no proxies from the environment."""
+
+    def __init__(self, guard: UrlGuard, limits: httpx.Limits = DEFAULT_LIMITS) -> None:
+        super().__init__(limits=limits, trust_env=False)
+        self._pool = httpcore.AsyncConnectionPool(
+            ssl_context=httpx.create_ssl_context(trust_env=False),
+            max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry,
+            network_backend=GuardedBackend(guard),
+        )
+
+
+def guarded_client(guard: UrlGuard, **kwargs: typing.Any) -> httpx.AsyncClient:
+    """An httpx client whose every connection is judged by `guard`; it never follows redirects."""
+    return httpx.AsyncClient(
+        transport=GuardedTransport(guard), trust_env=False, follow_redirects=False, **kwargs
+    )
