@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help install browser serve test lint typecheck check bench clean
+.PHONY: help install browser a2a03 serve test lint typecheck check bench clean
 
 help:  ## list the targets
 	@grep -E '^[a-z]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-install: $(STAMP) browser  ## create .venv and install ranch with its dev tools
+install: $(STAMP) browser a2a03  ## create .venv and install ranch with its dev tools
 
 # The browser tests drive Debian's chromium; Playwright's own browser download is never used.
 CHROMIUM := /usr/bin/chromium
@@ -24,10 +24,21 @@ browser:  ## install chromium for the browser tests (apt-get, only when /usr/bin
 	@test -x $(CHROMIUM) || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 	@test -x $(CHROMIUM) || { echo "chromium is still missing at $(CHROMIUM)"; exit 1; }
 
+# The signed-card test checks ranch's cards with the real a2a-sdk 0.3 verifier, which cannot share
+# a venv with ranch's a2a-sdk 1.x: it gets a small venv of its own, made once.
+A2A03 := .venv-a2a03
+
+$(A2A03)/.installed:
+	$(PY) -m venv $(A2A03)
+	$(A2A03)/bin/pip install -q 'a2a-sdk[signing]>=0.3.26,<0.4' 'cryptography>=43'
+	touch $@
+
+a2a03: $(A2A03)/.installed  ## a venv with a2a-sdk 0.3.x, for the signed-card test against 0.3 clients
+
 serve: $(STAMP)  ## run the built-in demo team on http://127.0.0.1:8000 (the page: key rk_demo)
 	$(BIN)/ranch serve
 
-test: $(STAMP) browser  ## the whole suite: ruff, mypy --strict, then pytest
+test: $(STAMP) browser a2a03  ## the whole suite: ruff, mypy --strict, then pytest
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 	$(BIN)/pytest -q
@@ -45,4 +56,4 @@ bench: $(STAMP)  ## side-by-side benchmarks (see bench/README.md)
 	$(BIN)/python -m bench
 
 clean:  ## remove the virtualenv and caches
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(A2A03) .pytest_cache .mypy_cache .ruff_cache

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -108,12 +109,48 @@ def test_ranch_serves_signed_cards_and_its_public_key(tmp_path: Path) -> None:
         served = httpx.get(f"{ranch.agent_url('greeter')}/.well-known/agent-card.json").json()
         jwks = httpx.get(f"{ranch.url}/.well-known/jwks.json").json()
     card = ParseDict(served, AgentCard(), ignore_unknown_fields=True)  # 0.3 fields sit beside 1.0 ones
-    assert len(card.signatures) == 1 and card.security_schemes  # the schemes are signed too
+    assert len(card.signatures) == 2 and card.security_schemes  # 1.0's and 0.3's; the schemes are signed too
     CardVerifier(load_trusted_keys([public]))(card)
     assert jwks["keys"][0]["kid"] == CardSigner.from_file(private).kid
     card.name = "someone else"
     with pytest.raises(SignatureVerificationError):
         CardVerifier(load_trusted_keys([public]))(card)
+
+
+A2A03_PYTHON = Path(__file__).parents[2] / ".venv-a2a03" / "bin" / "python"
+VERIFY_V03 = Path(__file__).parents[1] / "a2a03" / "verify_card.py"
+
+
+@pytest.mark.parametrize("alg", list(KEYS))
+def test_a_signed_card_verifies_in_an_a2a_0_3_client(tmp_path: Path, alg: str) -> None:
+    """The real a2a-sdk 0.3 verifier, in its own venv (`make a2a03`), checks what ranch serves."""
+    if not A2A03_PYTHON.exists():
+        pytest.fail(f"this test needs a2a-sdk 0.3 in {A2A03_PYTHON.parent.parent}: run `make a2a03`")
+    private, public = write_key(tmp_path, "hub", KEYS[alg]())
+    other_private, other_public = write_key(tmp_path, "other", KEYS[alg]())
+    config = """
+agents:
+  - {id: greeter, kind: echo, name: "Grüße", description: "é, ü and a skill", skills: [{id: s, name: S}]}
+teams:
+  - {id: crew, members: [greeter], default_agent: greeter}
+"""
+    with serve_ranch(config, tmp_path / "t.db", signing_key=str(private), auth="keys") as ranch:
+        for agent in ("greeter", "crew"):
+            verified = _verify_v03(ranch.agent_url(agent), public)
+            assert verified.returncode == 0 and verified.stdout.startswith("verified"), verified.stdout
+        refused = _verify_v03(ranch.agent_url("greeter"), other_public)  # the wrong key never verifies
+        assert refused.returncode == 1 and "InvalidSignaturesError" in refused.stdout, refused.stdout
+    assert other_private.exists()
+
+
+def _verify_v03(url: str, public_key: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(A2A03_PYTHON), str(VERIFY_V03), url, str(public_key)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def ask(url: str) -> dict[str, object]:

@@ -337,9 +337,11 @@ def _card(hub: Hub):  # type: ignore[no-untyped-def]
         served = await served_card(agent, _base_url(request))
         if hub.security.enabled:
             declare_security(served)
-        if hub.security.signer is not None:
-            hub.security.signer.sign(served)
-        return JSONResponse(agent_card_to_dict(served))
+        signer = hub.security.signer
+        if signer is None:
+            return JSONResponse(agent_card_to_dict(served))
+        signer.sign(served)  # what 1.0 clients verify; then what 0.3 clients read of the same card
+        return JSONResponse(signer.sign_v03(agent_card_to_dict(served)))
 
     return card
 

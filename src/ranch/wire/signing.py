@@ -1,10 +1,17 @@
-"""Agent-card signatures (A2A 1.0): sign the cards ranch serves, verify the cards it fetches.
+"""Agent-card signatures (A2A 1.0 and 0.3): sign the cards ranch serves, verify the cards it fetches.
 
 A signature is a JWS over the card's RFC 8785 canonical JSON without `signatures`,
 stored as `{protected, signature}` (detached payload). The a2a-sdk's
 `a2a.utils.signing` does the canonicalisation and the JWS; this module picks the
 algorithm from the key, names keys by their RFC 7638 thumbprint (`kid`), and reads
 trusted keys from PEM files or JWKS files.
+
+A served card holds the 1.0 fields and the 0.3 ones side by side. An A2A 0.3
+client (a2a-sdk 0.3.x) reads only the 0.3 fields and verifies a signature over
+*those*, canonicalised its own way (sorted-key JSON of the pydantic model without
+defaults or empty values), so `sign_v03` adds a second signature, over that view,
+with the same key. A verifier accepts a card when any signature verifies, so each
+client finds the one made for what it reads.
 """
 
 from __future__ import annotations
@@ -25,15 +32,18 @@ from a2a.utils.signing import (
 )
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from jwt import api_jws
 from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 from jwt.api_jwk import PyJWK, PyJWKSet
 from jwt.exceptions import PyJWKError, PyJWKSetError
+from pydantic import ValidationError
 
 __all__ = [
     "ALGORITHMS",
     "CardSigner",
     "CardVerifier",
     "SignatureVerificationError",
+    "canonical_v03",
     "load_trusted_keys",
     "thumbprint",
 ]
@@ -86,8 +96,9 @@ class CardSigner:
         self.kid = thumbprint(self.jwk)
         self.jwk["kid"] = self.kid
         # `jku` is left out: the SDK's TypedDict lists it, but the JWS header does not need it
-        header = cast(ProtectedHeader, {"alg": self.alg, "kid": self.kid, "typ": "JOSE"})
-        self._sign = create_agent_card_signer(pem, header)
+        self._header = {"alg": self.alg, "kid": self.kid, "typ": "JOSE"}
+        self._pem = pem
+        self._sign = create_agent_card_signer(pem, cast(ProtectedHeader, self._header))
 
     @classmethod
     def from_file(cls, path: str | Path) -> CardSigner:
@@ -101,9 +112,52 @@ class CardSigner:
         del card.signatures[:]
         return self._sign(card)
 
+    def sign_v03(self, served: dict[str, Any]) -> dict[str, Any]:
+        """Add to `served` (a card as JSON, 1.0 and 0.3 fields merged) a signature over its 0.3 view.
+
+        A card without the 0.3 fields (no 0.3 interface) is left as it is.
+        """
+        payload = canonical_v03(served)
+        if payload is None:
+            return served
+        token = api_jws.encode(payload.encode(), self._pem, algorithm=self.alg, headers=self._header)
+        protected, _, signature = token.split(".")
+        served.setdefault("signatures", []).append({"protected": protected, "signature": signature})
+        return served
+
     def jwks(self) -> dict[str, Any]:
         """The public key as a JWK Set, for peers that verify ranch's cards."""
         return {"keys": [self.jwk]}
+
+
+def canonical_v03(served: dict[str, Any]) -> str | None:
+    """The bytes an A2A 0.3 client verifies a card's signatures against, or None without a 0.3 view.
+
+    Mirrors a2a-sdk 0.3's `canonicalize_agent_card`: the card parsed as the 0.3 model
+    (unknown 1.0 fields dropped), dumped by alias without signatures, defaults and None,
+    empty values removed, then JSON with sorted keys and no spaces.
+    """
+    from a2a.compat.v0_3 import types as v03  # pydantic models; only needed when signing
+
+    try:
+        card = v03.AgentCard.model_validate({k: v for k, v in served.items() if k != "signatures"})
+    except ValidationError:
+        return None
+    dumped = card.model_dump(exclude={"signatures"}, exclude_defaults=True, exclude_none=True, by_alias=True)
+    return json.dumps(_without_empty(dumped), separators=(",", ":"), sort_keys=True)
+
+
+def _without_empty(value: Any) -> Any:
+    """Drop empty strings, lists and dicts, recursively (what a2a-sdk 0.3 signs without)."""
+    if isinstance(value, dict):
+        kept = {k: v for k, v in ((k, _without_empty(v)) for k, v in value.items()) if v is not None}
+        return kept or None
+    if isinstance(value, list):
+        items = [v for v in (_without_empty(item) for item in value) if v is not None]
+        return items or None
+    if isinstance(value, str) and not value:
+        return None
+    return value
 
 
 def load_trusted_keys(paths: Sequence[str | Path]) -> dict[str, VerifyKey]:
