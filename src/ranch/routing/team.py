@@ -2,7 +2,7 @@
 
 Its card is its own name and description, the union of its members' skills and
 the client-routing extension; it is served like any agent, so teams nest.
-Conversations (one per contextId) hold the transcript, each member's own ids,
+Conversations (one per owner and contextId) hold the transcript, each member's own ids,
 and who is waiting for input; a turn holds its conversation's lock, so two
 messages in one context are answered in order.
 """
@@ -91,7 +91,7 @@ class Team(Agent):
         self.history_length = history_length
         self.timeout = timeout
         self.require_extensions = require_extensions
-        self._conversations: OrderedDict[str, context.Conversation] = OrderedDict()
+        self._conversations: OrderedDict[tuple[str, str], context.Conversation] = OrderedDict()
         self._roster: Roster | None = None
 
     async def info(self) -> AgentInfo:
@@ -120,15 +120,17 @@ class Team(Agent):
         if not message.context_id:
             message.context_id = new_id()
         task_id = message.task_id or new_id()
-        conversation = self.conversation(message.context_id)
+        conversation = self.conversation(call.owner, message.context_id)
         async with conversation.lock:
-            async for event in Turn(self, conversation, message, task_id).run():
+            async for event in Turn(self, conversation, message, task_id, call.owner).run():
                 yield event
 
-    def conversation(self, context_id: str) -> context.Conversation:
-        """The state of one contextId, created on first use."""
-        conversation = self._conversations.pop(context_id, None) or context.Conversation()
-        self._conversations[context_id] = conversation
+    def conversation(self, owner: str, context_id: str) -> context.Conversation:
+        """The state of one owner's contextId, created on first use: another owner's same
+        contextId is another conversation."""
+        key = (owner, context_id)
+        conversation = self._conversations.pop(key, None) or context.Conversation()
+        self._conversations[key] = conversation
         while len(self._conversations) > MAX_CONVERSATIONS:
             self._conversations.popitem(last=False)
         return conversation

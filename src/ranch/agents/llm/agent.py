@@ -8,8 +8,8 @@ they land in the task's history. The run ends when the model answers without
 calling a tool, or answers and routes in the same breath, or has used
 `max_tool_rounds` (the last round may not call tools). The final status is
 COMPLETED with the whole answer as its message, carrying the `route_to` decision
-when the model made one. Each caller context keeps its own short memory of what
-was asked and answered.
+when the model made one. Each (owner, caller context) keeps its own short memory of
+what was asked and answered.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ class LlmAgent(Agent):
         self.toolbox = toolbox
         self.system_prompt = system_prompt
         self.max_tool_rounds = max_tool_rounds
-        self._memory: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+        self._memory: OrderedDict[tuple[str, str], list[dict[str, Any]]] = OrderedDict()
 
     @property
     def allowed_remote_urls(self) -> frozenset[str]:
@@ -105,7 +105,8 @@ class LlmAgent(Agent):
         routing = extension.read_request(message)
         tools = await self.toolbox.specs(routing)
         asked = _render(message)
-        chat = [self._system(routing), *self._memory.get(message.context_id, []), _chat("user", asked)]
+        memory_key = (call.owner, message.context_id)  # another owner's same contextId shares nothing
+        chat = [self._system(routing), *self._memory.get(memory_key, []), _chat("user", asked)]
         stream = _ArtifactStream(message)
         answers: list[str] = []
         decision: extension.RoutingDecision | None = None
@@ -128,13 +129,15 @@ class LlmAgent(Agent):
                     decision = chosen or decision
                 else:
                     yield _note(message, TOOL_CALL, _call_data(tool_call))
-                    result = await self.toolbox.call(tool_call.name, tool_call.arguments, message.context_id)
+                    result = await self.toolbox.call(
+                        tool_call.name, tool_call.arguments, message.context_id, call.owner
+                    )
                     yield _note(message, TOOL_RESULT, _result_data(tool_call, result))
                 chat.append({"role": "tool", "tool_call_id": tool_call.id, "content": result.text})
             if decision is not None and completion.text:
                 break
         text = "\n\n".join(answers) or (decision.reason or "" if decision is not None else "")
-        self._remember(message.context_id, asked, text)
+        self._remember(memory_key, asked, text)
         if stream.started:
             yield stream.whole(text)
         answer = reply(message, text, decision)
@@ -162,12 +165,12 @@ class LlmAgent(Agent):
         )
         return _chat("system", f"{self.system_prompt}\n\n{team}")
 
-    def _remember(self, context_id: str, asked: str, answered: str) -> None:
-        if not context_id:
+    def _remember(self, key: tuple[str, str], asked: str, answered: str) -> None:
+        if not key[1]:
             return
-        memory = self._memory.pop(context_id, [])
+        memory = self._memory.pop(key, [])
         memory.extend([_chat("user", asked), _chat("assistant", answered)])
-        self._memory[context_id] = memory[-MEMORY_MESSAGES:]
+        self._memory[key] = memory[-MEMORY_MESSAGES:]
         while len(self._memory) > MEMORY_CONTEXTS:
             self._memory.popitem(last=False)
 
