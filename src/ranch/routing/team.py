@@ -10,7 +10,6 @@ messages in one context are answered in order.
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -24,8 +23,6 @@ from ranch.ids import new_id
 from ranch.routing import context, extension
 from ranch.routing.router import Turn
 
-MAX_CONVERSATIONS = 10_000
-"""Idle conversations kept in memory per team; the least recently used go first."""
 ROSTER_TTL = 30.0
 """Seconds the members' cards are reused before they are read again (remote cards may change)."""
 PEER_LISTS = 256
@@ -77,6 +74,7 @@ class Team(Agent):
         history_length: int | None = None,
         timeout: float = 600.0,
         require_extensions: tuple[str, ...] = (),
+        conversations: context.Conversations | None = None,
     ) -> None:
         if default_agent not in members:
             raise ValueError(f"team '{id}': default_agent '{default_agent}' is not a member")
@@ -91,7 +89,8 @@ class Team(Agent):
         self.history_length = history_length
         self.timeout = timeout
         self.require_extensions = require_extensions
-        self._conversations: OrderedDict[tuple[str, str], context.Conversation] = OrderedDict()
+        self.conversations = conversations or context.Conversations()
+        """Its conversations by (owner, contextId), bounded in number and in bytes."""
         self._roster: Roster | None = None
 
     async def info(self) -> AgentInfo:
@@ -128,15 +127,10 @@ class Team(Agent):
     def conversation(self, owner: str, context_id: str) -> context.Conversation:
         """The state of one owner's contextId, created on first use: another owner's same
         contextId is another conversation."""
-        key = (owner, context_id)
-        conversation = self._conversations.pop(key, None) or context.Conversation()
-        self._conversations[key] = conversation
-        while len(self._conversations) > MAX_CONVERSATIONS:
-            self._conversations.popitem(last=False)
-        return conversation
+        return self.conversations.get(owner, context_id)
 
     async def aclose(self) -> None:
-        self._conversations.clear()
+        self.conversations.clear()
 
     async def _member_infos(self, ids: list[str]) -> list[AgentInfo]:
         results: dict[str, AgentInfo] = {}
