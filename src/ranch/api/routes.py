@@ -192,10 +192,8 @@ async def list_agents(request: Request, who: Principal, rt: RoomsRuntime) -> Any
 
 async def create_agent(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
     body = await json_body(request)
-    async with rt.sessions() as session, session.begin():
-        row, key = await agents.register(
-            session, who, body, rt.registry, rt.group, request.app.state.hub.guard
-        )
+    guard = request.app.state.hub.guard
+    row, key = await agents.register(rt.sessions, who, body, rt.registry, rt.group, guard)
     result: dict[str, Any] = {"agent": views.agent(row, base_url(request))}
     if key is not None:
         result["api_key"] = key

@@ -24,7 +24,7 @@ from ranch.config import (
     RulesAgentConfig,
     TeamConfig,
 )
-from ranch.exceptions import AgentNotFound, ConfigError
+from ranch.exceptions import AgentNotFound, ConfigError, Conflict
 from ranch.routing import extension
 from ranch.routing.team import Team
 from ranch.wire.client import ClientPool
@@ -39,6 +39,8 @@ class Registry:
         self.pool = pool
         self._agents: dict[str, Agent] = {}
         self._hosted: dict[str, anyio.Event] = {}
+        self._opening: set[str] = set()
+        """Ids being hosted right now (their agent is opening): nobody else may host them meanwhile."""
         for agent_config in config.agents:
             self._agents[agent_config.id] = build_agent(agent_config, pool)
         pending = {team.id: team for team in config.teams}
@@ -53,7 +55,17 @@ class Registry:
 
         What an agent holds (an MCP session) lives in anyio cancel scopes, which must be
         exited by the task that entered them: so one task opens it, waits, and closes it.
+        An id already served is never taken over (Conflict).
         """
+        if agent.id in self._agents or agent.id in self._opening:
+            raise Conflict(f"the id '{agent.id}' is already served", "id")
+        self._opening.add(agent.id)
+        try:
+            await self._host(agent, group)
+        finally:
+            self._opening.discard(agent.id)
+
+    async def _host(self, agent: Agent, group: TaskGroup) -> None:
         stop = anyio.Event()
 
         async def own(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:

@@ -17,8 +17,9 @@ from a2a.types import AgentCard
 from anyio.abc import TaskGroup
 from google.protobuf.json_format import MessageToDict
 from pydantic import ValidationError
-from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy import delete, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from ranch.agents.base import Agent
 from ranch.agents.remote import RemoteAgent
@@ -102,13 +103,16 @@ async def activate(
 ) -> None:
     """Narrow what the agent may call to its organization's allow-list, then serve it (opened)."""
     org = await session.get(Organization, org_id)
-    prefixes = org.allowed_agent_urls if org is not None else []
+    _narrow(agent, org.allowed_agent_urls if org is not None else [])
+    await registry.host(agent, group)
+
+
+def _narrow(agent: Agent, prefixes: list[str]) -> None:
     allowed = getattr(agent, "allowed_remote_urls", None)  # llm agents; imported lazily (openai is heavy)
     if prefixes and allowed is not None:
         agent.allowed_remote_urls = frozenset(  # type: ignore[attr-defined]
             url for url in allowed if any(url.startswith(prefix) for prefix in prefixes)
         )
-    await registry.host(agent, group)
 
 
 def build(kind: str, spec: dict[str, Any], registry: Registry) -> Agent:
@@ -119,14 +123,64 @@ def build(kind: str, spec: dict[str, Any], registry: Registry) -> Agent:
 
 
 async def register(
-    session: AsyncSession,
+    sessions: async_sessionmaker[AsyncSession],
     principal: Principal,
     body: dict[str, Any],
     registry: Registry,
     group: TaskGroup,
     guard: UrlGuard | None = None,
 ) -> tuple[AgentRecord, str | None]:
-    """Validate, build and record one agent; returns it and, for an external agent, its new key."""
+    """Validate, build, record and serve one agent; returns it and, for an external agent, its new key.
+
+    The database decides who gets an id: the row is committed first (a second registration of the
+    same id, even at the same moment, is a 409 CONFLICT), and only then is the agent served. If it
+    cannot be served after all, its row is removed again and the error says why.
+    """
+    async with sessions() as session:
+        row, agent, prefixes = await _prepare(session, principal, body, registry, guard)
+    key = None
+    try:
+        async with sessions() as session, session.begin():
+            session.add(row)
+            if row.is_external:
+                key = await issue_key(session, principal.org_id, "agent", row.id)
+    except IntegrityError as exc:
+        if agent is not None:
+            await agent.aclose()
+        raise Conflict(f"the id '{row.id}' is taken", "id") from exc
+    if agent is not None:
+        await _serve(sessions, row, agent, prefixes, registry, group)
+    return row, key
+
+
+async def _serve(
+    sessions: async_sessionmaker[AsyncSession],
+    row: AgentRecord,
+    agent: Agent,
+    prefixes: list[str],
+    registry: Registry,
+    group: TaskGroup,
+) -> None:
+    """Serve a recorded agent; on failure, un-record it (the id stays free) and say why."""
+    _narrow(agent, prefixes)
+    try:
+        await registry.host(agent, group)
+    except Exception as exc:
+        async with sessions() as session, session.begin():
+            await session.execute(delete(AgentRecord).where(AgentRecord.id == row.id))
+        why = str(exc) if isinstance(exc, RanchError) else f"cannot start: {type(exc).__name__}: {exc}"
+        raise Unprocessable(f"agent '{row.id}' was not registered: {why}", "id") from exc
+
+
+async def _prepare(
+    session: AsyncSession,
+    principal: Principal,
+    body: dict[str, Any],
+    registry: Registry,
+    guard: UrlGuard | None,
+) -> tuple[AgentRecord, Agent | None, list[str]]:
+    """Everything short of recording and serving: checks, the built agent (not served yet) and its
+    row, and the organization's allow-list."""
     principal.require_admin("register agents")
     agent_id = _check_id(body.get("id"))
     kind = body.get("kind")
@@ -159,34 +213,31 @@ async def register(
         tools=list(body.get("tools") or []),
         source="api",
         spec=spec,
+        is_external=kind == "external",
     )
-    key = None
     if kind == "external":
         _only(body, {"id", "kind", "name", "description", "visibility", "history_length", "tools", "model"})
-        row.is_external = True
         row.model = body.get("model")
         row.history_length = _history_length(body)
-        key = await issue_key(session, principal.org_id, "agent", agent_id)
-    else:
-        if kind == "remote":
-            await _check_url(session, principal, str(body.get("url") or ""))
-        if kind == "team":
-            for index, member in enumerate(body.get("members") or []):
-                await usable_agent(session, principal, str(member), f"members[{index}]")
-        agent = _build_checked(kind, spec, registry)
-        if isinstance(agent, RemoteAgent):
-            card = await _fetch_card(agent)
-            row.card, row.card_fetched_at = MessageToDict(card), now()
-            row.url, row.card_ttl = spec["url"], float(spec.get("card_ttl", 300.0))
-            if not body.get("name"):
-                row.name = card.name or agent_id
-            if not body.get("description"):
-                row.description = card.description
-        row.history_length = agent.history_length
-        row.model = body.get("model")
-        await activate(session, agent, principal.org_id, registry, group)
-    session.add(row)
-    return row, key
+        return row, None, []
+    if kind == "remote":
+        await _check_url(session, principal, str(body.get("url") or ""))
+    if kind == "team":
+        for index, member in enumerate(body.get("members") or []):
+            await usable_agent(session, principal, str(member), f"members[{index}]")
+    agent = _build_checked(kind, spec, registry)
+    if isinstance(agent, RemoteAgent):
+        card = await _fetch_card(agent)
+        row.card, row.card_fetched_at = MessageToDict(card), now()
+        row.url, row.card_ttl = spec["url"], float(spec.get("card_ttl", 300.0))
+        if not body.get("name"):
+            row.name = card.name or agent_id
+        if not body.get("description"):
+            row.description = card.description
+    row.history_length = agent.history_length
+    row.model = body.get("model")
+    org = await session.get(Organization, principal.org_id)
+    return row, agent, org.allowed_agent_urls if org is not None else []
 
 
 async def issue_key(
