@@ -13,7 +13,7 @@ from ranch.agents.base import Agent, AgentInfo
 from ranch.agents.echo import EchoAgent
 from ranch.agents.loader import PythonAgent, import_entry, resolve_runner
 from ranch.agents.remote import RemoteAgent
-from ranch.agents.rules import Rule, RulesAgent
+from ranch.agents.rules import Pattern, Rule, RulesAgent, compile_tenant
 from ranch.config import (
     AgentConfig,
     EchoAgentConfig,
@@ -114,8 +114,12 @@ class Registry:
                 await agent.aclose()
 
 
-def build_agent(config: AgentConfig, pool: ClientPool) -> Agent:
-    """One agent of any kind, with its per-hop limits applied."""
+def build_agent(config: AgentConfig, pool: ClientPool, *, tenant: bool = False) -> Agent:
+    """One agent of any kind, with its per-hop limits applied.
+
+    `tenant`: it was registered over the REST API, so its rules' regexes run on RE2 (linear time);
+    the operator's config file keeps Python's `re`.
+    """
     info = AgentInfo(
         id=config.id,
         name=config.display_name,
@@ -126,8 +130,8 @@ def build_agent(config: AgentConfig, pool: ClientPool) -> Agent:
     if isinstance(config, RulesAgentConfig):
         info.extensions = [extension.declaration()]
         rules = [
-            Rule(re.compile(r.match) if r.match is not None else None, r.reply, r.route, r.reason)
-            for r in config.rules
+            Rule(_pattern(r.match, f"rules[{i}].match", tenant), r.reply, r.route, r.reason)
+            for i, r in enumerate(config.rules)
         ]
         agent = RulesAgent(info, rules)
     elif isinstance(config, EchoAgentConfig):
@@ -151,6 +155,12 @@ def build_agent(config: AgentConfig, pool: ClientPool) -> Agent:
     agent.timeout = config.timeout
     agent.require_extensions = tuple(config.require_extensions)
     return agent
+
+
+def _pattern(match: str | None, field: str, tenant: bool) -> Pattern | re.Pattern[str] | None:
+    if match is None:
+        return None
+    return compile_tenant(match, field) if tenant else re.compile(match)
 
 
 def build_team(config: TeamConfig, agents: dict[str, Agent]) -> Team:

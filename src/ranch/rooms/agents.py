@@ -25,7 +25,7 @@ from ranch.agents.base import Agent
 from ranch.agents.remote import RemoteAgent
 from ranch.config import _AGENT_ADAPTER, ID_PATTERN, RESERVED_IDS, RanchConfig, TeamConfig
 from ranch.db.models import AgentRecord, ApiKey, Organization, now
-from ranch.exceptions import Conflict, InvalidInput, RanchError, Unprocessable, UnsafeUrl
+from ranch.exceptions import Conflict, InvalidInput, PolicyError, RanchError, Unprocessable, UnsafeUrl
 from ranch.hub.registry import Registry, build_agent, build_team
 from ranch.ids import new_id
 from ranch.policy.ssrf import UrlGuard
@@ -119,7 +119,7 @@ def build(kind: str, spec: dict[str, Any], registry: Registry) -> Agent:
     if kind == "team":
         config = TeamConfig.model_validate(spec)
         return build_team(config, {member: registry.get(member) for member in config.members})
-    return build_agent(_AGENT_ADAPTER.validate_python(spec), registry.pool)
+    return build_agent(_AGENT_ADAPTER.validate_python(spec), registry.pool, tenant=True)
 
 
 async def register(
@@ -335,6 +335,8 @@ def _build_checked(kind: str, spec: dict[str, Any], registry: Registry) -> Agent
         if loc and loc[0] == kind:
             loc = loc[1:]  # the union's tag
         raise InvalidInput(error["msg"], ".".join(loc) or None) from exc
+    except PolicyError:
+        raise  # already names its field (a rules regex RE2 refuses)
     except RanchError as exc:
         raise InvalidInput(str(exc)) from exc
 
