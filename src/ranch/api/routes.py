@@ -13,7 +13,6 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 
 from ranch.api import errors
-from ranch.api.auth import authenticate
 from ranch.api.ws import websocket_endpoint
 from ranch.db.models import AgentRecord, Delivery, Organization, RoomMessage, User
 from ranch.exceptions import Conflict, Forbidden, InvalidInput, NotFound, RanchError
@@ -38,7 +37,7 @@ def endpoint(handler: Handler, status: int = 200) -> Callable[[Request], Awaitab
     async def wrapped(request: Request) -> Response:
         runtime: RoomsRuntime = request.app.state.hub.rooms
         try:
-            principal = await authenticate(request, runtime.sessions)
+            principal = await request.app.state.hub.security.keys.fresh(request)
             result = await handler(request, principal, runtime)
         except RanchError as exc:
             return errors.response(exc, debug=request.app.state.hub.settings.debug)

@@ -15,7 +15,6 @@ from sqlalchemy import select
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ranch.api import errors
-from ranch.api.auth import authenticate
 from ranch.db.models import Delivery, RoomMessage
 from ranch.exceptions import InvalidInput, NotFound, PayloadTooLarge, RanchError, RateLimited
 from ranch.rooms import views
@@ -32,11 +31,14 @@ SUBSCRIBE = "ranch.subscribe"
 async def websocket_endpoint(websocket: WebSocket) -> None:
     runtime: RoomsRuntime = websocket.app.state.hub.rooms
     try:
-        principal = await authenticate(websocket, runtime.sessions)
+        principal = await websocket.app.state.hub.security.keys.fresh(websocket)
     except RanchError as exc:
         await websocket.accept()
         await websocket.send_json({"type": "error", **errors.body(exc)})
-        await websocket.close(code=4401, reason="unauthenticated")
+        if isinstance(exc, RateLimited):  # too many refused keys from this address
+            await websocket.close(code=4429, reason="too many failed authentications")
+        else:
+            await websocket.close(code=4401, reason="unauthenticated")
         return
     await websocket.accept()
     watcher = runtime.bus.watch(principal.id if principal.kind == "agent" else None)

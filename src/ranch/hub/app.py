@@ -27,6 +27,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from ranch import __version__
+from ranch.api.auth import AuthFailures
 from ranch.api.routes import routes as api_routes
 from ranch.config import RanchConfig
 from ranch.db import migrate
@@ -93,6 +94,10 @@ class Settings:
     agent_burst: int = 1000
     redis_url: str | None = None
     """Keep rate-limit buckets in Redis (shared by replicas) instead of in this process."""
+    auth_failure_rate: float | None = 1.0
+    """Refused API keys per second per client address, refilled; checked before a key is looked up,
+    so a guessing address gets 429 without costing a query. None = unlimited."""
+    auth_failure_burst: int = 20
     allow_loopback_webhooks: bool = False
     """Let push notifications go to loopback and private addresses (local development only)."""
     debug: bool = False
@@ -107,6 +112,10 @@ class Settings:
 
     def limits(self) -> Limits:
         return Limits(max_message_bytes=self.max_message_bytes)
+
+    def failures(self) -> Rate | None:
+        """The refused-keys budget per client address (docs/policies.md)."""
+        return Rate(self.auth_failure_rate, self.auth_failure_burst) if self.auth_failure_rate else None
 
     def rates(self) -> tuple[Rate | None, Rate | None]:
         caller = Rate(self.caller_rate, self.caller_burst) if self.caller_rate else None
@@ -124,7 +133,9 @@ class Hub:
         self.config = config
         self.services: list[Callable[[], AbstractAsyncContextManager[None]]] = []
         """More things the lifespan runs, entered after the task core (the /mcp session manager)."""
-        self.rates = build_policy(*settings.rates(), redis_url=settings.redis_url)
+        self.rates = build_policy(
+            *settings.rates(), redis_url=settings.redis_url, failures=settings.failures()
+        )
         self.guard = UrlGuard(allow_loopback=settings.allow_loopback_webhooks)
         self.security = build_security(
             settings.auth,
@@ -132,6 +143,7 @@ class Hub:
             lambda: self.rooms.sessions,
             session_ttl=settings.session_ttl,
             signing_key=settings.signing_key,
+            failures=AuthFailures(self.rates.failures),
         )
         self._core: TaskCore | None = None
         self._rooms: RoomsRuntime | None = None

@@ -244,6 +244,11 @@ class _Endpoint:
                 body = jsonrpc_error_body(exc)
                 await JSONResponse(body, 401, headers={"WWW-Authenticate": CHALLENGE})(scope, receive, send)
                 return
+            except RateLimited as exc:  # too many refused keys from this address
+                await JSONResponse(jsonrpc_error_body(exc), 429, headers=headers_for(exc))(
+                    scope, receive, send
+                )
+                return
         await self.manager.handle_request(scope, receive, send)
 
 
