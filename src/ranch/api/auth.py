@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -21,6 +22,7 @@ from ranch.db.models import AgentRecord, ApiKey, User
 from ranch.exceptions import RateLimited, Unauthorized
 from ranch.policy.ratelimit import RateLimiter
 from ranch.rooms.access import Principal
+from ranch.rooms.bus import iso
 from ranch.rooms.keys import digest
 
 CHALLENGE = 'Bearer realm="ranch", ApiKey header="X-API-Key"'
@@ -42,23 +44,42 @@ def presented_key(connection: HTTPConnection) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class KnownKey:
+    """What a valid key stands for: its principal, and what can end it (revocation, expiry)."""
+
+    principal: Principal
+    key_id: str
+    expires_at: float | None
+
+    def expired(self, at: float) -> bool:
+        return self.expires_at is not None and at >= self.expires_at
+
+
 async def principal_for(key: str, sessions: async_sessionmaker[AsyncSession]) -> Principal:
     """The owner of `key`, from the `api_keys` table (only SHA-256 digests are stored)."""
+    return (await holder_of(key, sessions)).principal
+
+
+async def holder_of(key: str, sessions: async_sessionmaker[AsyncSession]) -> KnownKey:
+    """The key's row and owner; Unauthorized for an unknown, revoked or expired key."""
     async with sessions() as session:
-        row = await session.scalar(
-            select(ApiKey).where(ApiKey.digest == digest(key), ApiKey.revoked.is_(False))
-        )
-        if row is None:
+        row = await session.scalar(select(ApiKey).where(ApiKey.digest == digest(key)))
+        if row is None or row.revoked:
             raise Unauthorized("unknown or revoked API key")
+        if row.expires_at is not None and time.time() >= row.expires_at:
+            raise Unauthorized(f"the API key {row.prefix}… expired at {iso(row.expires_at)}")
         if row.owner_kind == "user":
             user = await session.get(User, row.owner_id)
             if user is None:
                 raise Unauthorized("the key's user no longer exists")
-            return Principal("user", user.id, user.org_id, user.name, user.role, user.is_superuser)
-        agent = await session.get(AgentRecord, row.owner_id)
-        if agent is None:
-            raise Unauthorized("the key's agent no longer exists")
-        return Principal("agent", agent.id, row.org_id, agent.name)
+            who = Principal("user", user.id, user.org_id, user.name, user.role, user.is_superuser)
+        else:
+            agent = await session.get(AgentRecord, row.owner_id)
+            if agent is None:
+                raise Unauthorized("the key's agent no longer exists")
+            who = Principal("agent", agent.id, row.org_id, agent.name)
+        return KnownKey(who, row.id, row.expires_at)
 
 
 class AuthFailures:
@@ -106,30 +127,40 @@ class KeyResolver:
         self._ttl = ttl
         self._clock = clock
         self.failures = failures or AuthFailures(None)
-        self._known: OrderedDict[str, tuple[float, Principal]] = OrderedDict()
+        self._known: OrderedDict[str, tuple[float, KnownKey]] = OrderedDict()
+        self._revocations = 0
+        """Bumped by `forget`: a lookup that started before a revocation does not fill the cache."""
 
     async def __call__(self, connection: HTTPConnection) -> Principal:
         key = _required_key(connection)
         name = digest(key)
         cached = self._known.get(name)
         now = self._clock()
-        if cached is not None and now - cached[0] < self._ttl:
-            return cached[1]
-        principal = await self._look_up(connection, key)  # unknown keys are never cached
-        self._known[name] = (now, principal)
-        self._known.move_to_end(name)
-        while len(self._known) > KEY_CACHE_SIZE:
-            self._known.popitem(last=False)
-        return principal
+        if cached is not None and now - cached[0] < self._ttl and not cached[1].expired(time.time()):
+            return cached[1].principal
+        self._known.pop(name, None)
+        revocations = self._revocations
+        holder = await self._look_up(connection, key)  # unknown keys are never cached
+        if revocations == self._revocations:
+            self._known[name] = (now, holder)
+            while len(self._known) > KEY_CACHE_SIZE:
+                self._known.popitem(last=False)
+        return holder.principal
 
     async def fresh(self, connection: HTTPConnection) -> Principal:
         """The key's principal from the database, never from the cache."""
-        return await self._look_up(connection, _required_key(connection))
+        return (await self._look_up(connection, _required_key(connection))).principal
 
-    async def _look_up(self, connection: HTTPConnection, key: str) -> Principal:
+    def forget(self, key_id: str) -> None:
+        """A key was revoked: no entry serves it from the cache any more, starting now."""
+        self._revocations += 1
+        for name in [name for name, (_, holder) in self._known.items() if holder.key_id == key_id]:
+            del self._known[name]
+
+    async def _look_up(self, connection: HTTPConnection, key: str) -> KnownKey:
         await self.failures.check(connection)  # before the query: a blocked address costs none
         try:
-            return await principal_for(key, self._sessions())
+            return await holder_of(key, self._sessions())
         except Unauthorized:
             await self.failures.refused(connection)
             raise

@@ -19,7 +19,7 @@ from ranch.exceptions import Conflict, Forbidden, InvalidInput, NotFound, RanchE
 from ranch.hub.edge import limit_rate, trace_requests
 from ranch.ids import new_id
 from ranch.policy.ratelimit import RatePolicy
-from ranch.rooms import agents, views
+from ranch.rooms import agents, keys, views
 from ranch.rooms.access import Principal, usable_agent, usable_agents
 from ranch.rooms.runtime import RoomsRuntime
 from ranch.wire.cards import served_card
@@ -176,6 +176,29 @@ async def create_user(request: Request, who: Principal, rt: RoomsRuntime) -> Any
         await session.flush()
         key = await agents.issue_key(session, who.org_id, "user", user_id)
     return JSONResponse({"user": views.user(user), "api_key": key}, status_code=201)
+
+
+# -- API keys ------------------------------------------------------------------------------------------
+
+
+async def create_key(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
+    body = await json_body(request)
+    async with rt.sessions() as session, session.begin():
+        row, key = await keys.create(session, who, body)
+    return JSONResponse({"key": views.api_key(row), "api_key": key}, status_code=201)
+
+
+async def list_keys(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
+    async with rt.sessions() as session:
+        rows = await keys.listed(session, who)
+    return page([views.api_key(row) for row in rows], None)
+
+
+async def revoke_key(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
+    async with rt.sessions() as session, session.begin():
+        row = await keys.revoke(session, who, request.path_params["key_id"])
+    request.app.state.hub.security.keys.forget(row.id)  # cached on A2A and /mcp: gone at once
+    return views.api_key(row)
 
 
 # -- agents --------------------------------------------------------------------------------------------
@@ -353,6 +376,9 @@ def routes(rates: RatePolicy, *, debug: bool) -> list[BaseRoute]:
         r("/organizations/current", update_org, ["PATCH"]),
         r("/users", list_users, ["GET"]),
         r("/users", create_user, ["POST"]),
+        r("/keys", list_keys, ["GET"]),
+        r("/keys", create_key, ["POST"]),
+        r("/keys/{key_id}/revoke", revoke_key, ["POST"]),
         r("/agents", list_agents, ["GET"]),
         r("/agents", create_agent, ["POST"]),
         r("/agents/{agent_id}", get_agent, ["GET"]),

@@ -65,6 +65,12 @@ async def _read(websocket: WebSocket, runtime: RoomsRuntime, principal: Principa
         except WebSocketDisconnect:
             return
         try:
+            await hub.security.keys(websocket)  # a key revoked or expired since connecting ends it here
+        except RanchError as exc:
+            await websocket.send_json({"type": "error", **errors.body(exc)})
+            await websocket.close(code=4401, reason="unauthenticated")
+            return
+        try:
             key, decision = await hub.rates.admit(f"{principal.kind}:{principal.id}", "")
             if not decision.allowed:
                 raise RateLimited(key, decision.retry_after)

@@ -10,7 +10,6 @@ rows: they read their messages over the API.
 from __future__ import annotations
 
 import re
-import secrets
 from typing import Any
 
 from a2a.types import AgentCard
@@ -24,13 +23,12 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from ranch.agents.base import Agent
 from ranch.agents.remote import RemoteAgent
 from ranch.config import _AGENT_ADAPTER, ID_PATTERN, RESERVED_IDS, RanchConfig, TeamConfig
-from ranch.db.models import AgentRecord, ApiKey, Organization, now
+from ranch.db.models import AgentRecord, Organization, now
 from ranch.exceptions import Conflict, InvalidInput, PolicyError, RanchError, Unprocessable, UnsafeUrl
 from ranch.hub.registry import Registry, build_agent, build_team
-from ranch.ids import new_id
 from ranch.policy.ssrf import UrlGuard
 from ranch.rooms.access import Principal, usable_agent
-from ranch.rooms.keys import digest
+from ranch.rooms.keys import add_key
 
 DEFAULT_ORG = "default"
 API_KINDS = ("remote", "external", "rules", "echo", "llm", "team")
@@ -244,18 +242,7 @@ async def issue_key(
     session: AsyncSession, org_id: str, owner_kind: str, owner_id: str, key: str | None = None
 ) -> str:
     """A new API key; only its digest is kept, so it is shown once."""
-    key = key or f"rk_{secrets.token_urlsafe(24)}"
-    session.add(
-        ApiKey(
-            id=new_id(),
-            digest=digest(key),
-            prefix=key[:7],
-            org_id=org_id,
-            owner_kind=owner_kind,
-            owner_id=owner_id,
-        )
-    )
-    return key
+    return add_key(session, org_id, owner_kind, owner_id, key)[1]
 
 
 async def ensure_org(session: AsyncSession, org_id: str, name: str) -> Organization:
