@@ -16,7 +16,14 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ranch.api import errors
 from ranch.db.models import Delivery, RoomMessage
-from ranch.exceptions import InvalidInput, NotFound, PayloadTooLarge, RanchError, RateLimited
+from ranch.exceptions import (
+    InvalidInput,
+    NotFound,
+    PayloadTooLarge,
+    RanchError,
+    RateLimited,
+    Unauthorized,
+)
 from ranch.rooms import views
 from ranch.rooms.access import Principal, visible_room
 from ranch.rooms.bus import Watcher
@@ -66,7 +73,9 @@ async def _read(websocket: WebSocket, runtime: RoomsRuntime, principal: Principa
             return
         try:
             await hub.security.keys(websocket)  # a key revoked or expired since connecting ends it here
-        except RanchError as exc:
+        except RateLimited:
+            pass  # the address's refused-keys budget is spent (by others): this key was valid; go on
+        except Unauthorized as exc:
             await websocket.send_json({"type": "error", **errors.body(exc)})
             await websocket.close(code=4401, reason="unauthenticated")
             return
