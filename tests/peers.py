@@ -14,6 +14,8 @@ Kinds (see `build_peer_app`):
 - ``slow``: works for ``delay`` seconds before completing; cancellable meanwhile.
 - ``failing``: its executor raises.
 - ``garbage``: a valid card, but every POST gets HTTP 200 with a body that is not JSON.
+- ``echoall``: answers with a direct Message echoing every text part it received, the Router's
+  context part included (what a member is shown is what it can repeat).
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ from servers import ServerThread, bind_socket
 ROUTING_URI = "https://ranch.woi.dev/extensions/client-routing/v1"
 """The client-routing extension URI (kept literal here so tests catch a drift in src)."""
 
-PEER_KINDS = ("router", "plain", "asker", "slow", "failing", "garbage")
+PEER_KINDS = ("router", "plain", "asker", "slow", "failing", "garbage", "echoall")
 
 GARBAGE_BODY = b"not json at all"
 
@@ -292,12 +294,23 @@ class FailingExecutor(_PeerExecutor):
         raise RuntimeError(self.opts.get("error", "peer exploded"))
 
 
+class EchoAllExecutor(_PeerExecutor):
+    """Echoes every text part of the message, context part included: "ECHOALL: a || b"."""
+
+    async def answer(self, context: RequestContext, event_queue: EventQueue, text: str) -> None:
+        message = context.message
+        parts = [part.text for part in message.parts if part.HasField("text")] if message else []
+        echoed = "ECHOALL: " + " || ".join(parts)
+        await event_queue.enqueue_event(_agent_message(context, echoed, in_task=False))
+
+
 _EXECUTORS: dict[str, type[_PeerExecutor]] = {
     "router": RouterExecutor,
     "plain": PlainExecutor,
     "asker": AskerExecutor,
     "slow": SlowExecutor,
     "failing": FailingExecutor,
+    "echoall": EchoAllExecutor,
 }
 
 

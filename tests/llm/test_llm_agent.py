@@ -153,6 +153,23 @@ async def test_each_context_keeps_its_own_conversation(fake: FakeOpenAI, base_ur
     assert [m["content"] for m in other["messages"][1:]] == ["who am I?"]
 
 
+async def test_another_owner_on_the_same_context_shares_no_memory(fake: FakeOpenAI, base_url: str) -> None:
+    fake.script("solo", text("Hello Ada"), text("I do not know"), text("Your name is Ada"))
+    async with llm_agent(llm_yaml(base_url)) as agent:
+        await collect(
+            "writer", agent.run(user_message("I am Ada", context_id="c1"), Call(owner="writer/ada"))
+        )
+        await collect(
+            "writer", agent.run(user_message("who am I?", context_id="c1"), Call(owner="writer/eve"))
+        )
+        await collect(
+            "writer", agent.run(user_message("who am I?", context_id="c1"), Call(owner="writer/ada"))
+        )
+    _, intruder, owner = fake.requests_for("solo")
+    assert [m["content"] for m in intruder["messages"][1:]] == ["who am I?"]
+    assert [m["content"] for m in owner["messages"][1:]] == ["I am Ada", "Hello Ada", "who am I?"]
+
+
 async def test_non_streaming_mode_answers_with_one_artifact(
     fake: FakeOpenAI, base_url: str, tmp_path: Path
 ) -> None:

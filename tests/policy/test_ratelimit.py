@@ -98,6 +98,21 @@ async def test_redis_buckets_are_shared_and_atomic(redis_prefix: str) -> None:
         await second.aclose()
 
 
+async def test_peek_answers_without_taking_a_token(redis_prefix: str) -> None:
+    """The refused-keys budget looks before a lookup and spends only on a refusal."""
+    for buckets in (
+        MemoryBuckets(Rate(per_second=0.001, burst=2)),
+        RedisBuckets(Redis.from_url(REDIS_URL), Rate(per_second=0.001, burst=2), redis_prefix),
+    ):
+        try:
+            assert all([(await buckets.peek("k")).allowed for _ in range(5)])
+            assert [(await buckets.check("k")).allowed for _ in range(2)] == [True, True]
+            refused = await buckets.peek("k")
+            assert not refused.allowed and refused.retry_after > 0
+        finally:
+            await buckets.aclose()
+
+
 async def test_redis_down_lets_requests_through() -> None:
     buckets = RedisBuckets(Redis.from_url("redis://127.0.0.1:1/0"), Rate(1, 1), "ranch-test:")
     try:

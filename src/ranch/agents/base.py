@@ -40,6 +40,11 @@ class Call:
 
     extensions: frozenset[str] = frozenset()
     """Extensions the caller asked for (the `A2A-Extensions` header)."""
+    owner: str = ""
+    """Whose conversation this is: the caller that owns the task (`agent/principal`), a room
+    (`room:<id>`), or "" when nobody is named. A contextId is chosen by the client and is no
+    secret, so every piece of per-conversation state is keyed by (owner, contextId): another
+    owner sending the same contextId starts a separate conversation."""
 
 
 @dataclass

@@ -9,9 +9,9 @@ than the pool's `max_reply_bytes`, measured as the events fold in (the pool
 already stops reading a single oversized body), and a connection the guard
 refused (a tenant's agent whose card names an internal address).
 
-Ids: callers pass their own contextId. The agent keeps, per caller context, the
-remote contextId the peer assigned and the remote task that is waiting for
-input, so a follow-up message continues the same remote task.
+Ids: callers pass their own contextId. The agent keeps, per (owner, caller context),
+the remote contextId the peer assigned and the remote task that is waiting for
+input, so a follow-up message of the same owner continues the same remote task.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class RemoteAgent(Agent):
         self._headers = dict(headers or {})
         self._ttl = card_ttl
         self._verify = verify
-        self._sessions: OrderedDict[str, RemoteSession] = OrderedDict()
+        self._sessions: OrderedDict[tuple[str, str], RemoteSession] = OrderedDict()
 
     async def card(self) -> AgentCard:
         """The peer's card, fetched with this agent's headers (its credentials), verified if configured."""
@@ -116,7 +116,7 @@ class RemoteAgent(Agent):
 
     async def run(self, message: Message, call: Call) -> AsyncGenerator[Event, None]:
         card = await self.card()
-        session = self._session(message.context_id)
+        session = self._session(call.owner, message.context_id)
         outgoing, context = self._outgoing(card, message, call, session)
         client = await self._pool.client(self.url, self._headers, self._ttl, self._verify)
         stream = cast(
@@ -197,11 +197,13 @@ class RemoteAgent(Agent):
             except (httpx.HTTPError, A2AError, A2AClientError) as exc:
                 logger.warning("agent %s: could not cancel its task %s: %s", self.id, task_id, exc)
 
-    def _session(self, caller_context: str) -> RemoteSession:
+    def _session(self, owner: str, caller_context: str) -> RemoteSession:
+        """The peer's ids for one owner's context: another owner's same contextId is another session."""
         if not caller_context:
             return RemoteSession()
-        session = self._sessions.pop(caller_context, None) or RemoteSession()
-        self._sessions[caller_context] = session
+        key = (owner, caller_context)
+        session = self._sessions.pop(key, None) or RemoteSession()
+        self._sessions[key] = session
         while len(self._sessions) > MAX_SESSIONS:
             self._sessions.popitem(last=False)
         return session

@@ -1,9 +1,10 @@
 """API keys -> the Principal behind them (a person or an agent of one organization).
 
-The one lookup every entry uses: the REST API and the WebSocket call `authenticate`
-on each request; the A2A bindings and `/mcp` go through `KeyResolver`, which keeps
-each key's principal for a few seconds so a busy caller costs one query per TTL,
-not one per call (a revoked key therefore stops working within `ttl` seconds).
+The one lookup every entry uses, `KeyResolver`: the REST API and the WebSocket ask the
+database on each request (`fresh`); the A2A bindings and `/mcp` keep each key's
+principal for a few seconds, so a busy caller costs one query per TTL, not one per
+call. Every lookup goes through `AuthFailures` first: an address that presented too
+many refused keys is answered 429 without a query.
 """
 
 from __future__ import annotations
@@ -11,14 +12,17 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from starlette.requests import HTTPConnection
 
 from ranch.db.models import AgentRecord, ApiKey, User
-from ranch.exceptions import Unauthorized
+from ranch.exceptions import RateLimited, Unauthorized
+from ranch.policy.ratelimit import RateLimiter
 from ranch.rooms.access import Principal
+from ranch.rooms.bus import iso
 from ranch.rooms.keys import digest
 
 CHALLENGE = 'Bearer realm="ranch", ApiKey header="X-API-Key"'
@@ -40,58 +44,130 @@ def presented_key(connection: HTTPConnection) -> str | None:
     return None
 
 
-async def authenticate(connection: HTTPConnection, sessions: async_sessionmaker[AsyncSession]) -> Principal:
-    key = presented_key(connection)
-    if not key:
-        raise Unauthorized("an API key is required (Authorization: Bearer <key> or X-API-Key)")
-    return await principal_for(key, sessions)
+@dataclass(frozen=True)
+class KnownKey:
+    """What a valid key stands for: its principal, and what can end it (revocation, expiry)."""
+
+    principal: Principal
+    key_id: str
+    expires_at: float | None
+
+    def expired(self, at: float) -> bool:
+        return self.expires_at is not None and at >= self.expires_at
 
 
 async def principal_for(key: str, sessions: async_sessionmaker[AsyncSession]) -> Principal:
     """The owner of `key`, from the `api_keys` table (only SHA-256 digests are stored)."""
+    return (await holder_of(key, sessions)).principal
+
+
+async def holder_of(key: str, sessions: async_sessionmaker[AsyncSession]) -> KnownKey:
+    """The key's row and owner; Unauthorized for an unknown, revoked or expired key."""
     async with sessions() as session:
-        row = await session.scalar(
-            select(ApiKey).where(ApiKey.digest == digest(key), ApiKey.revoked.is_(False))
-        )
-        if row is None:
+        row = await session.scalar(select(ApiKey).where(ApiKey.digest == digest(key)))
+        if row is None or row.revoked:
             raise Unauthorized("unknown or revoked API key")
+        if row.expires_at is not None and time.time() >= row.expires_at:
+            raise Unauthorized(f"the API key {row.prefix}… expired at {iso(row.expires_at)}")
         if row.owner_kind == "user":
             user = await session.get(User, row.owner_id)
             if user is None:
                 raise Unauthorized("the key's user no longer exists")
-            return Principal("user", user.id, user.org_id, user.name, user.role, user.is_superuser)
-        agent = await session.get(AgentRecord, row.owner_id)
-        if agent is None:
-            raise Unauthorized("the key's agent no longer exists")
-        return Principal("agent", agent.id, row.org_id, agent.name)
+            who = Principal("user", user.id, user.org_id, user.name, user.role, user.is_superuser)
+        else:
+            agent = await session.get(AgentRecord, row.owner_id)
+            if agent is None:
+                raise Unauthorized("the key's agent no longer exists")
+            who = Principal("agent", agent.id, row.org_id, agent.name)
+        return KnownKey(who, row.id, row.expires_at)
+
+
+class AuthFailures:
+    """Refused API keys per client address: checked before a key is looked up, spent on each refusal.
+
+    A caller guessing keys costs a database query per guess; once its address's bucket is empty it
+    gets 429 with `Retry-After` and no query at all. Callers presenting no key spend nothing (there
+    is nothing to look up).
+    """
+
+    def __init__(self, limiter: RateLimiter | None) -> None:
+        self.limiter = limiter
+
+    async def check(self, connection: HTTPConnection) -> None:
+        """Raise RateLimited when this address has used up its refused keys."""
+        if self.limiter is None:
+            return
+        key = _address_key(connection)
+        decision = await self.limiter.peek(key)
+        if not decision.allowed:
+            raise RateLimited(key, decision.retry_after)
+
+    async def refused(self, connection: HTTPConnection) -> None:
+        if self.limiter is not None:
+            await self.limiter.check(_address_key(connection))
+
+
+def _address_key(connection: HTTPConnection) -> str:
+    client = connection.scope.get("client")
+    return f"authfail:ip:{client[0] if client else 'unknown'}"
 
 
 class KeyResolver:
-    """`authenticate` with a short memory: key digest -> principal for `ttl` seconds."""
+    """Keys -> principals, through the failed-authentication budget; `__call__` also keeps each
+    key's principal for `ttl` seconds (A2A, /mcp), `fresh` always asks the database (REST, WebSocket)."""
 
     def __init__(
         self,
         sessions: Callable[[], async_sessionmaker[AsyncSession]],
         ttl: float = KEY_CACHE_TTL,
         clock: Callable[[], float] = time.monotonic,
+        failures: AuthFailures | None = None,
     ) -> None:
         self._sessions = sessions
         self._ttl = ttl
         self._clock = clock
-        self._known: OrderedDict[str, tuple[float, Principal]] = OrderedDict()
+        self.failures = failures or AuthFailures(None)
+        self._known: OrderedDict[str, tuple[float, KnownKey]] = OrderedDict()
+        self._revocations = 0
+        """Bumped by `forget`: a lookup that started before a revocation does not fill the cache."""
 
     async def __call__(self, connection: HTTPConnection) -> Principal:
-        key = presented_key(connection)
-        if not key:
-            raise Unauthorized("an API key is required (Authorization: Bearer <key> or X-API-Key)")
+        key = _required_key(connection)
         name = digest(key)
         cached = self._known.get(name)
         now = self._clock()
-        if cached is not None and now - cached[0] < self._ttl:
-            return cached[1]
-        principal = await principal_for(key, self._sessions())  # unknown keys are never cached
-        self._known[name] = (now, principal)
-        self._known.move_to_end(name)
-        while len(self._known) > KEY_CACHE_SIZE:
-            self._known.popitem(last=False)
-        return principal
+        if cached is not None and now - cached[0] < self._ttl and not cached[1].expired(time.time()):
+            return cached[1].principal
+        self._known.pop(name, None)
+        revocations = self._revocations
+        holder = await self._look_up(connection, key)  # unknown keys are never cached
+        if revocations == self._revocations:
+            self._known[name] = (now, holder)
+            while len(self._known) > KEY_CACHE_SIZE:
+                self._known.popitem(last=False)
+        return holder.principal
+
+    async def fresh(self, connection: HTTPConnection) -> Principal:
+        """The key's principal from the database, never from the cache."""
+        return (await self._look_up(connection, _required_key(connection))).principal
+
+    def forget(self, key_id: str) -> None:
+        """A key was revoked: no entry serves it from the cache any more, starting now."""
+        self._revocations += 1
+        for name in [name for name, (_, holder) in self._known.items() if holder.key_id == key_id]:
+            del self._known[name]
+
+    async def _look_up(self, connection: HTTPConnection, key: str) -> KnownKey:
+        await self.failures.check(connection)  # before the query: a blocked address costs none
+        try:
+            return await holder_of(key, self._sessions())
+        except Unauthorized:
+            await self.failures.refused(connection)
+            raise
+
+
+def _required_key(connection: HTTPConnection) -> str:
+    key = presented_key(connection)
+    if not key:
+        raise Unauthorized("an API key is required (Authorization: Bearer <key> or X-API-Key)")
+    return key

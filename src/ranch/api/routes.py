@@ -13,14 +13,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 
 from ranch.api import errors
-from ranch.api.auth import authenticate
 from ranch.api.ws import websocket_endpoint
 from ranch.db.models import AgentRecord, Delivery, Organization, RoomMessage, User
 from ranch.exceptions import Conflict, Forbidden, InvalidInput, NotFound, RanchError
 from ranch.hub.edge import limit_rate, trace_requests
 from ranch.ids import new_id
 from ranch.policy.ratelimit import RatePolicy
-from ranch.rooms import agents, views
+from ranch.rooms import agents, keys, views
 from ranch.rooms.access import Principal, usable_agent, usable_agents
 from ranch.rooms.runtime import RoomsRuntime
 from ranch.wire.cards import served_card
@@ -38,7 +37,7 @@ def endpoint(handler: Handler, status: int = 200) -> Callable[[Request], Awaitab
     async def wrapped(request: Request) -> Response:
         runtime: RoomsRuntime = request.app.state.hub.rooms
         try:
-            principal = await authenticate(request, runtime.sessions)
+            principal = await request.app.state.hub.security.keys.fresh(request)
             result = await handler(request, principal, runtime)
         except RanchError as exc:
             return errors.response(exc, debug=request.app.state.hub.settings.debug)
@@ -179,6 +178,29 @@ async def create_user(request: Request, who: Principal, rt: RoomsRuntime) -> Any
     return JSONResponse({"user": views.user(user), "api_key": key}, status_code=201)
 
 
+# -- API keys ------------------------------------------------------------------------------------------
+
+
+async def create_key(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
+    body = await json_body(request)
+    async with rt.sessions() as session, session.begin():
+        row, key = await keys.create(session, who, body)
+    return JSONResponse({"key": views.api_key(row), "api_key": key}, status_code=201)
+
+
+async def list_keys(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
+    async with rt.sessions() as session:
+        rows = await keys.listed(session, who)
+    return page([views.api_key(row) for row in rows], None)
+
+
+async def revoke_key(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
+    async with rt.sessions() as session, session.begin():
+        row = await keys.revoke(session, who, request.path_params["key_id"])
+    request.app.state.hub.security.keys.forget(row.id)  # cached on A2A and /mcp: gone at once
+    return views.api_key(row)
+
+
 # -- agents --------------------------------------------------------------------------------------------
 
 
@@ -192,10 +214,8 @@ async def list_agents(request: Request, who: Principal, rt: RoomsRuntime) -> Any
 
 async def create_agent(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
     body = await json_body(request)
-    async with rt.sessions() as session, session.begin():
-        row, key = await agents.register(
-            session, who, body, rt.registry, rt.group, request.app.state.hub.guard
-        )
+    guard = request.app.state.hub.guard
+    row, key = await agents.register(rt.sessions, who, body, rt.registry, rt.group, guard)
     result: dict[str, Any] = {"agent": views.agent(row, base_url(request))}
     if key is not None:
         result["api_key"] = key
@@ -356,6 +376,9 @@ def routes(rates: RatePolicy, *, debug: bool) -> list[BaseRoute]:
         r("/organizations/current", update_org, ["PATCH"]),
         r("/users", list_users, ["GET"]),
         r("/users", create_user, ["POST"]),
+        r("/keys", list_keys, ["GET"]),
+        r("/keys", create_key, ["POST"]),
+        r("/keys/{key_id}/revoke", revoke_key, ["POST"]),
         r("/agents", list_agents, ["GET"]),
         r("/agents", create_agent, ["POST"]),
         r("/agents/{agent_id}", get_agent, ["GET"]),

@@ -15,9 +15,15 @@ from sqlalchemy import select
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ranch.api import errors
-from ranch.api.auth import authenticate
 from ranch.db.models import Delivery, RoomMessage
-from ranch.exceptions import InvalidInput, NotFound, PayloadTooLarge, RanchError, RateLimited
+from ranch.exceptions import (
+    InvalidInput,
+    NotFound,
+    PayloadTooLarge,
+    RanchError,
+    RateLimited,
+    Unauthorized,
+)
 from ranch.rooms import views
 from ranch.rooms.access import Principal, visible_room
 from ranch.rooms.bus import Watcher
@@ -32,11 +38,14 @@ SUBSCRIBE = "ranch.subscribe"
 async def websocket_endpoint(websocket: WebSocket) -> None:
     runtime: RoomsRuntime = websocket.app.state.hub.rooms
     try:
-        principal = await authenticate(websocket, runtime.sessions)
+        principal = await websocket.app.state.hub.security.keys.fresh(websocket)
     except RanchError as exc:
         await websocket.accept()
         await websocket.send_json({"type": "error", **errors.body(exc)})
-        await websocket.close(code=4401, reason="unauthenticated")
+        if isinstance(exc, RateLimited):  # too many refused keys from this address
+            await websocket.close(code=4429, reason="too many failed authentications")
+        else:
+            await websocket.close(code=4401, reason="unauthenticated")
         return
     await websocket.accept()
     watcher = runtime.bus.watch(principal.id if principal.kind == "agent" else None)
@@ -61,6 +70,14 @@ async def _read(websocket: WebSocket, runtime: RoomsRuntime, principal: Principa
         try:
             raw = await websocket.receive_text()
         except WebSocketDisconnect:
+            return
+        try:
+            await hub.security.keys(websocket)  # a key revoked or expired since connecting ends it here
+        except RateLimited:
+            pass  # the address's refused-keys budget is spent (by others): this key was valid; go on
+        except Unauthorized as exc:
+            await websocket.send_json({"type": "error", **errors.body(exc)})
+            await websocket.close(code=4401, reason="unauthenticated")
             return
         try:
             key, decision = await hub.rates.admit(f"{principal.kind}:{principal.id}", "")

@@ -11,6 +11,7 @@ from ranch.policy.limits import DEFAULT_MAX_MESSAGE_BYTES
 from ranch.policy.sessions import DEFAULT_SESSION_TTL
 
 RATE_FIELDS = ("caller_rate", "caller_burst", "agent_rate", "agent_burst")
+FAILURE_FIELDS = ("auth_failure_rate", "auth_failure_burst")
 
 
 def _env_flag(*names: str) -> bool:
@@ -64,6 +65,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             default=kind(env(variable, str(default))),
             help=f"{what} (env {variable}; default {default}{'; off = unlimited' if kind is _rate else ''})",
         )
+    group.add_argument(
+        "--auth-failure-rate",
+        type=_rate,
+        default=_rate(env("RANCH_AUTH_FAILURE_RATE", str(Settings.auth_failure_rate))),
+        help="refused API keys per second per client address, refilled; past the burst the address "
+        f"gets 429 (env RANCH_AUTH_FAILURE_RATE; default {Settings.auth_failure_rate}; off = unlimited)",
+    )
+    group.add_argument(
+        "--auth-failure-burst",
+        type=int,
+        default=int(env("RANCH_AUTH_FAILURE_BURST", str(Settings.auth_failure_burst))),
+        help=f"refused API keys an address may present at once (env RANCH_AUTH_FAILURE_BURST; "
+        f"default {Settings.auth_failure_burst})",
+    )
     group.add_argument(
         "--redis-url",
         default=env("RANCH_REDIS_URL") or None,
@@ -126,7 +141,7 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
     """The `Settings` fields these flags set."""
     return {
         "max_message_bytes": args.max_message_bytes,
-        **{name: getattr(args, name) for name in RATE_FIELDS},
+        **{name: getattr(args, name) for name in RATE_FIELDS + FAILURE_FIELDS},
         "redis_url": args.redis_url,
         "allow_private_outbound": args.allow_private_outbound,
         "card_timeout": args.card_timeout,

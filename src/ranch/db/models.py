@@ -60,6 +60,9 @@ class ApiKey(Base):
     owner_id: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[float] = mapped_column(Float, default=now)
     revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+    revoked_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    expires_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    """Past this time the key answers 401 on every entry; None = it does not expire."""
 
 
 class AgentRecord(Base):

@@ -28,6 +28,7 @@ from starlette.routing import BaseRoute, Route
 
 from ranch import __version__
 from ranch.agents.base import gather_infos
+from ranch.api.auth import AuthFailures
 from ranch.api.routes import routes as api_routes
 from ranch.config import RanchConfig
 from ranch.db import migrate
@@ -98,6 +99,10 @@ class Settings:
     allow_private_outbound: bool = False
     """Let what tenants steer (push webhooks, their agents' URLs, cards, model providers and MCP
     servers) reach loopback and private addresses; local development only. Config agents always may."""
+    auth_failure_rate: float | None = 1.0
+    """Refused API keys per second per client address, refilled; checked before a key is looked up,
+    so a guessing address gets 429 without costing a query. None = unlimited."""
+    auth_failure_burst: int = 20
     allow_loopback_webhooks: bool = False
     """The old name of `allow_private_outbound` (either one turns it on)."""
     card_timeout: float = 5.0
@@ -134,6 +139,9 @@ class Settings:
             max_card_bytes=self.max_card_bytes,
             max_reply_bytes=self.max_reply_bytes or self.max_message_bytes,
         )
+    def failures(self) -> Rate | None:
+        """The refused-keys budget per client address (docs/policies.md)."""
+        return Rate(self.auth_failure_rate, self.auth_failure_burst) if self.auth_failure_rate else None
 
     def rates(self) -> tuple[Rate | None, Rate | None]:
         caller = Rate(self.caller_rate, self.caller_burst) if self.caller_rate else None
@@ -153,13 +161,16 @@ class Hub:
         self.config = config
         self.services: list[Callable[[], AbstractAsyncContextManager[None]]] = []
         """More things the lifespan runs, entered after the task core (the /mcp session manager)."""
-        self.rates = build_policy(*settings.rates(), redis_url=settings.redis_url)
+        self.rates = build_policy(
+            *settings.rates(), redis_url=settings.redis_url, failures=settings.failures()
+        )
         self.security = build_security(
             settings.auth,
             self.registry,
             lambda: self.rooms.sessions,
             session_ttl=settings.session_ttl,
             signing_key=settings.signing_key,
+            failures=AuthFailures(self.rates.failures),
         )
         self._core: TaskCore | None = None
         self._rooms: RoomsRuntime | None = None

@@ -20,13 +20,13 @@ from starlette.authentication import BaseUser
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
 
-from ranch.api.auth import CHALLENGE, KeyResolver, presented_key
+from ranch.api.auth import CHALLENGE, AuthFailures, KeyResolver, presented_key
 from ranch.db.models import AgentRecord
-from ranch.exceptions import AgentNotFound, Unauthorized
+from ranch.exceptions import AgentNotFound, RateLimited, Unauthorized
 from ranch.hub.edge import request_id_of
 from ranch.policy.sessions import Sessions
 from ranch.rooms.access import Principal
-from ranch.wire.errors import error_body, http_status_for
+from ranch.wire.errors import error_body, headers_for, http_status_for
 from ranch.wire.signing import CardSigner
 
 if TYPE_CHECKING:
@@ -139,7 +139,7 @@ def require_key(security: Security, endpoint: Endpoint, *, optional: bool = Fals
     async def authenticated(request: Request) -> Response:
         try:
             principal = await security.principal(request, optional=optional)
-        except Unauthorized as exc:
+        except (Unauthorized, RateLimited) as exc:  # RateLimited: too many refused keys from this address
             return await refuse(request, exc)
         agent_id = request.path_params.get("agent_id", "")
         if agent_id and not await security.reachable(principal, agent_id):
@@ -154,7 +154,7 @@ def require_key(security: Security, endpoint: Endpoint, *, optional: bool = Fals
 async def refuse(request: Request, error: Exception) -> Response:
     """`error` in the format of the A2A binding the request came in on; 401s carry the challenge."""
     request_id = request_id_of(await request.body()) if request.method == "POST" else None
-    headers = {"WWW-Authenticate": CHALLENGE} if isinstance(error, Unauthorized) else {}
+    headers = {"WWW-Authenticate": CHALLENGE} if isinstance(error, Unauthorized) else headers_for(error)
     return JSONResponse(
         error_body(request.url.path, error, request_id),
         status_code=http_status_for(error),
@@ -169,12 +169,13 @@ def build_security(
     *,
     session_ttl: float | None,
     signing_key: str | None,
+    failures: AuthFailures | None = None,
 ) -> Security:
     """The hub's `Security`; an unreadable signing key fails here, at start-up, naming the file."""
     return Security(
         mode=mode,
         registry=registry,
-        keys=KeyResolver(sessions),
+        keys=KeyResolver(sessions, failures=failures),
         access=AgentAccess(sessions),
         sessions=Sessions(session_ttl) if session_ttl else None,
         signer=CardSigner.from_file(signing_key) if signing_key else None,

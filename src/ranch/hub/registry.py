@@ -13,7 +13,7 @@ from ranch.agents.base import Agent, AgentInfo
 from ranch.agents.echo import EchoAgent
 from ranch.agents.loader import PythonAgent, import_entry, resolve_runner
 from ranch.agents.remote import RemoteAgent
-from ranch.agents.rules import Rule, RulesAgent
+from ranch.agents.rules import Pattern, Rule, RulesAgent, compile_tenant
 from ranch.config import (
     AgentConfig,
     EchoAgentConfig,
@@ -24,7 +24,7 @@ from ranch.config import (
     RulesAgentConfig,
     TeamConfig,
 )
-from ranch.exceptions import AgentNotFound, ConfigError
+from ranch.exceptions import AgentNotFound, ConfigError, Conflict
 from ranch.routing import extension
 from ranch.routing.team import Team
 from ranch.wire.client import ClientPool
@@ -42,6 +42,8 @@ class Registry:
         """Organizations' agents: every connection is judged by the URL guard (policy/egress.py)."""
         self._agents: dict[str, Agent] = {}
         self._hosted: dict[str, anyio.Event] = {}
+        self._opening: set[str] = set()
+        """Ids being hosted right now (their agent is opening): nobody else may host them meanwhile."""
         for agent_config in config.agents:
             self._agents[agent_config.id] = build_agent(agent_config, pool)
         pending = {team.id: team for team in config.teams}
@@ -56,7 +58,17 @@ class Registry:
 
         What an agent holds (an MCP session) lives in anyio cancel scopes, which must be
         exited by the task that entered them: so one task opens it, waits, and closes it.
+        An id already served is never taken over (Conflict).
         """
+        if agent.id in self._agents or agent.id in self._opening:
+            raise Conflict(f"the id '{agent.id}' is already served", "id")
+        self._opening.add(agent.id)
+        try:
+            await self._host(agent, group)
+        finally:
+            self._opening.discard(agent.id)
+
+    async def _host(self, agent: Agent, group: TaskGroup) -> None:
         stop = anyio.Event()
 
         async def own(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -105,8 +117,12 @@ class Registry:
                 await agent.aclose()
 
 
-def build_agent(config: AgentConfig, pool: ClientPool) -> Agent:
-    """One agent of any kind, with its per-hop limits applied."""
+def build_agent(config: AgentConfig, pool: ClientPool, *, tenant: bool = False) -> Agent:
+    """One agent of any kind, with its per-hop limits applied.
+
+    `tenant`: it was registered over the REST API, so its rules' regexes run on RE2 (linear time);
+    the operator's config file keeps Python's `re`.
+    """
     info = AgentInfo(
         id=config.id,
         name=config.display_name,
@@ -117,8 +133,8 @@ def build_agent(config: AgentConfig, pool: ClientPool) -> Agent:
     if isinstance(config, RulesAgentConfig):
         info.extensions = [extension.declaration()]
         rules = [
-            Rule(re.compile(r.match) if r.match is not None else None, r.reply, r.route, r.reason)
-            for r in config.rules
+            Rule(_pattern(r.match, f"rules[{i}].match", tenant), r.reply, r.route, r.reason)
+            for i, r in enumerate(config.rules)
         ]
         agent = RulesAgent(info, rules)
     elif isinstance(config, EchoAgentConfig):
@@ -142,6 +158,12 @@ def build_agent(config: AgentConfig, pool: ClientPool) -> Agent:
     agent.timeout = config.timeout
     agent.require_extensions = tuple(config.require_extensions)
     return agent
+
+
+def _pattern(match: str | None, field: str, tenant: bool) -> Pattern | re.Pattern[str] | None:
+    if match is None:
+        return None
+    return compile_tenant(match, field) if tenant else re.compile(match)
 
 
 def build_team(config: TeamConfig, agents: dict[str, Agent]) -> Team:

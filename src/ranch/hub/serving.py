@@ -100,7 +100,7 @@ def call_context(request: Request) -> ServerCallContext:
 _NO_USER = UnauthenticatedUser()
 _CONTEXT_FIELDS = {"state", "user", "tenant", "requested_extensions"}
 """Every field is given: pydantic need not work out which were set."""
-NO_EXTENSIONS = Call()
+NO_EXTENSIONS: frozenset[str] = frozenset()
 
 
 def scope_context(agent_id: str, scope: Scope) -> ServerCallContext:
@@ -318,7 +318,8 @@ class RanchRequestHandler(RequestHandler):
                         f"message.parts[{index}] has no content (text, raw, url or data)"
                     )
             check_message(message, self.limits)
-            call = await self._negotiate(agent, context)
+            extensions = await self._negotiate(agent, context)
+            call = Call(extensions=extensions, owner=self._owner(context))  # conversations are the owner's
             if self.sessions is not None and message.context_id:
                 self.sessions.touch(session_caller(context.state.get(PRINCIPAL_KEY)), message.context_id)
         except RanchError as exc:
@@ -326,7 +327,7 @@ class RanchRequestHandler(RequestHandler):
         return agent, message, call
 
     @staticmethod
-    async def _negotiate(agent: Agent, context: ServerCallContext) -> Call:
+    async def _negotiate(agent: Agent, context: ServerCallContext) -> frozenset[str]:
         """Activate the requested extensions the agent supports; refuse when a required one is missing."""
         if not context.requested_extensions and not agent.require_extensions:
             return NO_EXTENSIONS  # the common case, on every message
@@ -341,7 +342,7 @@ class RanchRequestHandler(RequestHandler):
         supported = {ext.uri for ext in info.extensions} | set(agent.require_extensions)
         activated = sorted(requested & supported)
         context.state[SCOPE_KEY]["activated"] = activated
-        return Call(extensions=frozenset(activated))
+        return frozenset(activated)
 
     async def _room_gateway(self, message: Message, context: ServerCallContext) -> Gateway | None:
         """The rooms gateway when the message's contextId is a room of this hub the caller may see.

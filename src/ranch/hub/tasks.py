@@ -64,6 +64,8 @@ logger = logging.getLogger(__name__)
 SAVE_ATTEMPTS = 3
 """Tries to store a task (50 ms, then 200 ms apart) before the failure is only logged."""
 RECENT_TASKS = 1024
+RECENT_BYTES = 32 * 1024 * 1024
+"""Encoded bytes of the tasks kept in `recent`; the least recently stored go first."""
 SUBSCRIBER_BUFFER = 1024
 """Events buffered per subscriber; one that falls this far behind is dropped (it can GetTask)."""
 
@@ -122,7 +124,7 @@ class TaskCore:
         self.push = push
         """Webhook deliveries; consulted per event only for tasks that have a push config."""
         self.live: dict[str, Run] = {}
-        self.recent: OrderedDict[str, tuple[str, Task]] = OrderedDict()
+        self.recent = RecentTasks()
         """Tasks stored lately, by id, with their owner: GetTask right after a turn skips the database."""
 
     # -- sending ------------------------------------------------------------------------------
@@ -259,7 +261,7 @@ class TaskCore:
         await self._save(run.owner, task)
 
     async def _save(self, owner: str, task: Task) -> None:
-        self.recent.pop(task.id, None)
+        self.recent.pop(task.id)
         for attempt in range(SAVE_ATTEMPTS):
             try:
                 await self.store.save(task, _ctx(owner))
@@ -270,9 +272,7 @@ class TaskCore:
                     return
                 logger.warning("storing task %s failed; retrying", task.id, exc_info=True)
                 await anyio.sleep(0.05 * 4**attempt)
-        self.recent[task.id] = (owner, _copy(task))
-        while len(self.recent) > RECENT_TASKS:
-            self.recent.popitem(last=False)
+        self.recent.put(owner, _copy(task))
 
     async def _stored(self, task_id: str, owner: str) -> Task | None:
         cached = self.recent.get(task_id)
@@ -327,6 +327,44 @@ class TaskCore:
         async with receive:
             async for event in receive:
                 yield event
+
+
+class RecentTasks:
+    """Tasks stored lately, bounded in number and in encoded bytes (least recently stored first)."""
+
+    def __init__(self, max_count: int = RECENT_TASKS, max_bytes: int = RECENT_BYTES) -> None:
+        self.max_count = max_count
+        self.max_bytes = max_bytes
+        self.size = 0
+        """Encoded bytes of the tasks held."""
+        self._tasks: OrderedDict[str, tuple[str, Task, int]] = OrderedDict()
+
+    def get(self, task_id: str) -> tuple[str, Task] | None:
+        held = self._tasks.get(task_id)
+        return None if held is None else (held[0], held[1])
+
+    def put(self, owner: str, task: Task) -> None:
+        self.pop(task.id)
+        size = task.ByteSize()
+        if size > self.max_bytes:
+            return  # larger than the whole cache: read from the database when asked
+        self._tasks[task.id] = (owner, task, size)
+        self.size += size
+        while len(self._tasks) > self.max_count or self.size > self.max_bytes:
+            _, (_, _, dropped) = self._tasks.popitem(last=False)
+            self.size -= dropped
+
+    def pop(self, task_id: str) -> None:
+        held = self._tasks.pop(task_id, None)
+        if held is not None:
+            self.size -= held[2]
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def clear(self) -> None:
+        self._tasks.clear()
+        self.size = 0
 
 
 async def fail_unfinished(store: SqlTaskStore) -> int:

@@ -119,7 +119,7 @@ def build_server(
             check_message(_message(text, context_id), limits or Limits(), "message")
         except RanchError as exc:
             raise ValueError(str(exc)) from exc
-        answer = await ask(registry.get(agent_id), text, context_id)
+        answer = await ask(registry.get(agent_id), text, context_id, _owner(server, agent_id))
         text = answer["reply"] + "\n\nroute: " + " -> ".join(answer["route"])
         return [types.TextContent(type="text", text=text)], answer
 
@@ -135,13 +135,22 @@ def _message(text: str, context_id: str | None) -> Message:
     )
 
 
-async def ask(agent: Agent, text: str, context_id: str | None = None) -> dict[str, Any]:
+def _owner(server: Server[Any, Any], agent_id: str) -> str:
+    """The conversation's owner, as on the A2A bindings (`agent/principal`): with a key, a caller's
+    context_id continues only its own conversations."""
+    request = getattr(server.request_context, "request", None)  # None over stdio
+    user = request.scope.get("user") if request is not None else None
+    name = user.display_name if user is not None and user.is_authenticated else ""
+    return f"{agent_id}/{name}"
+
+
+async def ask(agent: Agent, text: str, context_id: str | None = None, owner: str = "") -> dict[str, Any]:
     """Run one turn of `agent` and describe its outcome: reply, state, context_id, route, trail."""
     message = _message(text, context_id)
     task = Task(id=new_id(), context_id=message.context_id, status=TaskStatus())
     try:
         with anyio.fail_after(agent.timeout):
-            async with aclosing(agent.run(message, Call())) as events:
+            async with aclosing(agent.run(message, Call(owner=owner))) as events:
                 async for event in events:
                     if isinstance(event, Message):
                         task.status.CopyFrom(TaskStatus(state=TaskState.TASK_STATE_COMPLETED, message=event))
@@ -234,6 +243,11 @@ class _Endpoint:
             except Unauthorized as exc:
                 body = jsonrpc_error_body(exc)
                 await JSONResponse(body, 401, headers={"WWW-Authenticate": CHALLENGE})(scope, receive, send)
+                return
+            except RateLimited as exc:  # too many refused keys from this address
+                await JSONResponse(jsonrpc_error_body(exc), 429, headers=headers_for(exc))(
+                    scope, receive, send
+                )
                 return
         await self.manager.handle_request(scope, receive, send)
 

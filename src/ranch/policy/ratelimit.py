@@ -7,6 +7,9 @@ seconds until one token is back, which the bindings send as `Retry-After`.
 `MemoryBuckets` keeps the buckets in this process (the default). `RedisBuckets`
 keeps them in Redis, so several replicas share one budget: one Lua script reads,
 refills, takes and writes a bucket atomically, on Redis's clock.
+
+`peek` answers the same question without taking a token: the failed-authentication
+budget is checked before a key is looked up and spent only when the key is refused.
 """
 
 from __future__ import annotations
@@ -53,6 +56,10 @@ class RateLimiter(Protocol):
 
     async def check(self, key: str) -> Decision: ...
 
+    async def peek(self, key: str) -> Decision:
+        """Whether a request under `key` would be allowed now, taking nothing."""
+        ...
+
     async def aclose(self) -> None: ...
 
 
@@ -65,11 +72,17 @@ class MemoryBuckets:
         self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
 
     async def check(self, key: str) -> Decision:
+        return self._take(key, 1)
+
+    async def peek(self, key: str) -> Decision:
+        return self._take(key, 0)
+
+    def _take(self, key: str, cost: int) -> Decision:
         now = self._clock()
         tokens, then = self._buckets.pop(key, (float(self.rate.burst), now))
         tokens = min(float(self.rate.burst), tokens + (now - then) * self.rate.per_second)
         if tokens >= 1:
-            decision, tokens = ALLOWED, tokens - 1
+            decision, tokens = ALLOWED, tokens - cost
         else:
             decision = Decision(False, (1 - tokens) / self.rate.per_second)
         self._buckets[key] = (tokens, now)
@@ -81,10 +94,12 @@ class MemoryBuckets:
         self._buckets.clear()
 
 
-# KEYS[1] the bucket; ARGV: per_second, burst. Returns {allowed (0/1), retry_after as a string}.
+# KEYS[1] the bucket; ARGV: per_second, burst, cost (1 takes a token, 0 only looks).
+# Returns {allowed (0/1), retry_after as a string}.
 _TAKE = """
 local rate = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
+local cost = tonumber(ARGV[3])
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
 local bucket = redis.call('HMGET', KEYS[1], 'tokens', 'at')
@@ -93,7 +108,7 @@ local at = tonumber(bucket[2]) or now
 tokens = math.min(burst, tokens + math.max(0, now - at) * rate)
 local allowed, wait = 0, (1 - tokens) / rate
 if tokens >= 1 then
-  allowed, wait, tokens = 1, 0, tokens - 1
+  allowed, wait, tokens = 1, 0, tokens - cost
 end
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
 redis.call('PEXPIRE', KEYS[1], math.ceil(burst / rate * 1000) + 1000)
@@ -120,9 +135,15 @@ class RedisBuckets:
         return cls(Redis.from_url(url), rate, prefix)
 
     async def check(self, key: str) -> Decision:
+        return await self._spend(key, 1)
+
+    async def peek(self, key: str) -> Decision:
+        return await self._spend(key, 0)
+
+    async def _spend(self, key: str, cost: int) -> Decision:
         try:
             allowed, wait = await self._take(
-                keys=[self.prefix + key], args=[self.rate.per_second, self.rate.burst]
+                keys=[self.prefix + key], args=[self.rate.per_second, self.rate.burst, cost]
             )
         except (RedisError, OSError) as exc:
             now = time.monotonic()
@@ -137,11 +158,17 @@ class RedisBuckets:
 
 
 class RatePolicy:
-    """The two budgets a request spends: its caller's and its agent's; either may be off."""
+    """The two budgets a request spends: its caller's and its agent's; either may be off.
 
-    def __init__(self, callers: RateLimiter | None, agents: RateLimiter | None) -> None:
+    `failures` is a third, spent only by refused API keys, per client address (hub/auth.py).
+    """
+
+    def __init__(
+        self, callers: RateLimiter | None, agents: RateLimiter | None, failures: RateLimiter | None = None
+    ) -> None:
         self.callers = callers
         self.agents = agents
+        self.failures = failures
 
     @property
     def enabled(self) -> bool:
@@ -158,18 +185,21 @@ class RatePolicy:
         return "", ALLOWED
 
     async def aclose(self) -> None:
-        for limiter in {id(x): x for x in (self.callers, self.agents) if x is not None}.values():
+        limiters = (self.callers, self.agents, self.failures)
+        for limiter in {id(x): x for x in limiters if x is not None}.values():
             await limiter.aclose()
 
 
 def build_policy(
-    caller: Rate | None, agent: Rate | None, redis_url: str | None, prefix: str = "ranch:ratelimit:"
+    caller: Rate | None,
+    agent: Rate | None,
+    redis_url: str | None,
+    prefix: str = "ranch:ratelimit:",
+    failures: Rate | None = None,
 ) -> RatePolicy:
     """In-process buckets, or Redis ones sharing one client when `redis_url` is set."""
-    if redis_url is None or (caller is None and agent is None):
-        return RatePolicy(MemoryBuckets(caller) if caller else None, MemoryBuckets(agent) if agent else None)
+    rates = (caller, agent, failures)
+    if redis_url is None or all(rate is None for rate in rates):
+        return RatePolicy(*(MemoryBuckets(rate) if rate else None for rate in rates))
     client: Redis = Redis.from_url(redis_url)
-    return RatePolicy(
-        RedisBuckets(client, caller, prefix) if caller else None,
-        RedisBuckets(client, agent, prefix) if agent else None,
-    )
+    return RatePolicy(*(RedisBuckets(client, rate, prefix) if rate else None for rate in rates))

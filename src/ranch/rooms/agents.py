@@ -12,26 +12,25 @@ only the config's and the superuser's (`spec["_operator"]`) use the operator's.
 from __future__ import annotations
 
 import re
-import secrets
 from typing import Any
 
 from a2a.types import AgentCard
 from anyio.abc import TaskGroup
 from google.protobuf.json_format import MessageToDict
 from pydantic import ValidationError
-from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy import delete, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from ranch.agents.base import Agent
 from ranch.agents.remote import RemoteAgent
 from ranch.config import _AGENT_ADAPTER, ID_PATTERN, RESERVED_IDS, RanchConfig, TeamConfig
-from ranch.db.models import AgentRecord, ApiKey, Organization, now
-from ranch.exceptions import Conflict, InvalidInput, RanchError, Unprocessable, UnsafeUrl
+from ranch.db.models import AgentRecord, Organization, now
+from ranch.exceptions import Conflict, InvalidInput, PolicyError, RanchError, Unprocessable, UnsafeUrl
 from ranch.hub.registry import Registry, build_agent, build_team
-from ranch.ids import new_id
 from ranch.policy.ssrf import UrlGuard
 from ranch.rooms.access import Principal, usable_agent
-from ranch.rooms.keys import digest
+from ranch.rooms.keys import add_key
 
 DEFAULT_ORG = "default"
 API_KINDS = ("remote", "external", "rules", "echo", "llm", "team")
@@ -106,13 +105,16 @@ async def activate(
 ) -> None:
     """Narrow what the agent may call to its organization's allow-list, then serve it (opened)."""
     org = await session.get(Organization, org_id)
-    prefixes = org.allowed_agent_urls if org is not None else []
+    _narrow(agent, org.allowed_agent_urls if org is not None else [])
+    await registry.host(agent, group)
+
+
+def _narrow(agent: Agent, prefixes: list[str]) -> None:
     allowed = getattr(agent, "allowed_remote_urls", None)  # llm agents; imported lazily (openai is heavy)
     if prefixes and allowed is not None:
         agent.allowed_remote_urls = frozenset(  # type: ignore[attr-defined]
             url for url in allowed if any(url.startswith(prefix) for prefix in prefixes)
         )
-    await registry.host(agent, group)
 
 
 def build(kind: str, spec: dict[str, Any], registry: Registry) -> Agent:
@@ -121,18 +123,68 @@ def build(kind: str, spec: dict[str, Any], registry: Registry) -> Agent:
     if kind == "team":
         config = TeamConfig.model_validate(spec)
         return build_team(config, {member: registry.get(member) for member in config.members})
-    return build_agent(_AGENT_ADAPTER.validate_python(spec), pool)
+    return build_agent(_AGENT_ADAPTER.validate_python(spec), pool, tenant=True)
 
 
 async def register(
-    session: AsyncSession,
+    sessions: async_sessionmaker[AsyncSession],
     principal: Principal,
     body: dict[str, Any],
     registry: Registry,
     group: TaskGroup,
     guard: UrlGuard | None = None,
 ) -> tuple[AgentRecord, str | None]:
-    """Validate, build and record one agent; returns it and, for an external agent, its new key."""
+    """Validate, build, record and serve one agent; returns it and, for an external agent, its new key.
+
+    The database decides who gets an id: the row is committed first (a second registration of the
+    same id, even at the same moment, is a 409 CONFLICT), and only then is the agent served. If it
+    cannot be served after all, its row is removed again and the error says why.
+    """
+    async with sessions() as session:
+        row, agent, prefixes = await _prepare(session, principal, body, registry, guard)
+    key = None
+    try:
+        async with sessions() as session, session.begin():
+            session.add(row)
+            if row.is_external:
+                key = await issue_key(session, principal.org_id, "agent", row.id)
+    except IntegrityError as exc:
+        if agent is not None:
+            await agent.aclose()
+        raise Conflict(f"the id '{row.id}' is taken", "id") from exc
+    if agent is not None:
+        await _serve(sessions, row, agent, prefixes, registry, group)
+    return row, key
+
+
+async def _serve(
+    sessions: async_sessionmaker[AsyncSession],
+    row: AgentRecord,
+    agent: Agent,
+    prefixes: list[str],
+    registry: Registry,
+    group: TaskGroup,
+) -> None:
+    """Serve a recorded agent; on failure, un-record it (the id stays free) and say why."""
+    _narrow(agent, prefixes)
+    try:
+        await registry.host(agent, group)
+    except Exception as exc:
+        async with sessions() as session, session.begin():
+            await session.execute(delete(AgentRecord).where(AgentRecord.id == row.id))
+        why = str(exc) if isinstance(exc, RanchError) else f"cannot start: {type(exc).__name__}: {exc}"
+        raise Unprocessable(f"agent '{row.id}' was not registered: {why}", "id") from exc
+
+
+async def _prepare(
+    session: AsyncSession,
+    principal: Principal,
+    body: dict[str, Any],
+    registry: Registry,
+    guard: UrlGuard | None,
+) -> tuple[AgentRecord, Agent | None, list[str]]:
+    """Everything short of recording and serving: checks, the built agent (not served yet) and its
+    row, and the organization's allow-list."""
     principal.require_admin("register agents")
     agent_id = _check_id(body.get("id"))
     kind = body.get("kind")
@@ -164,52 +216,38 @@ async def register(
         tools=list(body.get("tools") or []),
         source="api",
         spec=spec,
+        is_external=kind == "external",
     )
-    key = None
     if kind == "external":
         _only(body, {"id", "kind", "name", "description", "visibility", "history_length", "tools", "model"})
-        row.is_external = True
         row.model = body.get("model")
         row.history_length = _history_length(body)
-        key = await issue_key(session, principal.org_id, "agent", agent_id)
-    else:
-        if kind == "remote":
-            await _check_url(session, principal, str(body.get("url") or ""))
-        if kind == "team":
-            for index, member in enumerate(body.get("members") or []):
-                await usable_agent(session, principal, str(member), f"members[{index}]")
-        agent = _build_checked(kind, spec, registry)
-        if isinstance(agent, RemoteAgent):
-            card = await _fetch_card(agent, tenant_guard)
-            row.card, row.card_fetched_at = MessageToDict(card), now()
-            row.url, row.card_ttl = spec["url"], float(spec.get("card_ttl", 300.0))
-            if not body.get("name"):
-                row.name = card.name or agent_id
-            if not body.get("description"):
-                row.description = card.description
-        row.history_length = agent.history_length
-        row.model = body.get("model")
-        await activate(session, agent, principal.org_id, registry, group)
-    session.add(row)
-    return row, key
+        return row, None, []
+    if kind == "remote":
+        await _check_url(session, principal, str(body.get("url") or ""))
+    if kind == "team":
+        for index, member in enumerate(body.get("members") or []):
+            await usable_agent(session, principal, str(member), f"members[{index}]")
+    agent = _build_checked(kind, spec, registry)
+    if isinstance(agent, RemoteAgent):
+        card = await _fetch_card(agent, tenant_guard)
+        row.card, row.card_fetched_at = MessageToDict(card), now()
+        row.url, row.card_ttl = spec["url"], float(spec.get("card_ttl", 300.0))
+        if not body.get("name"):
+            row.name = card.name or agent_id
+        if not body.get("description"):
+            row.description = card.description
+    row.history_length = agent.history_length
+    row.model = body.get("model")
+    org = await session.get(Organization, principal.org_id)
+    return row, agent, org.allowed_agent_urls if org is not None else []
 
 
 async def issue_key(
     session: AsyncSession, org_id: str, owner_kind: str, owner_id: str, key: str | None = None
 ) -> str:
     """A new API key; only its digest is kept, so it is shown once."""
-    key = key or f"rk_{secrets.token_urlsafe(24)}"
-    session.add(
-        ApiKey(
-            id=new_id(),
-            digest=digest(key),
-            prefix=key[:7],
-            org_id=org_id,
-            owner_kind=owner_kind,
-            owner_id=owner_id,
-        )
-    )
-    return key
+    return add_key(session, org_id, owner_kind, owner_id, key)[1]
 
 
 async def ensure_org(session: AsyncSession, org_id: str, name: str) -> Organization:
@@ -298,6 +336,8 @@ def _build_checked(kind: str, spec: dict[str, Any], registry: Registry) -> Agent
         if loc and loc[0] == kind:
             loc = loc[1:]  # the union's tag
         raise InvalidInput(error["msg"], ".".join(loc) or None) from exc
+    except PolicyError:
+        raise  # already names its field (a rules regex RE2 refuses)
     except RanchError as exc:
         raise InvalidInput(str(exc)) from exc
 

@@ -137,6 +137,8 @@ class Job:
         self.agent_id = execution.agent_id
         self.chain = int(message.meta.get(CHAIN_KEY, 0)) if message.sender_kind != "user" else 0
         self.last_member: str | None = None
+        self.owner = f"room:{room.id}"
+        """The room owns its conversation: whoever posts, the agents see one conversation per room."""
 
     async def run(self) -> None:
         try:
@@ -200,7 +202,7 @@ class Job:
 
     async def run_agent(self, agent: Agent, incoming: Message) -> None:
         folder = Folder(self.agent_id)
-        async with aclosing(agent.run(incoming, Call())) as events:
+        async with aclosing(agent.run(incoming, Call(owner=self.owner))) as events:
             async for event in events:
                 if isinstance(event, TaskStatusUpdateEvent):
                     await self.typed_message(event)
@@ -267,7 +269,7 @@ class Job:
     # -- a team ------------------------------------------------------------------------------------
 
     async def run_team(self, team: Team, incoming: Message) -> None:
-        async with aclosing(team.run(incoming, Call())) as events:
+        async with aclosing(team.run(incoming, Call(owner=self.owner))) as events:
             async for event in events:
                 if isinstance(event, TaskStatusUpdateEvent):
                     if await self.team_status(event):

@@ -6,6 +6,7 @@ from typing import Any
 
 from ranch.db.models import (
     AgentRecord,
+    ApiKey,
     Delivery,
     Execution,
     Organization,
@@ -34,6 +35,20 @@ def user(row: User) -> dict[str, Any]:
         "name": row.name,
         "role": row.role,
         "created_at": iso(row.created_at),
+    }
+
+
+def api_key(row: ApiKey) -> dict[str, Any]:
+    """A key as listed: never the key itself, only its first characters."""
+    return {
+        "id": row.id,
+        "prefix": row.prefix,
+        "owner": {"kind": row.owner_kind, "id": row.owner_id},
+        "org_id": row.org_id,
+        "created_at": iso(row.created_at),
+        "expires_at": iso(row.expires_at) if row.expires_at is not None else None,
+        "revoked": row.revoked,
+        "revoked_at": iso(row.revoked_at) if row.revoked_at is not None else None,
     }
 
 

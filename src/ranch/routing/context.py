@@ -1,9 +1,11 @@
 """What the next agent sees: the conversation it has not seen yet, as a context part.
 
-Each team conversation (one A2A contextId) keeps a transcript of who said what,
-and for each member how far it has read. When a member is called, the entries
-it has not seen (bounded by its `history_length`) are rendered into one text
-part placed before the content it must answer:
+Each team conversation (one owner's A2A contextId) keeps a transcript of who said
+what, and for each member how far it has read; transcripts are bounded in entries
+and in bytes, per conversation and for all of a team's conversations together.
+When a member is called, the entries it has not seen (bounded by its
+`history_length`) are rendered into one text part placed before the content it
+must answer:
 
     [ranch] Conversation so far (new to you):
     user: Find recent papers on quantum error correction
@@ -15,6 +17,8 @@ the content; ranch's own rules and echo agents ignore it.
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import anyio
@@ -26,18 +30,28 @@ from ranch.agents.base import CONTEXT_PART_KEY
 DEFAULT_HISTORY_LENGTH = 20
 TRANSCRIPT_LIMIT = 200
 """Entries kept per conversation; older ones are dropped (no member is shown more)."""
+TRANSCRIPT_BYTES = 1_000_000
+"""Bytes of text kept per conversation: the oldest entries go first; an entry larger than this is
+kept cut to it, so the newest always stays."""
+CONVERSATIONS_BYTES = 64_000_000
+"""Bytes of text kept for all conversations of one team: the least recently used go first."""
+MAX_CONVERSATIONS = 10_000
+"""Conversations kept per team; the least recently used go first."""
 HEADER = "[ranch] Conversation so far (new to you):"
+CUT = " …[cut: {0} bytes more]"
 
 
 @dataclass(frozen=True)
 class Entry:
     speaker: str
     text: str
+    size: int = 0
+    """UTF-8 bytes of speaker and text, counted once when it joins a transcript."""
 
 
-@dataclass
+@dataclass(eq=False)
 class Conversation:
-    """One contextId's state inside one team."""
+    """One owner's contextId inside one team."""
 
     entries: list[Entry] = field(default_factory=list)
     dropped: int = 0
@@ -46,13 +60,28 @@ class Conversation:
     waiting_on: str | None = None
     """The member whose question the caller is answering next, if any."""
     lock: anyio.Lock = field(default_factory=anyio.Lock)
+    size: int = 0
+    """UTF-8 bytes held by `entries`."""
+    max_bytes: int = TRANSCRIPT_BYTES
+    resized: Callable[[Conversation, int], None] | None = field(default=None, repr=False)
+    """Told how many bytes this conversation grew or shrank by (its team's `Conversations`)."""
 
     def add(self, speaker: str, text: str) -> None:
-        self.entries.append(Entry(speaker, text))
+        size = len(speaker) + len(text.encode())
+        if size > self.max_bytes:
+            text = _cut(text, self.max_bytes - len(speaker))
+            size = len(speaker) + len(text.encode())
+        self.entries.append(Entry(speaker, text, size))
+        grown = size
         excess = len(self.entries) - TRANSCRIPT_LIMIT
-        if excess > 0:
-            del self.entries[:excess]
-            self.dropped += excess
+        while excess > 0 or (self.size + grown > self.max_bytes and len(self.entries) > 1):
+            grown -= self.entries[0].size
+            del self.entries[0]
+            self.dropped += 1
+            excess -= 1
+        self.size += grown
+        if self.resized is not None:
+            self.resized(self, grown)
 
     def unseen(self, member: str, limit: int | None) -> list[Entry]:
         """Entries `member` has not seen, except the newest (the content it gets)."""
@@ -63,6 +92,72 @@ class Conversation:
 
     def mark_seen(self, member: str) -> None:
         self.seen[member] = self.dropped + len(self.entries)
+
+
+class Conversations:
+    """One team's conversations by (owner, contextId), bounded in number and in bytes.
+
+    The least recently used go first; a conversation in the middle of a turn (its lock held) is
+    never dropped, so two messages in one context still take turns.
+    """
+
+    def __init__(
+        self,
+        max_count: int = MAX_CONVERSATIONS,
+        max_bytes: int = CONVERSATIONS_BYTES,
+        per_conversation: int = TRANSCRIPT_BYTES,
+    ) -> None:
+        self.max_count = max_count
+        self.max_bytes = max_bytes
+        self.per_conversation = min(per_conversation, max_bytes)
+        self.size = 0
+        """UTF-8 bytes held by all conversations."""
+        self._items: OrderedDict[tuple[str, str], Conversation] = OrderedDict()
+
+    def get(self, owner: str, context_id: str) -> Conversation:
+        """The conversation of `owner` on `context_id`, created on first use, now the most recent."""
+        key = (owner, context_id)
+        conversation = self._items.pop(key, None)
+        if conversation is None:
+            conversation = Conversation(max_bytes=self.per_conversation, resized=self._resized)
+        self._items[key] = conversation
+        self._evict()
+        return conversation
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def clear(self) -> None:
+        for conversation in self._items.values():
+            conversation.resized = None
+        self._items.clear()
+        self.size = 0
+
+    def _resized(self, conversation: Conversation, grown: int) -> None:
+        self.size += grown
+        if grown > 0:
+            self._evict()
+
+    def _evict(self) -> None:
+        if len(self._items) <= self.max_count and self.size <= self.max_bytes:
+            return
+        for key in list(self._items):
+            if len(self._items) <= self.max_count and self.size <= self.max_bytes:
+                return
+            conversation = self._items[key]
+            if conversation.lock.locked():
+                continue
+            del self._items[key]
+            conversation.resized = None
+            self.size -= conversation.size
+
+
+def _cut(text: str, limit: int) -> str:
+    """`text` within `limit` UTF-8 bytes, marker included."""
+    data = text.encode()
+    marker = CUT.format(len(data))
+    keep = max(limit - len(marker.encode()), 0)
+    return data[:keep].decode(errors="ignore") + marker
 
 
 def render(entries: list[Entry], header: str = HEADER) -> Part | None:

@@ -56,9 +56,17 @@ class Turn:
     """One user message travelling through a team until someone answers the user."""
 
     def __init__(
-        self, team: Team, conversation: context.Conversation, message: Message, task_id: str
+        self,
+        team: Team,
+        conversation: context.Conversation,
+        message: Message,
+        task_id: str,
+        owner: str = "",
     ) -> None:
         self.team = team
+        self.owner = owner
+        """Whose conversation this is; passed on to every member, so nested teams and remote
+        members keep their state per owner too."""
         self.conversation = conversation
         self.message = message
         self.task_id = task_id
@@ -117,7 +125,7 @@ class Turn:
         agent = self.team.members[target]
         message = await self.outgoing(target, sender, parts)
         self.conversation.mark_seen(target)
-        call = Call(extensions=frozenset(message.extensions))
+        call = Call(extensions=frozenset(message.extensions), owner=self.owner)
         try:
             with anyio.fail_after(agent.timeout):
                 outcome = await collect(target, agent.run(message, call))

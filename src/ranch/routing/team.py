@@ -2,7 +2,7 @@
 
 Its card is its own name and description, the union of its members' skills and
 the client-routing extension; it is served like any agent, so teams nest.
-Conversations (one per contextId) hold the transcript, each member's own ids,
+Conversations (one per owner and contextId) hold the transcript, each member's own ids,
 and who is waiting for input; a turn holds its conversation's lock, so two
 messages in one context are answered in order.
 """
@@ -10,7 +10,6 @@ messages in one context are answered in order.
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -23,8 +22,6 @@ from ranch.ids import new_id
 from ranch.routing import context, extension
 from ranch.routing.router import Turn
 
-MAX_CONVERSATIONS = 10_000
-"""Idle conversations kept in memory per team; the least recently used go first."""
 ROSTER_TTL = 30.0
 """Seconds the members' cards are reused before they are read again (remote cards may change)."""
 PEER_LISTS = 256
@@ -76,6 +73,7 @@ class Team(Agent):
         history_length: int | None = None,
         timeout: float = 600.0,
         require_extensions: tuple[str, ...] = (),
+        conversations: context.Conversations | None = None,
     ) -> None:
         if default_agent not in members:
             raise ValueError(f"team '{id}': default_agent '{default_agent}' is not a member")
@@ -90,7 +88,8 @@ class Team(Agent):
         self.history_length = history_length
         self.timeout = timeout
         self.require_extensions = require_extensions
-        self._conversations: OrderedDict[str, context.Conversation] = OrderedDict()
+        self.conversations = conversations or context.Conversations()
+        """Its conversations by (owner, contextId), bounded in number and in bytes."""
         self._roster: Roster | None = None
 
     async def info(self) -> AgentInfo:
@@ -119,21 +118,18 @@ class Team(Agent):
         if not message.context_id:
             message.context_id = new_id()
         task_id = message.task_id or new_id()
-        conversation = self.conversation(message.context_id)
+        conversation = self.conversation(call.owner, message.context_id)
         async with conversation.lock:
-            async for event in Turn(self, conversation, message, task_id).run():
+            async for event in Turn(self, conversation, message, task_id, call.owner).run():
                 yield event
 
-    def conversation(self, context_id: str) -> context.Conversation:
-        """The state of one contextId, created on first use."""
-        conversation = self._conversations.pop(context_id, None) or context.Conversation()
-        self._conversations[context_id] = conversation
-        while len(self._conversations) > MAX_CONVERSATIONS:
-            self._conversations.popitem(last=False)
-        return conversation
+    def conversation(self, owner: str, context_id: str) -> context.Conversation:
+        """The state of one owner's contextId, created on first use: another owner's same
+        contextId is another conversation."""
+        return self.conversations.get(owner, context_id)
 
     async def aclose(self) -> None:
-        self._conversations.clear()
+        self.conversations.clear()
 
     async def _member_infos(self, ids: list[str]) -> list[AgentInfo]:
         infos = await gather_infos([self.members[member] for member in ids])

@@ -8,8 +8,8 @@ they land in the task's history. The run ends when the model answers without
 calling a tool, or answers and routes in the same breath, or has used
 `max_tool_rounds` (the last round may not call tools). The final status is
 COMPLETED with the whole answer as its message, carrying the `route_to` decision
-when the model made one. Each caller context keeps its own short memory of what
-was asked and answered.
+when the model made one. Each (owner, caller context) keeps its own short memory of
+what was asked and answered.
 """
 
 from __future__ import annotations
@@ -49,6 +49,10 @@ TOOL_RESULT = "tool_result"
 MEMORY_CONTEXTS = 1_000
 MEMORY_MESSAGES = 40
 """Messages (asked and answered) remembered per caller context."""
+MEMORY_CONTEXT_BYTES = 512_000
+"""Bytes of text remembered per caller context; the oldest exchanges go first."""
+MEMORY_BYTES = 32_000_000
+"""Bytes of text remembered for all contexts of one agent; the least recently used go first."""
 
 
 class LlmAgent(Agent):
@@ -69,7 +73,8 @@ class LlmAgent(Agent):
         self.toolbox = toolbox
         self.system_prompt = system_prompt
         self.max_tool_rounds = max_tool_rounds
-        self._memory: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+        self.memory = ChatMemory()
+        """What each (owner, context) asked and was answered, bounded."""
 
     @property
     def allowed_remote_urls(self) -> frozenset[str]:
@@ -105,7 +110,8 @@ class LlmAgent(Agent):
         routing = extension.read_request(message)
         tools = await self.toolbox.specs(routing)
         asked = _render(message)
-        chat = [self._system(routing), *self._memory.get(message.context_id, []), _chat("user", asked)]
+        memory_key = (call.owner, message.context_id)  # another owner's same contextId shares nothing
+        chat = [self._system(routing), *self.memory.recall(memory_key), _chat("user", asked)]
         stream = _ArtifactStream(message)
         answers: list[str] = []
         decision: extension.RoutingDecision | None = None
@@ -128,13 +134,15 @@ class LlmAgent(Agent):
                     decision = chosen or decision
                 else:
                     yield _note(message, TOOL_CALL, _call_data(tool_call))
-                    result = await self.toolbox.call(tool_call.name, tool_call.arguments, message.context_id)
+                    result = await self.toolbox.call(
+                        tool_call.name, tool_call.arguments, message.context_id, call.owner
+                    )
                     yield _note(message, TOOL_RESULT, _result_data(tool_call, result))
                 chat.append({"role": "tool", "tool_call_id": tool_call.id, "content": result.text})
             if decision is not None and completion.text:
                 break
         text = "\n\n".join(answers) or (decision.reason or "" if decision is not None else "")
-        self._remember(message.context_id, asked, text)
+        self.memory.remember(memory_key, asked, text)
         if stream.started:
             yield stream.whole(text)
         answer = reply(message, text, decision)
@@ -162,14 +170,51 @@ class LlmAgent(Agent):
         )
         return _chat("system", f"{self.system_prompt}\n\n{team}")
 
-    def _remember(self, context_id: str, asked: str, answered: str) -> None:
-        if not context_id:
+
+class ChatMemory:
+    """Each (owner, context)'s exchanges with the model, bounded in messages and bytes per context,
+    and in contexts and bytes for the agent (the least recently used go first)."""
+
+    def __init__(
+        self,
+        max_contexts: int = MEMORY_CONTEXTS,
+        max_messages: int = MEMORY_MESSAGES,
+        per_context: int = MEMORY_CONTEXT_BYTES,
+        max_bytes: int = MEMORY_BYTES,
+    ) -> None:
+        self.max_contexts = max_contexts
+        self.max_messages = max_messages
+        self.per_context = min(per_context, max_bytes)
+        self.max_bytes = max_bytes
+        self.size = 0
+        """UTF-8 bytes of every remembered message's content."""
+        self._contexts: OrderedDict[tuple[str, str], tuple[list[dict[str, Any]], int]] = OrderedDict()
+
+    def recall(self, key: tuple[str, str]) -> list[dict[str, Any]]:
+        held = self._contexts.get(key)
+        return list(held[0]) if held is not None else []
+
+    def remember(self, key: tuple[str, str], asked: str, answered: str) -> None:
+        if not key[1]:
             return
-        memory = self._memory.pop(context_id, [])
-        memory.extend([_chat("user", asked), _chat("assistant", answered)])
-        self._memory[context_id] = memory[-MEMORY_MESSAGES:]
-        while len(self._memory) > MEMORY_CONTEXTS:
-            self._memory.popitem(last=False)
+        messages, size = self._contexts.pop(key, ([], 0))
+        self.size -= size
+        half = self.per_context // 2  # one exchange alone larger than a context's share is cut
+        for role, content in (("user", asked), ("assistant", answered)):
+            if len(content.encode()) > half:
+                content = content.encode()[:half].decode(errors="ignore")
+            messages.append(_chat(role, content))
+            size += len(content.encode())
+        while messages and (len(messages) > self.max_messages or size > self.per_context):
+            size -= len(messages.pop(0)["content"].encode())
+        self._contexts[key] = (messages, size)
+        self.size += size
+        while len(self._contexts) > self.max_contexts or self.size > self.max_bytes:
+            _, (_, dropped) = self._contexts.popitem(last=False)
+            self.size -= dropped
+
+    def __len__(self) -> int:
+        return len(self._contexts)
 
 
 @dataclass

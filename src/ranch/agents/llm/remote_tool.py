@@ -76,7 +76,7 @@ class RemoteAgentTool:
         url = by_name.get(agent, agent.rstrip("/"))
         return url if url in self.allowed else None
 
-    async def call(self, agent: str, text: str, context_id: str) -> ToolResult:
+    async def call(self, agent: str, text: str, context_id: str, owner: str = "") -> ToolResult:
         url = self.resolve(agent)
         if url is None:
             return ToolResult(
@@ -93,7 +93,7 @@ class RemoteAgentTool:
         )
         try:
             with anyio.fail_after(self._timeout):
-                outcome = await collect(remote.id, remote.run(message, Call()))
+                outcome = await collect(remote.id, remote.run(message, Call(owner=owner)))
         except TimeoutError:
             return ToolResult(f"agent '{agent}' gave no answer within {self._timeout:g}s", is_error=True)
         except AgentError as exc:

@@ -75,7 +75,7 @@ class Toolbox:
             specs.append(route_to_spec(routing))
         return specs
 
-    async def call(self, name: str, arguments: str, context_id: str) -> ToolResult:
+    async def call(self, name: str, arguments: str, context_id: str, owner: str = "") -> ToolResult:
         """Run one tool call the model asked for; every problem is an error result, not an exception."""
         parsed = parse_arguments(arguments)
         if isinstance(parsed, ToolResult):
@@ -84,7 +84,7 @@ class Toolbox:
             problem = schema_error(self.remote.spec()["function"]["parameters"], parsed)  # type: ignore[index]
             if problem is not None:
                 return ToolResult(f"invalid arguments for {CALL_REMOTE}: {problem}", is_error=True)
-            return await self.remote.call(str(parsed["agent"]), str(parsed["message"]), context_id)
+            return await self.remote.call(str(parsed["agent"]), str(parsed["message"]), context_id, owner)
         server = self._owners.get(name)
         if server is None:
             return ToolResult(f"there is no tool named '{name}'", is_error=True)
