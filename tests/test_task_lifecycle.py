@@ -273,3 +273,16 @@ def test_an_unknown_status_filter_is_refused_naming_the_field(tmp_path: Path) ->
 
         for binding in ("JSONRPC", "HTTP+JSON"):
             assert ids(list_tasks(ranch, "relay", binding, status=COMPLETED)) == []
+
+
+def test_a_negative_history_length_is_refused(tmp_path: Path) -> None:
+    """historyLength must be >= 0 on GetTask and SendMessage, as on ListTasks."""
+    with serve_ranch(YAML, tmp_path / "t.db") as ranch:
+        task = send(ranch, "desk", message("one hop", to="fast"))
+        refused = rpc(ranch, "desk", "GetTask", {"id": task["id"], "historyLength": -1})
+        assert refused.get("error", {}).get("code") == -32602, refused
+        config = {"historyLength": -1}
+        refused = rpc(ranch, "desk", "SendMessage", {"message": message("hi"), "configuration": config})
+        assert refused.get("error", {}).get("code") == -32602, refused
+        kept = rpc(ranch, "desk", "GetTask", {"id": task["id"], "historyLength": 0})
+        assert "history" not in result(kept)

@@ -193,6 +193,7 @@ class RanchRequestHandler(RequestHandler):
                 yield event
 
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
+        validate_history_length(params)
         try:
             task = await self.core.get(params.id, self._owner(context))
         except TaskNotFoundError:
@@ -328,6 +329,7 @@ class RanchRequestHandler(RequestHandler):
             message = params.message
             if not params.HasField("message"):
                 raise InvalidParamsError("params.message is required")
+            validate_history_length(params.configuration)
             if not message.message_id:
                 raise InvalidParamsError("message.messageId is required")
             if message.role != ROLE_USER:
