@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help install browser a2a03 serve test lint typecheck check bench clean
+.PHONY: help install browser a2a03 serve test lint typecheck check bench tck clean
 
 help:  ## list the targets
 	@grep -E '^[a-z]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -54,6 +54,10 @@ check: lint test  ## format check, then the whole suite
 
 bench: $(STAMP)  ## side-by-side benchmarks (see bench/README.md)
 	$(BIN)/python -m bench
+
+tck: $(STAMP)  ## the A2A conformance suite against `ranch serve --root tck` (TCK=/path/to/a2a-tck make tck)
+	@test -n "$(TCK)" || { echo "usage: TCK=/path/to/a2a-tck make tck (docs/conformance.md)"; exit 2; }
+	TCK="$(TCK)" RANCH_BIN="$(BIN)" bash scripts/tck.sh
 
 clean:  ## remove the virtualenv and caches
 	rm -rf $(VENV) $(A2A03) .pytest_cache .mypy_cache .ruff_cache

@@ -163,8 +163,13 @@ class ServerProcess:
         env: Mapping[str, str] | None = None,
         log_path: str | os.PathLike[str] | None = None,
         name: str = "process",
+        scheme: str = "http",
+        verify: Any = True,
     ) -> None:
         self.command = list(command)
+        self.scheme = scheme
+        self.verify = verify
+        """What the health check trusts (an SSL context or CA file, for a server with its own certificate)."""
         self.port = port
         self.health_path = health_path if health_path.startswith("/") else f"/{health_path}"
         self.cwd = cwd
@@ -177,7 +182,7 @@ class ServerProcess:
     @property
     def url(self) -> str:
         """Base URL of the server, without a trailing slash."""
-        return f"http://{HOST}:{self.port}"
+        return f"{self.scheme}://{HOST}:{self.port}"
 
     @property
     def returncode(self) -> int | None:
@@ -213,7 +218,7 @@ class ServerProcess:
         )
         deadline = time.monotonic() + timeout
         # trust_env=False: a proxy from the environment must never see loopback traffic.
-        with httpx.Client(timeout=1.0, trust_env=False) as client:
+        with httpx.Client(timeout=1.0, trust_env=False, verify=self.verify) as client:
             while not self._healthy(client):
                 code = self.proc.poll()
                 if code is not None:

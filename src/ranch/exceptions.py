@@ -25,6 +25,7 @@
     - SessionExpired             the session's TTL has passed
   - ExtensionSupportRequired     an agent requires an extension the request did not name
   - ToolError                    a tool server (MCP) could not be reached or listed
+  - StoreUnavailable             the task store did not take a write; that outcome is not reported
 
 "You used ranch wrongly" (ConfigError, AgentNotFound, PolicyError) is kept apart from
 "a peer misbehaved" (AgentError). wire/errors.py maps each to one JSON-RPC code and
@@ -201,3 +202,17 @@ class ExtensionSupportRequired(RanchError):
 
 class ToolError(RanchError):
     """A tool source failed as a whole (an MCP server that cannot be started or reached)."""
+
+
+class StoreUnavailable(RanchError):
+    """The task store refused a write (a locked or unreachable database) after its retries.
+
+    A task's state is reported only once it is stored, so the caller gets this error instead.
+    """
+
+    def __init__(self, task_id: str, state: str, cause: str) -> None:
+        self.task_id, self.state = task_id, state
+        super().__init__(
+            f"task {task_id} could not be stored as {state} ({cause}); "
+            "its outcome is not reported because it was not kept: send the message again"
+        )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -11,6 +12,8 @@ import uvicorn
 from ranch.cli import policy_flags
 from ranch.cli.demo import DEMO_PROMPT, DEMO_TEAM, demo_config
 from ranch.config import RanchConfig, load_config
+from ranch.db.engine import SQLITE_BUSY_TIMEOUT_S
+from ranch.exceptions import ConfigError
 from ranch.hub.app import DEFAULT_DATABASE_URL, DEFAULT_MAX_BODY, Settings, create_app
 from ranch.policy.logs import configure_logging
 from ranch.wire.cards import agent_url
@@ -27,7 +30,34 @@ def register(commands: Any) -> None:
         help=f"database URL for tasks and rooms (env RANCH_DATABASE_URL; default {DEFAULT_DATABASE_URL})",
     )
     parser.add_argument(
+        "--sqlite-busy-timeout",
+        type=float,
+        default=float(os.environ.get("RANCH_SQLITE_BUSY_TIMEOUT", SQLITE_BUSY_TIMEOUT_S)),
+        metavar="S",
+        help="seconds a SQLite write waits for a lock held elsewhere before it fails "
+        f"(env RANCH_SQLITE_BUSY_TIMEOUT; default {SQLITE_BUSY_TIMEOUT_S})",
+    )
+    parser.add_argument(
         "--max-body", type=int, default=DEFAULT_MAX_BODY, help="largest request body in bytes"
+    )
+    parser.add_argument(
+        "--root",
+        metavar="AGENT_ID",
+        default=os.environ.get("RANCH_ROOT") or None,
+        help="also serve this agent at the root: card at /.well-known/agent-card.json, "
+        "JSON-RPC at POST /, HTTP+JSON at /message:send, /tasks ... (env RANCH_ROOT)",
+    )
+    parser.add_argument(
+        "--ssl-certfile",
+        metavar="PEM",
+        default=os.environ.get("RANCH_SSL_CERTFILE") or None,
+        help="serve HTTPS with this certificate (chain) file; needs --ssl-keyfile (env RANCH_SSL_CERTFILE)",
+    )
+    parser.add_argument(
+        "--ssl-keyfile",
+        metavar="PEM",
+        default=os.environ.get("RANCH_SSL_KEYFILE") or None,
+        help="the certificate's private key file (env RANCH_SSL_KEYFILE)",
     )
     parser.add_argument(
         "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
@@ -37,9 +67,12 @@ def register(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    tls = _tls(args)
     config = load_config(args.config) if args.config else demo_config()
     settings = Settings(
         database_url=args.db,
+        sqlite_busy_timeout=args.sqlite_busy_timeout,
+        root=args.root,
         max_body_bytes=args.max_body,
         admin_key=os.environ.get("RANCH_ADMIN_KEY") or None,
         demo=args.config is None,
@@ -48,13 +81,30 @@ def run(args: argparse.Namespace) -> int:
     )
     configure_logging(debug=settings.debug, level=args.log_level)  # JSON, scrubbed; uvicorn's records too
     app = create_app(config, settings)
-    print(banner(config, f"http://{args.host}:{args.port}", demo=args.config is None, db=args.db), flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, log_config=None)
+    base = f"{'https' if tls else 'http'}://{args.host}:{args.port}"
+    print(banner(config, base, demo=args.config is None, db=args.db, root=args.root), flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, log_config=None, **tls)
     return 0
 
 
-def banner(config: RanchConfig, base: str, *, demo: bool, db: str) -> str:
+def _tls(args: argparse.Namespace) -> dict[str, Any]:
+    """uvicorn's TLS arguments: both files or neither, each one readable."""
+    certfile, keyfile = args.ssl_certfile, args.ssl_keyfile
+    if not certfile and not keyfile:
+        return {}
+    if not certfile or not keyfile:
+        missing = "--ssl-keyfile" if certfile else "--ssl-certfile"
+        raise ConfigError([f"{missing} is required too: HTTPS needs a certificate and its key"])
+    for flag, path in (("--ssl-certfile", certfile), ("--ssl-keyfile", keyfile)):
+        if not Path(path).is_file():
+            raise ConfigError([f"{flag} {path}: no such file"])
+    return {"ssl_certfile": certfile, "ssl_keyfile": keyfile}
+
+
+def banner(config: RanchConfig, base: str, *, demo: bool, db: str, root: str | None = None) -> str:
     lines = [f"ranch is serving {'the built-in demo' if demo else 'your config'} at {base}"]
+    if root is not None:
+        lines.append(f"  root  {root:<14} {base}/  (card: {base}/.well-known/agent-card.json)")
     for team in config.teams:
         lines.append(
             f"  team  {team.id:<14} {agent_url(base, team.id)}  (members: {', '.join(team.members)})"

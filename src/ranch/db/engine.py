@@ -11,9 +11,10 @@ SQLITE_BUSY_TIMEOUT_S = 30
 """How long a SQLite writer waits for another's lock before failing."""
 
 
-def open_engine(url: str) -> AsyncEngine:
+def open_engine(url: str, *, busy_timeout: float = SQLITE_BUSY_TIMEOUT_S) -> AsyncEngine:
+    """The engine for `url`; on SQLite, a writer waits up to `busy_timeout` s for another's lock."""
     if url.startswith("sqlite"):
-        engine = create_async_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
+        engine = create_async_engine(url, connect_args={"timeout": busy_timeout})
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
     return create_async_engine(url, pool_pre_ping=True)

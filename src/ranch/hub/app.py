@@ -32,16 +32,19 @@ from ranch.api.auth import AuthFailures
 from ranch.api.routes import routes as api_routes
 from ranch.config import RanchConfig
 from ranch.db import migrate
-from ranch.db.engine import open_engine
+from ranch.db.engine import SQLITE_BUSY_TIMEOUT_S, open_engine
+from ranch.exceptions import ConfigError
 from ranch.hub.auth import PRINCIPAL_KEY, build_security, require_key
-from ranch.hub.edge import lean_edge, limit_rate, trace_requests
+from ranch.hub.edge import Endpoint, lean_edge, limit_rate, trace_requests
 from ranch.hub.registry import Registry
 from ranch.hub.serving import (
     ContextBuilder,
     RanchRequestHandler,
     call_context,
+    check_list_query,
     explained,
     guard_agent,
+    rooted,
     scope_context,
 )
 from ranch.hub.store import SqlTaskStore
@@ -122,6 +125,11 @@ class Settings:
     """Seconds a (caller, context) session lives without use; None = no sessions."""
     signing_key: str | None = None
     """A PEM private key file: every served agent card carries a JWS signature made with it."""
+    # -- layout and storage (docs/surface.md) --
+    root: str | None = None
+    """Also serve this agent at the root: its card at /.well-known/agent-card.json, its bindings at /."""
+    sqlite_busy_timeout: float = SQLITE_BUSY_TIMEOUT_S
+    """Seconds a SQLite write waits for another connection's lock before it fails (and is retried)."""
 
     def limits(self) -> Limits:
         return Limits(max_message_bytes=self.max_message_bytes)
@@ -200,7 +208,7 @@ class Hub:
             stack.push_async_callback(self.registry.aclose)
             stack.push_async_callback(self.rates.aclose)
             await self.registry.open()
-            engine = open_engine(self.settings.database_url)
+            engine = open_engine(self.settings.database_url, busy_timeout=self.settings.sqlite_busy_timeout)
             stack.push_async_callback(engine.dispose)
             store = SqlTaskStore(engine, owner_resolver=owner_of)
             await migrate.upgrade(engine)
@@ -238,6 +246,10 @@ class Hub:
 def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlette:
     """Every agent and team of `config` as an A2A server (JSON-RPC and HTTP+JSON)."""
     hub = Hub(config, settings or Settings())
+    root = hub.settings.root
+    if root is not None and root not in hub.registry:
+        known = ", ".join(hub.registry.ids()) or "none"
+        raise ConfigError([f"--root {root}: no agent or team '{root}' in the config (known: {known})"])
     handler = RanchRequestHandler(
         hub.registry,
         lambda: hub.core,
@@ -271,11 +283,17 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
         path_prefix=f"{AGENTS_PATH}/{{agent_id}}",
         enable_v0_3_compat=True,
     )
-    for route in rest:
-        if isinstance(route, Route):  # the SDK also mounts /{tenant}/...; ranch has no tenants in URLs
-            endpoint = guard_agent(hub.registry, limit_rate(hub.rates, route.endpoint))
-            endpoint = trace_requests(require_key(secured, endpoint), debug=debug)
-            routes.append(Route(route.path, endpoint, methods=route.methods))
+    routes.extend(_rest_routes(hub, rest))
+    if root is not None:
+        routes.extend(
+            _root_routes(
+                hub,
+                root,
+                rpc,
+                card,
+                create_rest_routes(handler, context_builder=ContextBuilder(), enable_v0_3_compat=True),
+            )
+        )
     routes.extend(api_routes(hub.rates, debug=hub.settings.debug))
     routes.extend(mcp_routes(hub))
     routes.extend(web_routes())  # the browser page; last, so it never shadows /a2a or /api
@@ -295,6 +313,35 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
     )
     app.state.hub = hub
     return app
+
+
+def _rest_routes(hub: Hub, rest: list[BaseRoute]) -> list[BaseRoute]:
+    """The SDK's HTTP+JSON routes behind ranch's wrappers: key, agent id, rate limit, trace."""
+    routes: list[BaseRoute] = []
+    for route in rest:
+        if isinstance(route, Route):  # the SDK also mounts /{tenant}/...; ranch has no tenants in URLs
+            endpoint = route.endpoint
+            if route.path.endswith("/tasks") and route.methods and "GET" in route.methods:
+                endpoint = check_list_query(endpoint)
+            endpoint = guard_agent(hub.registry, limit_rate(hub.rates, endpoint))
+            endpoint = trace_requests(require_key(hub.security, endpoint), debug=hub.settings.debug)
+            routes.append(Route(route.path, endpoint, methods=route.methods))
+    return routes
+
+
+def _root_routes(
+    hub: Hub, root: str, rpc: Endpoint, card: Endpoint, rest: list[BaseRoute]
+) -> list[BaseRoute]:
+    """`--root`: one agent's card and bindings at the root too, for single-agent deployments."""
+    routes: list[BaseRoute] = [
+        Route("/.well-known/agent-card.json", rooted(root, card), methods=["GET"]),
+        Route("/.well-known/agent.json", rooted(root, card), methods=["GET"]),
+        Route("/", rooted(root, rpc), methods=["POST"]),
+    ]
+    for route in _rest_routes(hub, rest):
+        assert isinstance(route, Route)
+        routes.append(Route(route.path, rooted(root, route.endpoint), methods=route.methods))
+    return routes
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -345,7 +392,8 @@ def _list_agents(hub: Hub):  # type: ignore[no-untyped-def]
 def _card(hub: Hub):  # type: ignore[no-untyped-def]
     async def card(request: Request) -> Response:
         agent = hub.registry.get(request.path_params["agent_id"])
-        served = await served_card(agent, _base_url(request))
+        at_root = request.url.path.startswith("/.well-known/")  # `--root`: the bindings are at / too
+        served = await served_card(agent, _base_url(request), _base_url(request) if at_root else None)
         if hub.security.enabled:
             declare_security(served)
         signer = hub.security.signer

@@ -36,6 +36,7 @@ from a2a.types import (
     TaskPushNotificationConfig,
 )
 from a2a.utils.errors import (
+    A2AError,
     ExtendedAgentCardNotConfiguredError,
     InvalidParamsError,
     PushNotificationNotSupportedError,
@@ -59,6 +60,7 @@ from ranch.policy.push import PushConfigStore, check_config
 from ranch.policy.sessions import Sessions
 from ranch.policy.ssrf import UrlGuard
 from ranch.rooms.gateway import Gateway
+from ranch.wire.codec import check_task_state
 from ranch.wire.errors import error_body, http_status_for, to_a2a
 from ranch.wire.events import ROLE_USER, TERMINAL
 from ranch.wire.jsonrpc import unknown_method
@@ -156,14 +158,18 @@ class RanchRequestHandler(RequestHandler):
         if gateway is not None:
             task = await gateway.send(agent.id, message, self._caller(context), agent.timeout)
             return apply_history_length(task, params.configuration)
-        push = await self._inline_push_config(params) if params.HasField("configuration") else None
-        if agent.replies_directly and not message.task_id and push is None:
+        push = await self._inline_push_config(agent, params) if params.HasField("configuration") else None
+        if agent.replies_directly and not message.task_id:
             return answer_inline(agent, message, call)
-        run = await self.core.start(agent, message, call, self._owner(context), push)
-        if params.configuration.return_immediately:
-            await run.first.wait()
-        else:
+        submit = params.configuration.return_immediately
+        with translated():  # a task that cannot be stored is an error, never an unstored answer
+            run = await self.core.start(agent, message, call, self._owner(context), push, submit=submit)
+            if submit:
+                assert run.task is not None  # stored by start() before the agent began
+                return apply_history_length(await self.core.get(run.task_id, run.owner), params.configuration)
             await run.done.wait()
+            if run.error is not None:
+                raise run.error
         if run.reply is not None:
             return run.reply
         assert run.task is not None  # settle() always leaves a task when there was no direct reply
@@ -177,15 +183,17 @@ class RanchRequestHandler(RequestHandler):
         if gateway is not None:
             yield await gateway.send(agent.id, message, self._caller(context), agent.timeout)
             return
-        push = await self._inline_push_config(params) if params.HasField("configuration") else None
-        if agent.replies_directly and not message.task_id and push is None:
+        push = await self._inline_push_config(agent, params) if params.HasField("configuration") else None
+        if agent.replies_directly and not message.task_id:
             yield answer_inline(agent, message, call)
             return
-        run = await self.core.start(agent, message, call, self._owner(context), push)
-        async for event in self.core.stream(run, run.subscribe()):
-            yield event
+        with translated():  # a task that cannot be stored ends the stream with an error event
+            run = await self.core.start(agent, message, call, self._owner(context), push)
+            async for event in self.core.stream(run, run.subscribe()):
+                yield event
 
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
+        validate_history_length(params)
         try:
             task = await self.core.get(params.id, self._owner(context))
         except TaskNotFoundError:
@@ -198,6 +206,7 @@ class RanchRequestHandler(RequestHandler):
 
     async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         validate_history_length(params)
+        check_task_state(params.status)
         if params.HasField("page_size"):
             validate_page_size(params.page_size)
         page = await self.core.list(params, self._owner(context))
@@ -209,7 +218,8 @@ class RanchRequestHandler(RequestHandler):
 
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
         try:
-            return await self.core.cancel(params.id, self._owner(context))
+            with translated():
+                return await self.core.cancel(params.id, self._owner(context))
         except TaskNotFoundError:
             gateway = await self._execution_gateway(params.id, context)
             if gateway is None:
@@ -236,6 +246,7 @@ class RanchRequestHandler(RequestHandler):
     async def on_create_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
+        self._refuse_push(self.registry.get(context.state.get(AGENT_KEY, "")))
         store, owner = await self._push_store(params.task_id, context)
         await self._check_push_config(params)
         with translated():
@@ -287,15 +298,27 @@ class RanchRequestHandler(RequestHandler):
             check_config(config)
             await self.guard.check(config.url)
 
-    async def _inline_push_config(self, params: SendMessageRequest) -> TaskPushNotificationConfig | None:
+    async def _inline_push_config(
+        self, agent: Agent, params: SendMessageRequest
+    ) -> TaskPushNotificationConfig | None:
         """The push config sent with the message (configuration.taskPushNotificationConfig), checked."""
         if not params.configuration.HasField("task_push_notification_config"):
             return None
+        self._refuse_push(agent)
         if self.core.push is None:
             raise PushNotificationNotSupportedError()
         config = params.configuration.task_push_notification_config
         await self._check_push_config(config)
         return config
+
+    @staticmethod
+    def _refuse_push(agent: Agent) -> None:
+        """An agent that answers at once with a Message never has a task to notify about."""
+        if agent.replies_directly:
+            raise PushNotificationNotSupportedError(
+                f"agent '{agent.id}' answers each message at once with a Message and never creates a "
+                "task, so it sends no push notifications (its card says pushNotifications: false)"
+            )
 
     async def _accept(
         self, params: SendMessageRequest, context: ServerCallContext
@@ -306,6 +329,7 @@ class RanchRequestHandler(RequestHandler):
             message = params.message
             if not params.HasField("message"):
                 raise InvalidParamsError("params.message is required")
+            validate_history_length(params.configuration)
             if not message.message_id:
                 raise InvalidParamsError("message.messageId is required")
             if message.role != ROLE_USER:
@@ -415,6 +439,30 @@ def guard_agent(registry: Registry, endpoint: Callable[[Request], Awaitable[Resp
         )
 
     return guarded
+
+
+def rooted(agent_id: str, endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[..., Any]:
+    """Serve `endpoint` for `agent_id` on a path without `{agent_id}` (`ranch serve --root`)."""
+
+    async def at_root(request: Request) -> Response:
+        request.scope["path_params"] = {**request.path_params, "agent_id": agent_id}
+        return await endpoint(request)
+
+    return at_root
+
+
+def check_list_query(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[..., Any]:
+    """HTTP+JSON ListTasks: a `status` that names no task state is refused, not read as "any"."""
+
+    async def checked(request: Request) -> Response:
+        statuses = request.query_params.getlist("status")
+        try:
+            check_task_state(statuses[-1] if statuses else None)
+        except A2AError as exc:
+            return JSONResponse(error_body(request.url.path, exc), status_code=http_status_for(exc))
+        return await endpoint(request)
+
+    return checked
 
 
 def explained(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:

@@ -12,7 +12,7 @@ compares the answers. SQLite (WAL) by default; PostgreSQL by URL.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from a2a.server.context import ServerCallContext
@@ -75,7 +75,7 @@ class SqlTaskStore(TaskStore):
             "owner": self.owner_of(context),
             "context_id": task.context_id,
             "state": TaskState.Name(task.status.state),
-            "updated_ns": _updated_ns(task),
+            "updated_ns": updated_ns(task),
             "body": task.SerializeToString(),
         }
         await self._writer.write(row)
@@ -89,6 +89,16 @@ class SqlTaskStore(TaskStore):
         return None if body is None else Task.FromString(body)
 
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
+        rows, total = await self.page(params, context)
+        return page_response(rows, total, params)
+
+    async def page(
+        self, params: ListTasksRequest, context: ServerCallContext, exclude: Collection[str] = ()
+    ) -> tuple[Sequence[Task], int]:
+        """Up to pageSize + 1 stored tasks after the page token, in ListTasks order, and how many match.
+
+        `exclude` leaves out tasks by id: the task core lists its running tasks from memory.
+        """
         where = [tasks.c.owner == self.owner_of(context)]
         if params.context_id:
             where.append(tasks.c.context_id == params.context_id)
@@ -96,27 +106,20 @@ class SqlTaskStore(TaskStore):
             where.append(tasks.c.state == TaskState.Name(params.status))
         if params.HasField("status_timestamp_after"):
             where.append(tasks.c.updated_ns >= params.status_timestamp_after.ToNanoseconds())
-        page_size = params.page_size or DEFAULT_LIST_TASKS_PAGE_SIZE
+        if exclude:
+            where.append(tasks.c.id.not_in(list(exclude)))
         order = (
             case((tasks.c.updated_ns.is_(None), 1), else_=0),
             tasks.c.updated_ns.desc(),
             tasks.c.id.desc(),
         )
-        page = select(tasks.c.id, tasks.c.updated_ns, tasks.c.body).where(*where)
+        page = select(tasks.c.body).where(*where)
         if params.page_token:
-            page = page.where(_after(_cursor(params.page_token)))
+            page = page.where(_after(decode_cursor(params.page_token)))
         async with self.engine.connect() as connection:
             total = (await connection.execute(select(func.count()).where(*where))).scalar_one()
-            rows = (await connection.execute(page.order_by(*order).limit(page_size + 1))).all()
-        more = len(rows) > page_size
-        rows = rows[:page_size]
-        token = encode_list_tasks_cursor(ListTasksCursor(rows[-1].updated_ns, rows[-1].id)) if more else None
-        return ListTasksResponse(
-            tasks=[Task.FromString(row.body) for row in rows],
-            next_page_token=token,
-            page_size=page_size,
-            total_size=total,
-        )
+            rows = (await connection.execute(page.order_by(*order).limit(page_size_of(params) + 1))).all()
+        return [Task.FromString(row.body) for row in rows], total
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         statement = tasks.delete().where(and_(tasks.c.id == task_id, tasks.c.owner == self.owner_of(context)))
@@ -142,18 +145,32 @@ def _upsert(dialect_name: str) -> Any:
     )
 
 
-def _updated_ns(task: Task) -> int | None:
+def updated_ns(task: Task) -> int | None:
     """The status timestamp: what ListTasks sorts and filters on (untimed tasks list last)."""
     if task.status.HasField("timestamp"):
         return int(task.status.timestamp.ToNanoseconds())
     return None
 
 
-def _cursor(token: str) -> ListTasksCursor:
+def page_size_of(params: ListTasksRequest) -> int:
+    return params.page_size or DEFAULT_LIST_TASKS_PAGE_SIZE
+
+
+def decode_cursor(token: str) -> ListTasksCursor:
     cursor = decode_list_tasks_cursor(token)
     if cursor is None:
-        raise InvalidParamsError(f"Invalid page token: {token}")
+        raise InvalidParamsError(f"pageToken is not a token this server gave out: {token}")
     return cursor
+
+
+def page_response(rows: Sequence[Task], total: int, params: ListTasksRequest) -> ListTasksResponse:
+    """One ListTasks page from up to pageSize + 1 ordered tasks (one more means another page)."""
+    page_size = page_size_of(params)
+    page = list(rows[:page_size])
+    token = None
+    if len(rows) > page_size:
+        token = encode_list_tasks_cursor(ListTasksCursor(updated_ns(page[-1]), page[-1].id))
+    return ListTasksResponse(tasks=page, next_page_token=token, page_size=page_size, total_size=total)
 
 
 def _after(cursor: ListTasksCursor) -> Any:

@@ -3,8 +3,10 @@
 One `Run` drives one agent call for one task inside the app's task group, so a
 caller that disconnects does not stop the work. The run folds the agent's
 events into the task, fans them out to subscribers, and stores the task when it
-is created and when it settles (terminal or interrupted). A direct `Message`
-reply to a new task is returned as is: no task is created for it.
+is created and when it settles (terminal or interrupted). Nobody hears of a task,
+or of its final state, before it is stored: when the store fails, callers get
+`StoreUnavailable` instead. A direct `Message` reply to a new task is returned as
+is: no task is created for it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from dataclasses import dataclass, field
 
 import anyio
 from a2a.server.context import ServerCallContext
-from a2a.server.tasks.task_store import TaskStore
 from a2a.types import (
     ListTasksRequest,
     ListTasksResponse,
@@ -42,7 +43,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from ranch.agents.base import Agent, Call, Event
-from ranch.exceptions import AgentTimeout, RanchError
+from ranch.exceptions import AgentTimeout, RanchError, StoreUnavailable
+from ranch.hub import listing
 from ranch.hub.store import SqlTaskStore
 from ranch.ids import new_id
 from ranch.policy.push import PushNotifier
@@ -62,7 +64,7 @@ from ranch.wire.events import (
 logger = logging.getLogger(__name__)
 
 SAVE_ATTEMPTS = 3
-"""Tries to store a task (50 ms, then 200 ms apart) before the failure is only logged."""
+"""Tries to store a task (50 ms, then 200 ms apart) before the caller is told it failed."""
 RECENT_TASKS = 1024
 RECENT_BYTES = 32 * 1024 * 1024
 """Encoded bytes of the tasks kept in `recent`; the least recently stored go first."""
@@ -85,11 +87,21 @@ class Run:
     task: Task | None
     """None until the agent's first task event (a direct Message reply never makes one)."""
     reply: Message | None = None
-    first: anyio.Event = field(default_factory=anyio.Event)
     done: anyio.Event = field(default_factory=anyio.Event)
     subscribers: list[MemoryObjectSendStream[Event]] = field(default_factory=list)
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     canceled: bool = False
+    held: Event | None = None
+    """The event that ended the run, published once the final state is stored."""
+    shown: Task | None = None
+    """What readers see while the final state is being stored: the task just before it."""
+    error: StoreUnavailable | None = None
+    """Set when the task could not be stored: callers get this instead of an unstored state."""
+
+    @property
+    def visible(self) -> Task | None:
+        """The task as GetTask and ListTasks may show it: never a final state not yet stored."""
+        return self.shown if self.shown is not None else self.task
 
     def subscribe(self) -> MemoryObjectReceiveStream[Event]:
         send, receive = anyio.create_memory_object_stream[Event](SUBSCRIBER_BUFFER)
@@ -112,13 +124,12 @@ class Run:
             stream.close()
         self.subscribers.clear()
         self.done.set()
-        self.first.set()
 
 
 class TaskCore:
     """Creates, continues, watches, cancels and stores tasks for every served agent."""
 
-    def __init__(self, store: TaskStore, group: TaskGroup, push: PushNotifier | None = None) -> None:
+    def __init__(self, store: SqlTaskStore, group: TaskGroup, push: PushNotifier | None = None) -> None:
         self.store = store
         self.group = group
         self.push = push
@@ -136,16 +147,22 @@ class TaskCore:
         call: Call,
         owner: str,
         push_config: TaskPushNotificationConfig | None = None,
+        *,
+        submit: bool = False,
     ) -> Run:
         """Create or continue the task `message` belongs to and start the agent on it.
 
         A `push_config` sent with the message is stored before the agent starts, so its
-        webhook hears every update.
+        webhook hears every update. With `submit` (returnImmediately), the task is stored
+        before the agent starts, so `run.task` is there to answer with at once, whatever
+        the agent does first (a team may wait for another turn of the same context).
         """
         run = await self._prepare(message, owner)
         message.context_id, message.task_id = run.context_id, run.task_id
         if push_config is not None and self.push is not None:
             await self.push.store.set_info(run.task_id, push_config, _ctx(owner))
+        if submit:
+            await self._submit(run, message)
         self.live[run.task_id] = run
         self.group.start_soon(self._drive, run, agent, message, call)
         return run
@@ -172,9 +189,20 @@ class TaskCore:
         task.history.append(message)
         return Run(task_id=task.id, context_id=task.context_id, owner=owner, task=task)
 
+    async def _submit(self, run: Run, message: Message) -> None:
+        """Store the task before the agent starts: SUBMITTED when new, WORKING when continued."""
+        if run.task is None:
+            await self._ensure_task(run, _copy_message(message))
+            return
+        task = _copy(run.task)
+        _archive_status(task)
+        task.status.CopyFrom(TaskStatus(state=WORKING))
+        _stamp(task.status)
+        await self._save(run.owner, task)
+        run.task = task
+
     async def _drive(self, run: Run, agent: Agent, message: Message, call: Call) -> None:
-        incoming = Message()
-        incoming.CopyFrom(message)
+        incoming = _copy_message(message)
         error: str | None = None
         with run.scope:
             try:
@@ -183,6 +211,8 @@ class TaskCore:
                         async for event in events:
                             if await self._apply(run, event, incoming):
                                 break
+            except StoreUnavailable as exc:  # the task could not even be created: nothing to settle
+                run.error = exc
             except TimeoutError:
                 error = str(AgentTimeout(agent.id, agent.timeout))
             except RanchError as exc:
@@ -191,7 +221,10 @@ class TaskCore:
                 logger.exception("agent %s failed", agent.id)
                 error = f"agent '{agent.id}' failed: {type(exc).__name__}: {exc}"
         try:
-            await self._settle(run, incoming, error)
+            if run.error is None:
+                await self._settle(run, incoming, error)
+        except StoreUnavailable as exc:
+            run.error = exc
         finally:
             run.close()
             self.live.pop(run.task_id, None)
@@ -205,26 +238,33 @@ class TaskCore:
             self.push.notify(run.task_id, event)
 
     async def _apply(self, run: Run, event: Event, incoming: Message) -> bool:
-        """Fold one event into the run; True when the agent's answer is complete."""
+        """Fold one event into the run; True when the agent's answer is complete.
+
+        The event that completes it is held back (`run.held`) until `_settle` has stored it.
+        """
         if isinstance(event, Message):
             return await self._apply_message(run, event, incoming)
         task = await self._ensure_task(run, incoming)
+        if _ends(event) and run.shown is None:
+            run.shown = _copy(task)
         if isinstance(event, Task):
             _merge_task(task, event)
-            self._publish(run, _copy(task))
+            event = _copy(task)
         elif isinstance(event, TaskStatusUpdateEvent):
             event.task_id, event.context_id = run.task_id, run.context_id
             _archive_status(task)
             task.status.CopyFrom(event.status)
             _stamp(task.status)
             merge_metadata(task, event.metadata)
-            self._publish(run, event)
         elif isinstance(event, TaskArtifactUpdateEvent):
             event.task_id, event.context_id = run.task_id, run.context_id
             apply_artifact(task, event)
-            self._publish(run, event)
-        run.first.set()
-        return task.status.state in TERMINAL or task.status.state in INTERRUPTED
+        if task.status.state in TERMINAL or task.status.state in INTERRUPTED:
+            run.held = event
+            return True
+        run.shown = None
+        self._publish(run, event)
+        return False
 
     async def _apply_message(self, run: Run, message: Message, incoming: Message) -> bool:
         message.context_id = run.context_id
@@ -232,7 +272,6 @@ class TaskCore:
             message.task_id = ""
             run.reply = message
             run.publish(message)
-            run.first.set()
             return True
         message.task_id = run.task_id
         await self._apply(run, _status_event(run, COMPLETED, message), incoming)
@@ -240,11 +279,12 @@ class TaskCore:
 
     async def _ensure_task(self, run: Run, incoming: Message) -> Task:
         if run.task is None:
-            run.task = Task(id=run.task_id, context_id=run.context_id, history=[incoming])
-            run.task.status.state = SUBMITTED
-            _stamp(run.task.status)
-            await self._save(run.owner, run.task)  # stored before anyone is told it exists
-            self._publish(run, _copy(run.task))
+            task = Task(id=run.task_id, context_id=run.context_id, history=[incoming])
+            task.status.state = SUBMITTED
+            _stamp(task.status)
+            await self._save(run.owner, task)  # stored before anyone is told it exists
+            run.task = task
+            self._publish(run, _copy(task))
         return run.task
 
     async def _settle(self, run: Run, incoming: Message, error: str | None) -> None:
@@ -258,18 +298,24 @@ class TaskCore:
         elif task.status.state not in TERMINAL | INTERRUPTED:
             why = "the agent stopped before its task reached a final state"
             await self._apply(run, _status_event(run, FAILED, _text(run, why)), incoming)
-        await self._save(run.owner, task)
+        await self._save(run.owner, task)  # raises StoreUnavailable: the held event is never told
+        run.shown = None
+        if run.held is not None:
+            self._publish(run, run.held)
 
     async def _save(self, owner: str, task: Task) -> None:
+        """Store `task` (retried), then remember it in `recent`; StoreUnavailable when it cannot be."""
         self.recent.pop(task.id)
         for attempt in range(SAVE_ATTEMPTS):
             try:
                 await self.store.save(task, _ctx(owner))
                 break
-            except Exception:  # a busy or failing database must not lose the live answer
+            except Exception as exc:  # a busy or failing database: retried, then told to the caller
                 if attempt + 1 == SAVE_ATTEMPTS:
-                    logger.exception("could not store task %s after %d attempts", task.id, SAVE_ATTEMPTS)
-                    return
+                    logger.error(
+                        "could not store task %s after %d attempts", task.id, SAVE_ATTEMPTS, exc_info=True
+                    )
+                    raise StoreUnavailable(task.id, _state_name(task), _cause(exc)) from exc
                 logger.warning("storing task %s failed; retrying", task.id, exc_info=True)
                 await anyio.sleep(0.05 * 4**attempt)
         self.recent.put(owner, _copy(task))
@@ -284,20 +330,22 @@ class TaskCore:
 
     async def get(self, task_id: str, owner: str) -> Task:
         run = self.live.get(task_id)
-        if run is not None and run.owner == owner and run.task is not None:
-            return _copy(run.task)
+        if run is not None and run.owner == owner and run.visible is not None:
+            return _copy(run.visible)
         task = await self._stored(task_id, owner)
         if task is None:
             raise TaskNotFoundError(f"task {task_id} not found")
         return task
 
     async def list(self, request: ListTasksRequest, owner: str) -> ListTasksResponse:
-        response = await self.store.list(request, _ctx(owner))
-        for task in response.tasks:
-            run = self.live.get(task.id)
-            if run is not None and run.task is not None:
-                task.CopyFrom(run.task)
-        return response
+        """Filtered and ordered on each task's current state: running tasks come from memory."""
+        running = {
+            run.task_id: _copy(run.visible)
+            for run in list(self.live.values())
+            if run.owner == owner and run.visible is not None
+        }
+        stored, total = await self.store.page(request, _ctx(owner), exclude=running.keys())
+        return listing.merge(stored, total, running.values(), request)
 
     async def cancel(self, task_id: str, owner: str) -> Task:
         """Cancel the hop in flight (or a task waiting for input) and record CANCELED."""
@@ -307,6 +355,8 @@ class TaskCore:
             run.scope.cancel()
             with anyio.move_on_after(10):
                 await run.done.wait()
+            if run.error is not None:
+                raise run.error
             return await self.get(task_id, owner)
         task = await self.get(task_id, owner)
         if task.status.state in TERMINAL:
@@ -324,9 +374,12 @@ class TaskCore:
         return run, run.subscribe()
 
     async def stream(self, run: Run, receive: MemoryObjectReceiveStream[Event]) -> AsyncIterator[Event]:
+        """The run's events up to its end; StoreUnavailable last when its task could not be stored."""
         async with receive:
             async for event in receive:
                 yield event
+        if run.error is not None:
+            raise run.error
 
 
 class RecentTasks:
@@ -361,6 +414,9 @@ class RecentTasks:
 
     def __len__(self) -> int:
         return len(self._tasks)
+
+    def __contains__(self, task_id: object) -> bool:
+        return task_id in self._tasks
 
     def clear(self) -> None:
         self._tasks.clear()
@@ -400,6 +456,30 @@ def _copy(task: Task) -> Task:
     copy = Task()
     copy.CopyFrom(task)
     return copy
+
+
+def _copy_message(message: Message) -> Message:
+    copy = Message()
+    copy.CopyFrom(message)
+    return copy
+
+
+def _ends(event: Event) -> bool:
+    """True when `event` may move its task to a final (terminal or interrupted) state."""
+    if isinstance(event, TaskStatusUpdateEvent) or (isinstance(event, Task) and event.HasField("status")):
+        return event.status.state in TERMINAL or event.status.state in INTERRUPTED
+    return False
+
+
+def _state_name(task: Task) -> str:
+    return str(TaskState.Name(task.status.state)).removeprefix("TASK_STATE_").lower()
+
+
+def _cause(exc: Exception) -> str:
+    """A database error in a few words: the driver's own message, without the SQL statement."""
+    cause = getattr(exc, "orig", None) or exc
+    text = str(cause).splitlines()[0] if str(cause) else ""
+    return f"{type(cause).__name__}: {text[:160]}" if text else type(cause).__name__
 
 
 def _stamp(status: TaskStatus) -> None:

@@ -45,14 +45,17 @@ def build_card(
     version: str,
     required: Sequence[str] = (),
     streaming: bool = True,
+    push_notifications: bool = True,
+    url: str | None = None,
 ) -> AgentCard:
     """The card of one served agent or team.
 
     `supportedInterfaces` lists JSON-RPC and HTTP+JSON for A2A 1.0 and 0.3 at the
-    same URL (a request without `A2A-Version` is served as 0.3). Extensions the
-    agent requires are declared with `required: true`.
+    same URL (a request without `A2A-Version` is served as 0.3): `url`, else the
+    agent's place under /a2a/agents. Extensions the agent requires are declared with
+    `required: true`.
     """
-    url = agent_url(base_url, agent_id)
+    url = url or agent_url(base_url, agent_id)
     declared = [_with_required(ext, ext.uri in required) for ext in extensions]
     known = {ext.uri for ext in declared}
     declared += [AgentExtension(uri=uri, required=True) for uri in required if uri not in known]
@@ -66,7 +69,9 @@ def build_card(
             for v in VERSIONS
             for binding in (TransportProtocol.JSONRPC.value, TransportProtocol.HTTP_JSON.value)
         ],
-        capabilities=AgentCapabilities(streaming=streaming, push_notifications=True, extensions=declared),
+        capabilities=AgentCapabilities(
+            streaming=streaming, push_notifications=push_notifications, extensions=declared
+        ),
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
         skills=list(skills)
@@ -81,8 +86,12 @@ def _with_required(ext: AgentExtension, required: bool) -> AgentExtension:
     return copy
 
 
-async def served_card(agent: Agent, base_url: str) -> AgentCard:
-    """The card this server serves for `agent` at /a2a/agents/{id}."""
+async def served_card(agent: Agent, base_url: str, url: str | None = None) -> AgentCard:
+    """The card this server serves for `agent` at /a2a/agents/{id} (or at `url`, for `--root`).
+
+    Agents that answer at once with one Message (`replies_directly`) never create a task,
+    so their cards do not offer push notifications.
+    """
     from ranch import __version__
 
     info = await agent.info()
@@ -96,6 +105,8 @@ async def served_card(agent: Agent, base_url: str) -> AgentCard:
         version=__version__,
         required=agent.require_extensions,
         streaming=True,
+        push_notifications=not agent.replies_directly,
+        url=url,
     )
 
 

@@ -24,7 +24,9 @@ from a2a.types import (
     SendMessageConfiguration,
     SendMessageRequest,
     SubscribeToTaskRequest,
+    TaskState,
 )
+from a2a.utils.errors import InvalidParamsError
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 from google.protobuf.message import Message as Proto
@@ -64,6 +66,25 @@ def parse(params: dict[str, Any], cls: type[P]) -> P:
         return cast(P, ParseDict(params, cls(), ignore_unknown_fields=True))
     except ParseError as exc:
         raise ParamsError(str(exc)) from exc
+
+
+def check_task_state(value: Any, field: str = "status") -> None:
+    """Refuse a task state filter that names no state (protobuf would read it as "no filter")."""
+    if value is None or value == "":
+        return
+    if isinstance(value, str) and value in _STATE_NAMES:
+        return
+    number = int(value) if isinstance(value, str) and value.isdigit() else value
+    if isinstance(number, int) and not isinstance(number, bool) and number in _STATE_NUMBERS:
+        return
+    raise InvalidParamsError(
+        message=f"{field}: {value!r} is not a task state; use one of {', '.join(_STATE_NAMES[1:])}",
+        data={"field": field},
+    )
+
+
+_STATE_NAMES = list(TaskState.keys())
+_STATE_NUMBERS = frozenset(TaskState.values())
 
 
 def to_json(message: Proto) -> dict[str, Any]:

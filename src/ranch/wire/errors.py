@@ -26,7 +26,8 @@ from a2a.utils.errors import A2AError
 
 from ranch import exceptions as ranch
 
-JSONRPC_PATH = re.compile(r"^/a2a/agents/[^/]+/?$")
+JSONRPC_PATH = re.compile(r"^(/a2a/agents/[^/]+)?/?$")
+"""An agent's JSON-RPC endpoint, or the root (`ranch serve --root`)."""
 API_PREFIX = "/api/"
 """The hub's REST API: errors there are `{"error": {"code", "message", "field"}}` (docs/api.md)."""
 
@@ -75,6 +76,7 @@ _RANCH: dict[type[Exception], ErrorCode] = {
     ranch.NotFound: ErrorCode(-32064, 404, "NOT_FOUND", "NOT_FOUND"),
     ranch.Conflict: ErrorCode(-32065, 409, "CONFLICT", "FAILED_PRECONDITION"),
     ranch.Unprocessable: ErrorCode(-32066, 422, "UNPROCESSABLE", "FAILED_PRECONDITION"),
+    ranch.StoreUnavailable: ErrorCode(-32056, 503, "STORE_UNAVAILABLE", "UNAVAILABLE"),
 }
 
 TABLE: dict[type[Exception], ErrorCode] = {**_A2A, **_RANCH}

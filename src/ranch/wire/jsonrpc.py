@@ -192,6 +192,11 @@ class JsonRpcEndpoint:
             params = codec.parse(raw_params or {}, entry.params)
         except codec.ParamsError as exc:
             return _error(request_id, InvalidParamsError(message=str(exc), data={"parseError": str(exc)}))
+        if method == "ListTasks" and raw_params:
+            try:
+                codec.check_task_state(raw_params.get("status"))
+            except A2AError as exc:
+                return _error(request_id, exc)
         try:
             if entry.stream is not None:
                 return await self._stream(request_id, entry.stream(self.handler, params, context()))
