@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Scope
 
 from ranch.exceptions import RateLimited
-from ranch.policy.logs import TRACE_ID, trace_id_from, traced
+from ranch.policy.logs import TRACE_ID, prefix, trace_id_from, traced
 from ranch.policy.ratelimit import Decision, RatePolicy
 from ranch.wire.errors import error_body, headers_for, http_status_for
 from ranch.wire.fastpath import Answer, Head, Lean
@@ -28,13 +28,15 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 logger = logging.getLogger("ranch.requests")
 TRACE_HEADER = "X-Trace-Id"
 TRACE_HEADER_RAW = TRACE_HEADER.lower().encode()
+DEBUG_BODY_BYTES = 4096
+"""Debug mode logs at most this much of each request and answer body (and the size of the rest)."""
 
 
 def trace_requests(endpoint: Endpoint, *, debug: bool) -> Endpoint:
     """Serve each request under a trace id (from `traceparent`, else new), echoed in `X-Trace-Id`.
 
-    In debug mode, each request's full body and its answer and timing are logged (scrubbed, like
-    every record).
+    In debug mode, each request's body and its answer (their first `DEBUG_BODY_BYTES`) and timing
+    are logged (scrubbed, like every record).
     """
 
     async def traced_endpoint(request: Request) -> Response:
@@ -51,12 +53,12 @@ def trace_requests(endpoint: Endpoint, *, debug: bool) -> Endpoint:
 
 async def _logged(endpoint: Endpoint, request: Request) -> Response:
     body = await request.body()
-    logger.debug("%s %s %s", request.method, request.url.path, body.decode(errors="replace"))
+    logger.debug("%s %s %s", request.method, request.url.path, prefix(body, DEBUG_BODY_BYTES))
     started = time.perf_counter()
     response = await endpoint(request)
     elapsed = (time.perf_counter() - started) * 1000
     sent = getattr(response, "body", b"")
-    shown = bytes(sent).decode(errors="replace") if sent else "(streamed)"
+    shown = prefix(bytes(sent), DEBUG_BODY_BYTES) if sent else "(streamed)"
     logger.debug(
         "answered %s in %.2f ms: %s", response.status_code, elapsed, shown, extra={"duration_ms": elapsed}
     )
