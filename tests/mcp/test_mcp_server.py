@@ -3,6 +3,7 @@ over streamable HTTP at /mcp on a served app, and over stdio from `ranch mcp`.""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -77,3 +78,43 @@ async def test_ranch_mcp_serves_the_same_tools_over_stdio(tmp_path: Path) -> Non
     single = structured(agent)
     assert single["route"] == ["user", "triage", "researcher"]  # the agent's own decision
     assert single["reply"] == "Routing to the researcher: find papers on otters"
+
+
+async def test_ranch_mcp_logs_scrubbed_json_lines_to_stderr(tmp_path: Path) -> None:
+    """stdout is the protocol; the logs go to stderr as `ranch serve`'s do: JSON lines, scrubbed."""
+    (tmp_path / "chatty.py").write_text(CHATTY)
+    config = tmp_path / "chatty.yaml"
+    config.write_text("agents:\n  - {id: chatty, kind: python, entry: 'chatty:Chatty'}\n")
+    email, key = "ada.lovelace@example.org", "rk_Q2x-fW9_aZ3kLm0PqRsTuVwXyZ01-_3b"
+    stderr = tmp_path / "stderr.log"
+    with stderr.open("w") as errlog, anyio.fail_after(30):
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "ranch", "mcp", str(config)], cwd=tmp_path
+        )
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            result = await session.call_tool("ask_chatty", {"message": f"mail {email} with key {key}"})
+    assert email in structured(result)["reply"]  # the caller gets its own text back; only logs are scrubbed
+    output = stderr.read_text()
+    records = [json.loads(line) for line in output.splitlines() if line.strip()]
+    logged = [record for record in records if record["logger"] == "chatty"]
+    assert [record["message"] for record in logged] == ["asked: mail [email] with key [secret]"], output
+    assert email not in output and key not in output
+
+
+CHATTY = """
+import logging
+
+from ranch.agents.base import reply, text_of
+
+class Chatty:
+    def __init__(self, agent_id, **options):
+        self.name = agent_id
+
+    async def run(self, message, call):
+        logging.getLogger("chatty").warning("asked: %s", text_of(message))
+        yield reply(message, text_of(message))
+"""
