@@ -32,7 +32,7 @@ from ranch.config import RanchConfig
 from ranch.db import migrate
 from ranch.db.engine import open_engine
 from ranch.hub.auth import PRINCIPAL_KEY, build_security, require_key
-from ranch.hub.edge import lean_edge, limit_rate, trace_requests
+from ranch.hub.edge import first_event_first, lean_edge, limit_rate, trace_requests, well_formed
 from ranch.hub.registry import Registry
 from ranch.hub.serving import (
     ContextBuilder,
@@ -207,7 +207,7 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
         sessions=hub.security.sessions,
     )
     legacy = JsonRpcDispatcher(handler, context_builder=ContextBuilder(), enable_v0_3_compat=True)
-    sdk_endpoint = explained(legacy.handle_requests)
+    sdk_endpoint = explained(well_formed(first_event_first(legacy.handle_requests)))
     lean = JsonRpcEndpoint(handler, call_context, sdk_endpoint)
     debug = hub.settings.debug
     secured = hub.security
@@ -233,7 +233,8 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
     )
     for route in rest:
         if isinstance(route, Route):  # the SDK also mounts /{tenant}/...; ranch has no tenants in URLs
-            endpoint = guard_agent(hub.registry, limit_rate(hub.rates, route.endpoint))
+            sdk_route = well_formed(first_event_first(route.endpoint))
+            endpoint = guard_agent(hub.registry, limit_rate(hub.rates, sdk_route))
             endpoint = trace_requests(require_key(secured, endpoint), debug=debug)
             routes.append(Route(route.path, endpoint, methods=route.methods))
     routes.extend(api_routes(hub.rates, debug=hub.settings.debug))

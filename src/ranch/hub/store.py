@@ -21,6 +21,7 @@ from a2a.types import ListTasksRequest, ListTasksResponse, Task, TaskState
 from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
 from a2a.utils.errors import InvalidParamsError
 from a2a.utils.task import ListTasksCursor, decode_list_tasks_cursor, encode_list_tasks_cursor
+from google.protobuf.timestamp_pb2 import Timestamp
 from sqlalchemy import (
     BigInteger,
     Column,
@@ -95,7 +96,7 @@ class SqlTaskStore(TaskStore):
         if params.status:
             where.append(tasks.c.state == TaskState.Name(params.status))
         if params.HasField("status_timestamp_after"):
-            where.append(tasks.c.updated_ns >= params.status_timestamp_after.ToNanoseconds())
+            where.append(tasks.c.updated_ns >= _after_ns(params.status_timestamp_after))
         page_size = params.page_size or DEFAULT_LIST_TASKS_PAGE_SIZE
         order = (
             case((tasks.c.updated_ns.is_(None), 1), else_=0),
@@ -149,10 +150,28 @@ def _updated_ns(task: Task) -> int | None:
     return None
 
 
+INT64 = range(-(2**63), 2**63)
+"""What `updated_ns` holds: nanoseconds since 1970 in a signed 64-bit column (1677 to 2262)."""
+
+
+def _after_ns(timestamp: Timestamp) -> int:
+    """`statusTimestampAfter` in nanoseconds; a time the column cannot hold is the caller's error."""
+    nanoseconds = int(timestamp.ToNanoseconds())
+    if nanoseconds not in INT64:
+        raise InvalidParamsError(
+            "statusTimestampAfter must be between 1677-09-21T00:12:44Z and 2262-04-11T23:47:16Z",
+            data={"field": "statusTimestampAfter"},
+        )
+    return nanoseconds
+
+
 def _cursor(token: str) -> ListTasksCursor:
-    cursor = decode_list_tasks_cursor(token)
-    if cursor is None:
-        raise InvalidParamsError(f"Invalid page token: {token}")
+    try:
+        cursor = decode_list_tasks_cursor(token)
+    except RecursionError:  # the SDK's json.loads on a token nesting hundreds of levels
+        cursor = None
+    if cursor is None or (cursor.timestamp_ns is not None and cursor.timestamp_ns not in INT64):
+        raise InvalidParamsError(f"Invalid page token: {token[:100]}", data={"field": "pageToken"})
     return cursor
 
 

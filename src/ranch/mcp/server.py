@@ -30,8 +30,9 @@ from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
+from starlette.types import Message as AsgiMessage
 from starlette.types import Receive, Scope, Send
 
 from ranch import __version__
@@ -40,11 +41,12 @@ from ranch.api.auth import CHALLENGE
 from ranch.exceptions import AgentTimeout, RanchError, RateLimited, Unauthorized
 from ranch.hub.edge import caller_of
 from ranch.ids import new_id
-from ranch.policy.limits import Limits, check_message
+from ranch.policy.limits import Limits, check_json, check_message
 from ranch.policy.ratelimit import RatePolicy
 from ranch.routing import extension
 from ranch.wire.errors import headers_for, jsonrpc_error_body
 from ranch.wire.events import INTERRUPTED, TERMINAL, apply_artifact, merge_metadata
+from ranch.wire.jsonrpc import parse_error
 
 if TYPE_CHECKING:
     from ranch.hub.app import Hub
@@ -235,7 +237,33 @@ class _Endpoint:
                 body = jsonrpc_error_body(exc)
                 await JSONResponse(body, 401, headers={"WWW-Authenticate": CHALLENGE})(scope, receive, send)
                 return
+        if scope["method"] == "POST":
+            replayed = await _parsable(scope, receive, send)
+            if replayed is None:
+                return
+            receive = replayed
         await self.manager.handle_request(scope, receive, send)
+
+
+async def _parsable(scope: Scope, receive: Receive, send: Send) -> Receive | None:
+    """The body's `receive` again, once the body is JSON the MCP SDK can parse; else None, having
+    answered a JSON-RPC parse error with 400 (the SDK answers invalid UTF-8 and deep nesting with 500)."""
+    body = await Request(scope, receive).body()
+    try:
+        check_json(body)
+    except ValueError as exc:
+        await Response(parse_error(exc), 400, media_type="application/json")(scope, receive, send)
+        return None
+    replayed = False
+
+    async def replay() -> AsgiMessage:
+        nonlocal replayed
+        if replayed:
+            return await receive()
+        replayed = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
 
 
 def mcp_routes(hub: Hub) -> list[BaseRoute]:
