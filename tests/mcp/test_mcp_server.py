@@ -45,6 +45,7 @@ async def test_the_mcp_client_lists_agents_and_teams_and_calls_a_team_over_http(
                 unknown = await session.call_tool("ask_nobody", {"message": "hi"})
                 bell = await session.call_tool("ask_helpdesk", {"message": "ring \u0007"})
                 huge = await session.call_tool("ask_helpdesk", {"message": "x" * 100_001})
+                empty = await session.call_tool("ask_helpdesk", {"message": ""})
     names = {tool.name for tool in listed.tools}
     assert {"ask_helpdesk", "ask_triage", "ask_researcher", "ask_writer"} <= names
     helpdesk = next(tool for tool in listed.tools if tool.name == "ask_helpdesk")
@@ -61,6 +62,7 @@ async def test_the_mcp_client_lists_agents_and_teams_and_calls_a_team_over_http(
     # the same limits as every A2A entry, reported as the tool's error
     assert bell.isError and "control character U+0007" in str(bell.content[0])
     assert huge.isError and "the limit is 100000 bytes" in str(huge.content[0])
+    assert empty.isError and "is empty" in str(empty.content[0])
 
 
 async def test_ranch_mcp_serves_the_same_tools_over_stdio(tmp_path: Path) -> None:

@@ -160,3 +160,52 @@ def test_mcp_bodies_it_cannot_parse_answer_a_parse_error_400(tmp_path: Any) -> N
             f"{hub.url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers=headers, timeout=30
         )
     assert ping.status_code == 200 and '"result"' in ping.text, ping.text  # what parses still goes through
+
+
+EMPTY_PART_10 = {"role": "ROLE_USER", "messageId": "m1", "parts": [{"text": "hi"}, {"text": ""}]}
+EMPTY_PART_03 = {
+    "kind": "message",
+    "role": "user",
+    "messageId": "m1",
+    "parts": [{"kind": "text", "text": ""}],
+}
+
+
+@pytest.mark.parametrize(
+    ("path", "headers", "body", "field"),
+    [
+        (
+            "",
+            V1,
+            {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": EMPTY_PART_10}},
+            1,
+        ),
+        (
+            "",
+            {},
+            {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": EMPTY_PART_03}},
+            0,
+        ),
+        ("/message:send", V1, {"message": EMPTY_PART_10}, 1),
+        ("/message:stream", V1, {"message": EMPTY_PART_10}, 1),
+        (
+            "/v1/message:send",
+            {},
+            {"message": {"messageId": "m1", "role": "ROLE_USER", "content": [{"text": ""}]}},
+            0,
+        ),
+    ],
+    ids=["jsonrpc-1.0", "jsonrpc-0.3", "http+json-1.0", "http+json-1.0-stream", "http+json-0.3"],
+)
+def test_an_empty_text_part_is_refused_on_every_a2a_entry(
+    path: str, headers: dict[str, str], body: dict[str, Any], field: int, tmp_path: Any
+) -> None:
+    with serve_hub(CONFIG, f"sqlite+aiosqlite:///{tmp_path / 'h.db'}") as hub:
+        answer = httpx.post(f"{hub.url}/a2a/agents/echo{path}", json=body, headers=headers, timeout=30)
+    expected = f"message.parts[{field}].text is empty"
+    if not path:  # JSON-RPC: HTTP 200 with -32602
+        assert answer.status_code == 200 and answer.json()["error"]["code"] == -32602, answer.text
+        assert answer.json()["error"]["message"] == expected
+    else:
+        assert answer.status_code == 400, answer.text
+        assert answer.json()["error"]["message"] == expected

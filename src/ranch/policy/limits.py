@@ -2,6 +2,8 @@
 
 The rules (docs/errors.md, "Limits"):
 
+- A text part holds at least one character: `{"text": ""}` is refused, naming
+  `message.parts[i].text`, as a message with no parts is.
 - A message's content is its protobuf encoding (parts, metadata, ids); over
   `max_message_bytes` (100 KB by default) it is refused with `PayloadTooLarge`
   (JSON-RPC -32602, HTTP 413), and the message names the limit.
@@ -75,6 +77,8 @@ def check_message(message: Message, limits: Limits, field: str = "message") -> N
         check_id(value, f"{field}.referenceTaskIds[{index}]", limits)
     for index, part in enumerate(message.parts):
         if part.HasField("text"):
+            if not part.text:  # a part with nothing in it, refused as a message with no parts is
+                raise InvalidInput(f"{field}.parts[{index}].text is empty", f"{field}.parts[{index}].text")
             if search(part.text) is not None:
                 check_text(part.text, f"{field}.parts[{index}].text")
         elif part.HasField("data"):
