@@ -106,6 +106,7 @@ def well_formed(response: httpx.Response) -> None:
 def test_random_rest_requests_get_well_formed_answers(hub: RunningRanch) -> None:
     keys = [ADMIN_KEY, "", "rk_not_a_key"]
     deep = f'{{"text":"x","metadata":{nested(3000)}}}'.encode()
+    big_history = json.dumps({"id": "big", "kind": "echo", "history_length": 2**63}).encode()
 
     @fuzzing(150)
     @given(
@@ -122,6 +123,7 @@ def test_random_rest_requests_get_well_formed_answers(hub: RunningRanch) -> None
     )
     @example("POST", "/rooms/{room}/messages", "fuzz", "x", "user", deep, ADMIN_KEY, {})
     @example("POST", "/rooms", "fuzz", "x", "user", deep, ADMIN_KEY, {})
+    @example("POST", "/agents", "fuzz", "x", "user", big_history, ADMIN_KEY, {})
     @example("GET", "/rooms/{room}/messages", "fuzz", "x", "user", b"", ADMIN_KEY, {"since": PAST_INT64})
     @example("GET", "/rooms/{room}/events", "fuzz", "x", "user", b"", ADMIN_KEY, {"since": PAST_INT64})
     def probe(

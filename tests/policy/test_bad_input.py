@@ -42,6 +42,9 @@ def test_rest_refuses_deep_bodies_and_numbers_past_64_bits(database_url: str) ->
             error = refused(admin.raw("POST", path, DEEP_BODY), "body")
             assert "deeper than" in error["message"] or "depth" in error["message"], error
         refused(admin.raw("POST", "/rooms/r1/messages", NOT_UTF8), "body")
+        for value in (2**31, 2**63, 2**70):
+            body = {"id": "big", "kind": "echo", "history_length": value}
+            refused(admin.call("POST", "/agents", body), "history_length")
         for path in ("/rooms/r1/messages", "/rooms/r1/events"):
             error = refused(admin.call("GET", path, since=2**63), "since")
             assert str(MAX_INT) in error["message"]
