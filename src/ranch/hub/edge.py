@@ -94,7 +94,7 @@ def well_formed(endpoint: Endpoint) -> Endpoint:
                 if is_jsonrpc(request.url.path):
                     return Response(parse_error(exc), media_type="application/json")
                 return _refused(InvalidRequestError(message=f"the request body is not valid JSON: {exc}"))
-        history = request.query_params.get("historyLength")
+        history = request.query_params.get("historyLength") if request.method == "GET" else None
         if history and not _is_int(history):
             message = f"historyLength must be an integer, not {history[:40]!r}"
             return _refused(InvalidParamsError(message=message, data={"field": "historyLength"}))
