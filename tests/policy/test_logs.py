@@ -194,16 +194,21 @@ def test_uvicorns_coloured_copy_of_the_message_is_left_out(captured: io.StringIO
     assert "\x1b" not in captured.getvalue() and "\\u001b" not in captured.getvalue()
 
 
-def test_a_real_server_log_is_scrubbed_and_traced(tmp_path: Path) -> None:
-    """`ranch serve` with RANCH_DEBUG=1 logs the full message, scrubbed, under the caller's trace id."""
+def ranch_serve(tmp_path: Path, **env: str) -> ServerProcess:
+    """`ranch serve` of one echo agent as a child process, its output (the JSON log) kept."""
     config = tmp_path / "echo.yaml"
     config.write_text("agents:\n  - {id: echo, kind: echo}\n")
     port = free_port()
     command = [sys.executable, "-m", "ranch", "serve", str(config), "--port", str(port)]
     command += ["--db", f"sqlite+aiosqlite:///{tmp_path / 't.db'}"]
-    env = {"RANCH_DEBUG": "1", "PATH": "/usr/bin:/bin"}
+    env = {"PATH": "/usr/bin:/bin", **env}
+    return ServerProcess(command, port, env=env, log_path=tmp_path / "serve.log", name="ranch")
+
+
+def test_a_real_server_log_is_scrubbed_and_traced(tmp_path: Path) -> None:
+    """`ranch serve` with RANCH_DEBUG=1 logs the full message, scrubbed, under the caller's trace id."""
     trace = "4bf92f3577b34da6a3ce929d0e0e4736"
-    with ServerProcess(command, port, env=env, log_path=tmp_path / "serve.log", name="ranch") as server:
+    with ranch_serve(tmp_path, RANCH_DEBUG="1") as server:
         body = {
             "jsonrpc": "2.0",
             "id": 1,
@@ -227,15 +232,8 @@ def test_a_real_server_log_is_scrubbed_and_traced(tmp_path: Path) -> None:
 
 def test_a_65_kb_url_path_is_answered_and_logged_cut(tmp_path: Path) -> None:
     """The access log holds a caller's URL path: a long one is cut with a marker, not scrubbed whole."""
-    config = tmp_path / "echo.yaml"
-    config.write_text("agents:\n  - {id: echo, kind: echo}\n")
-    port = free_port()
-    command = [sys.executable, "-m", "ranch", "serve", str(config), "--port", str(port)]
-    command += ["--db", f"sqlite+aiosqlite:///{tmp_path / 't.db'}"]
     path = "/x" + "A" * 65_000
-    with ServerProcess(
-        command, port, env={"PATH": "/usr/bin:/bin"}, log_path=tmp_path / "serve.log"
-    ) as server:
+    with ranch_serve(tmp_path) as server:
         with httpx.Client(timeout=60, trust_env=False) as http:
             answer = http.get(f"{server.url}{path}")
             assert answer.status_code == 404

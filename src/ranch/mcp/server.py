@@ -32,7 +32,6 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
-from starlette.types import Message as AsgiMessage
 from starlette.types import Receive, Scope, Send
 
 from ranch import __version__
@@ -46,6 +45,7 @@ from ranch.policy.ratelimit import RatePolicy
 from ranch.routing import extension
 from ranch.wire.errors import headers_for, jsonrpc_error_body
 from ranch.wire.events import INTERRUPTED, TERMINAL, apply_artifact, merge_metadata
+from ranch.wire.fastpath import replay
 from ranch.wire.jsonrpc import parse_error
 
 if TYPE_CHECKING:
@@ -254,16 +254,7 @@ async def _parsable(scope: Scope, receive: Receive, send: Send) -> Receive | Non
     except ValueError as exc:
         await Response(parse_error(exc), 400, media_type="application/json")(scope, receive, send)
         return None
-    replayed = False
-
-    async def replay() -> AsgiMessage:
-        nonlocal replayed
-        if replayed:
-            return await receive()
-        replayed = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    return replay
+    return replay(body, receive)
 
 
 def mcp_routes(hub: Hub) -> list[BaseRoute]:
