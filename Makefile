@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help install browser a2a03 serve test lint typecheck check bench tck clean
+.PHONY: help install browser a2a03 serve test fuzz lint typecheck check bench tck clean
 
 help:  ## list the targets
 	@grep -E '^[a-z]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -42,6 +42,11 @@ test: $(STAMP) browser a2a03  ## the whole suite: ruff, mypy --strict, then pyte
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 	$(BIN)/pytest -q
+
+FUZZ_TESTS := tests/policy/test_fuzz.py tests/policy/test_api_fuzz.py
+
+fuzz: $(STAMP)  ## the fuzz properties random, 50x the suite's examples (RANCH_FUZZ=long; about half an hour)
+	RANCH_FUZZ=long $(BIN)/pytest -q $(FUZZ_TESTS)
 
 lint: $(STAMP)  ## ruff check and format check
 	$(BIN)/ruff check src tests bench

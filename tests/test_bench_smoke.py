@@ -70,3 +70,8 @@ def test_fanout_reaches_every_subscriber(subscribers: int) -> None:
         "One event fanned out to S subscribers of one task",
     )
     assert [row["got reply"] for row in table] == [f"{subscribers}/{subscribers}"]
+
+
+def test_scrub_times_every_adversarial_input() -> None:
+    table = rows(run_bench("bench.scrub", "--repeat", "1"), "Log scrubbing, adversarial inputs")
+    assert len(table) == 9 and table[0]["input"] == "plain text"

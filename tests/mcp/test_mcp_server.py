@@ -3,6 +3,7 @@ over streamable HTTP at /mcp on a served app, and over stdio from `ranch mcp`.""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ async def test_the_mcp_client_lists_agents_and_teams_and_calls_a_team_over_http(
                 unknown = await session.call_tool("ask_nobody", {"message": "hi"})
                 bell = await session.call_tool("ask_helpdesk", {"message": "ring \u0007"})
                 huge = await session.call_tool("ask_helpdesk", {"message": "x" * 100_001})
+                empty = await session.call_tool("ask_helpdesk", {"message": ""})
     names = {tool.name for tool in listed.tools}
     assert {"ask_helpdesk", "ask_triage", "ask_researcher", "ask_writer"} <= names
     helpdesk = next(tool for tool in listed.tools if tool.name == "ask_helpdesk")
@@ -60,6 +62,7 @@ async def test_the_mcp_client_lists_agents_and_teams_and_calls_a_team_over_http(
     # the same limits as every A2A entry, reported as the tool's error
     assert bell.isError and "control character U+0007" in str(bell.content[0])
     assert huge.isError and "the limit is 100000 bytes" in str(huge.content[0])
+    assert empty.isError and "is empty" in str(empty.content[0])
 
 
 async def test_ranch_mcp_serves_the_same_tools_over_stdio(tmp_path: Path) -> None:
@@ -77,3 +80,43 @@ async def test_ranch_mcp_serves_the_same_tools_over_stdio(tmp_path: Path) -> Non
     single = structured(agent)
     assert single["route"] == ["user", "triage", "researcher"]  # the agent's own decision
     assert single["reply"] == "Routing to the researcher: find papers on otters"
+
+
+async def test_ranch_mcp_logs_scrubbed_json_lines_to_stderr(tmp_path: Path) -> None:
+    """stdout is the protocol; the logs go to stderr as `ranch serve`'s do: JSON lines, scrubbed."""
+    (tmp_path / "chatty.py").write_text(CHATTY)
+    config = tmp_path / "chatty.yaml"
+    config.write_text("agents:\n  - {id: chatty, kind: python, entry: 'chatty:Chatty'}\n")
+    email, key = "ada.lovelace@example.org", "rk_Q2x-fW9_aZ3kLm0PqRsTuVwXyZ01-_3b"
+    stderr = tmp_path / "stderr.log"
+    with stderr.open("w") as errlog, anyio.fail_after(30):
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "ranch", "mcp", str(config)], cwd=tmp_path
+        )
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            result = await session.call_tool("ask_chatty", {"message": f"mail {email} with key {key}"})
+    assert email in structured(result)["reply"]  # the caller gets its own text back; only logs are scrubbed
+    output = stderr.read_text()
+    records = [json.loads(line) for line in output.splitlines() if line.strip()]
+    logged = [record for record in records if record["logger"] == "chatty"]
+    assert [record["message"] for record in logged] == ["asked: mail [email] with key [secret]"], output
+    assert email not in output and key not in output
+
+
+CHATTY = """
+import logging
+
+from ranch.agents.base import reply, text_of
+
+class Chatty:
+    def __init__(self, agent_id, **options):
+        self.name = agent_id
+
+    async def run(self, message, call):
+        logging.getLogger("chatty").warning("asked: %s", text_of(message))
+        yield reply(message, text_of(message))
+"""

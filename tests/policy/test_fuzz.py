@@ -1,26 +1,25 @@
-"""Malformed and random requests to both A2A bindings of a real server: no 5xx, every error well-formed.
+"""Malformed and random requests to both A2A bindings and /mcp of a real server: no 5xx, every error
+well-formed, in the entry's own format.
 
-Bounded: a fixed number of examples per binding and a wall-clock budget; 127.0.0.1 only.
+Bounded: a fixed number of derandomized examples per property (`make fuzz` runs them long and
+random, see fuzzkit); 127.0.0.1 only. Inputs that once failed are explicit `@example`s.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from conftest import RunningRanch, serve_ranch
-from fuzzkit import json_values
+from fuzzkit import fuzzing, json_values, nested
 
-BUDGET_S = 8.0
-"""Per test: after this many seconds, remaining examples are not sent."""
 EXAMPLES = 100
 CONFIG = "agents:\n  - {id: echo, kind: echo}\n"
 METHODS = [
@@ -127,27 +126,43 @@ def _check_jsonrpc_payload(payload: Any, where: str) -> None:
         assert isinstance(error["code"], int) and isinstance(error["message"], str) and error["message"], (
             where
         )
+        assert error["code"] != -32603, where  # an internal error is never the answer to bad input
 
 
 def _frames(response: httpx.Response) -> list[Any]:
     return [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:")]
 
 
-START: dict[str, float] = {}
+def _message(metadata: str = "{}", role: str = "ROLE_USER") -> str:
+    return f'{{"role":"{role}","messageId":"m1","parts":[{{"text":"hi"}}],"metadata":{metadata}}}'
 
 
-def _over_budget(name: str) -> bool:
-    started = START.setdefault(name, time.monotonic())
-    return time.monotonic() - started > BUDGET_S
+NOT_UTF8 = b"\xff\xfe{}"
+DEEP_SEND = f'{{"message":{_message(nested(1000))}}}'.encode()
+"""A message whose metadata nests 1,000 levels (Python's JSON parser recurses past its limit)."""
+FAR_FUTURE = "statusTimestampAfter=9999-12-31T23:59:59Z"
+"""A valid timestamp past what nanoseconds in 64 bits hold (2262)."""
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@fuzzing(EXAMPLES)
 @given(body=bodies, version=versions, agent=st.sampled_from(["echo", "nope"]))
+@example(body=NOT_UTF8, version=None, agent="echo")
+@example(
+    body=(
+        b'{"jsonrpc":"2.0","id":1,"method":"message/send","params":'
+        + f'{{"message":{_message(nested(1000)).replace("ROLE_USER", "user")}}}}}'.encode()
+    ),
+    version=None,
+    agent="echo",
+)
+@example(
+    body=b'{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"statusTimestampAfter":"9999-12-31T23:59:59Z"}}',
+    version="1.0",
+    agent="echo",
+)
 def test_jsonrpc_binding(
     server: RunningRanch, http: httpx.Client, body: bytes, version: str | None, agent: str
 ) -> None:
-    if _over_budget("jsonrpc"):
-        return
     response = _send(http, "POST", server.agent_url(agent), body, version)
     where = f"{response.status_code} {response.text[:300]} for {body[:200]!r} A2A-Version={version}"
     assert response.status_code < 500, where
@@ -168,10 +183,18 @@ REST_PATHS = [
     "tasks/t-1/pushNotificationConfigs",
     "tasks/t-1/pushNotificationConfigs/c1",
     "extendedAgentCard",
+    # A2A 0.3
+    "v1/message:send",
+    "v1/message:stream",
+    "v1/tasks/t-1",
+    "v1/tasks/t-1:cancel",
+    "v1/tasks/t-1:subscribe",
+    "v1/tasks/t-1/pushNotificationConfigs",
+    "v1/card",
 ]
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@fuzzing(EXAMPLES)
 @given(
     body=bodies
     | st.fixed_dictionaries({"message": messages}, optional={"configuration": json_values}).map(
@@ -182,6 +205,14 @@ REST_PATHS = [
     path=st.sampled_from(REST_PATHS),
     method=st.sampled_from(["GET", "POST", "DELETE"]),
 )
+@example(body=b"\x80", version="1.0", agent="echo", path="message:send", method="POST")
+@example(body=NOT_UTF8, version="1.0", agent="echo", path="message:stream", method="POST")
+@example(body=NOT_UTF8, version=None, agent="echo", path="v1/message:send", method="POST")
+@example(body=NOT_UTF8, version=None, agent="echo", path="v1/message:stream", method="POST")
+@example(body=DEEP_SEND, version="1.0", agent="echo", path="message:send", method="POST")
+@example(body=DEEP_SEND, version=None, agent="echo", path="v1/message:stream", method="POST")
+@example(body=b"", version="1.0", agent="echo", path=f"tasks?{FAR_FUTURE}", method="GET")
+@example(body=b"", version=None, agent="echo", path="v1/tasks/t-1?historyLength=abc", method="GET")
 def test_http_json_binding(
     server: RunningRanch,
     http: httpx.Client,
@@ -191,8 +222,6 @@ def test_http_json_binding(
     path: str,
     method: str,
 ) -> None:
-    if _over_budget("http+json"):
-        return
     response = _send(http, method, f"{server.agent_url(agent)}/{path}", body, version)
     where = f"{method} {path}: {response.status_code} {response.text[:300]} for {body[:200]!r} v={version}"
     assert response.status_code < 500, where
@@ -203,3 +232,19 @@ def test_http_json_binding(
         error = response.json()["error"]
         assert error["code"] == response.status_code, where
         assert isinstance(error["message"], str) and error["message"], where
+
+
+MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+@fuzzing(EXAMPLES // 2)
+@given(body=bodies)
+@example(body=NOT_UTF8)
+@example(body=f'{{"jsonrpc":"2.0","id":1,"method":"ping","params":{nested(1000)}}}'.encode())
+def test_mcp_endpoint(server: RunningRanch, http: httpx.Client, body: bytes) -> None:
+    response = http.post(f"{server.url}/mcp", content=body, headers=MCP_HEADERS)
+    where = f"{response.status_code} {response.text[:300]} for {body[:200]!r}"
+    assert response.status_code < 500, where
+    if response.status_code >= 400:
+        error = response.json()["error"]
+        assert isinstance(error["code"], int) and error["message"], where

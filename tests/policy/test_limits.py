@@ -32,6 +32,15 @@ def test_tab_newline_and_other_unicode_pass() -> None:
     check_message(_message("a\tb\nc\r\nd — é 中文 🐄 \u200b"), Limits())
 
 
+@pytest.mark.parametrize(("texts", "index"), [([""], 0), (["hello", ""], 1)])
+def test_an_empty_text_part_is_refused_naming_it(texts: list[str], index: int) -> None:
+    message = Message(role=Role.ROLE_USER, message_id="m1", parts=[Part(text=text) for text in texts])
+    with pytest.raises(InvalidInput, match="is empty") as caught:
+        check_message(message, Limits())
+    assert caught.value.field == f"message.parts[{index}].text"
+    check_message(_message(" "), Limits())  # a space is text
+
+
 def test_ids_are_checked() -> None:
     with pytest.raises(InvalidInput, match="message.contextId"):
         check_message(_message(context_id="c" * 300), Limits())

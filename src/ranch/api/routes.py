@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -18,6 +17,7 @@ from ranch.db.models import AgentRecord, Delivery, Organization, RoomMessage, Us
 from ranch.exceptions import Conflict, Forbidden, InvalidInput, NotFound, RanchError
 from ranch.hub.edge import limit_rate, trace_requests
 from ranch.ids import new_id
+from ranch.policy.limits import MAX_INT, load_json
 from ranch.policy.ratelimit import RatePolicy
 from ranch.rooms import agents, keys, views
 from ranch.rooms.access import Principal, usable_agent, usable_agents
@@ -51,15 +51,15 @@ def endpoint(handler: Handler, status: int = 200) -> Callable[[Request], Awaitab
 async def json_body(request: Request) -> dict[str, Any]:
     raw = await request.body()
     try:
-        value = json.loads(raw) if raw else None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        value = load_json(raw) if raw else None
+    except ValueError as exc:  # invalid UTF-8 or JSON, or nested too deep
         raise InvalidInput(f"the body is not valid JSON: {exc}", "body") from exc
     if not isinstance(value, dict):
         raise InvalidInput("the body must be a JSON object", "body")
     return value
 
 
-def int_param(request: Request, name: str, default: int, low: int, high: int | None = None) -> int:
+def int_param(request: Request, name: str, default: int, low: int, high: int = MAX_INT) -> int:
     raw = request.query_params.get(name)
     if raw is None:
         return default
@@ -67,9 +67,8 @@ def int_param(request: Request, name: str, default: int, low: int, high: int | N
         value = int(raw)
     except ValueError:
         raise InvalidInput(f"{name} must be an integer", name) from None
-    if value < low or (high is not None and value > high):
-        bound = f"between {low} and {high}" if high is not None else f"at least {low}"
-        raise InvalidInput(f"{name} must be {bound}", name)
+    if not low <= value <= high:
+        raise InvalidInput(f"{name} must be between {low} and {high}", name)
     return value
 
 

@@ -3,12 +3,14 @@
 One task reads the client's frames (subscribe, unsubscribe, ack, ping), one
 writes the watcher's queue to the socket; either ending closes both. An agent
 key also receives its unacknowledged deliveries on connect and new ones live.
+A connection never just drops: a binary frame gets an error frame and a close
+with 1003, an unexpected failure an error frame and a close with 1011.
 """
 
 from __future__ import annotations
 
-import json
-from typing import Any
+import logging
+from typing import Any, NoReturn
 
 import anyio
 from sqlalchemy import select
@@ -24,6 +26,7 @@ from ranch.exceptions import (
     RateLimited,
     Unauthorized,
 )
+from ranch.policy.limits import MAX_INT, load_json
 from ranch.rooms import views
 from ranch.rooms.access import Principal, visible_room
 from ranch.rooms.bus import Watcher
@@ -33,6 +36,11 @@ MAX_ROOMS = 100
 """Rooms one connection may watch."""
 SUBSCRIBE = "ranch.subscribe"
 """Internal frame: the reader asks the writer to replay and start a room (never sent)."""
+CLOSE = "ranch.close"
+"""Internal frame: the reader asks the writer to close the socket with `code` (never sent)."""
+UNSUPPORTED_DATA = 1003
+INTERNAL_ERROR = 1011
+logger = logging.getLogger(__name__)
 
 
 async def websocket_endpoint(websocket: WebSocket) -> None:
@@ -59,6 +67,9 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
             group.cancel_scope.cancel()
     except WebSocketDisconnect:
         pass
+    except Exception as exc:  # the reader and the writer handle their own; this is the rest
+        logger.exception("a WebSocket connection of %s:%s failed", principal.kind, principal.id)
+        await _fail(websocket, exc)
     finally:
         runtime.bus.unwatch(watcher)
 
@@ -67,10 +78,13 @@ async def _read(websocket: WebSocket, runtime: RoomsRuntime, principal: Principa
     hub = websocket.app.state.hub
     limit = hub.settings.max_message_bytes
     while True:
-        try:
-            raw = await websocket.receive_text()
-        except WebSocketDisconnect:
+        message = await websocket.receive()
+        if message["type"] == "websocket.disconnect":
             return
+        raw = message.get("text")
+        if raw is None:
+            refused = InvalidInput("frames must be text (JSON); binary frames are not accepted", "frame")
+            await _close_after(watcher, refused, UNSUPPORTED_DATA, "binary frames are not accepted")
         try:
             await hub.security.keys(websocket)  # a key revoked or expired since connecting ends it here
         except RateLimited:
@@ -87,17 +101,33 @@ async def _read(websocket: WebSocket, runtime: RoomsRuntime, principal: Principa
                 raise PayloadTooLarge(len(raw), limit, "frame")
             reply = await _handle(runtime, principal, watcher, raw)
         except RanchError as exc:
-            reply = {"type": "error", **errors.body(exc)}
+            reply = _error_frame(exc)
+        except Exception as exc:
+            logger.exception("a WebSocket frame of %s:%s failed", principal.kind, principal.id)
+            await _close_after(watcher, exc, INTERNAL_ERROR, "internal error")
         if reply is not None:
             await watcher.send.send(reply)
+
+
+def _error_frame(exc: BaseException) -> dict[str, Any]:
+    return {"type": "error", **errors.body(exc)}
+
+
+async def _close_after(watcher: Watcher, exc: BaseException, code: int, reason: str) -> NoReturn:
+    """Have the writer send the error frame for `exc`, then close with `code`; this task waits to
+    be cancelled as the connection ends (sending both here would race the writer)."""
+    await watcher.send.send(_error_frame(exc))
+    await watcher.send.send({"type": CLOSE, "code": code, "reason": reason})
+    await anyio.sleep_forever()
+    raise AssertionError("unreachable: the writer ends the connection")
 
 
 async def _handle(
     runtime: RoomsRuntime, principal: Principal, watcher: Watcher, raw: str
 ) -> dict[str, Any] | None:
     try:
-        frame = json.loads(raw)
-    except json.JSONDecodeError as exc:
+        frame = load_json(raw)
+    except ValueError as exc:  # not JSON, or nested too deep
         raise InvalidInput(f"a frame must be JSON: {exc}", "frame") from exc
     if not isinstance(frame, dict):
         raise InvalidInput("a frame must be a JSON object", "frame")
@@ -107,8 +137,8 @@ async def _handle(
     if kind == "subscribe":
         rooms = _rooms(frame)
         cursor = frame.get("cursor", 0)
-        if not isinstance(cursor, int) or isinstance(cursor, bool) or cursor < 0:
-            raise InvalidInput("cursor must be a non-negative integer", "cursor")
+        if not isinstance(cursor, int) or isinstance(cursor, bool) or not 0 <= cursor <= MAX_INT:
+            raise InvalidInput(f"cursor must be an integer between 0 and {MAX_INT}", "cursor")
         if len(set(watcher.rooms) | set(rooms)) > MAX_ROOMS:
             raise InvalidInput(f"at most {MAX_ROOMS} rooms per connection", "rooms")
         async with runtime.sessions() as session:
@@ -144,6 +174,9 @@ async def _write(
 ) -> None:
     try:
         async for payload in watcher.receive:
+            if payload["type"] == CLOSE:
+                await websocket.close(code=payload["code"], reason=payload["reason"])
+                return
             if payload["type"] == SUBSCRIBE:
                 backlog = await runtime.bus.subscribe(watcher, payload["rooms"], payload["cursor"])
                 await websocket.send_json(
@@ -158,10 +191,24 @@ async def _write(
                     await websocket.send_json(event)
             elif runtime.bus.accept(watcher, payload):
                 await websocket.send_json(payload)
+    except WebSocketDisconnect:
+        pass
+    except Exception as exc:
+        logger.exception("a WebSocket connection failed while sending")
+        await _fail(websocket, exc)
     finally:
         scope.cancel()  # the watcher was closed (too slow) or the socket broke: end the connection
         if watcher.closed:
             await websocket.close(code=1013, reason="fell behind; reconnect with your last cursor")
+
+
+async def _fail(websocket: WebSocket, exc: BaseException) -> None:
+    """The error frame for an unexpected failure, then close 1011, unless the socket is gone."""
+    try:
+        await websocket.send_json(_error_frame(exc))
+        await websocket.close(code=INTERNAL_ERROR, reason="internal error")
+    except (WebSocketDisconnect, RuntimeError, OSError):
+        pass  # the client left; there is no one to tell
 
 
 async def _pending(runtime: RoomsRuntime, agent_id: str) -> list[dict[str, Any]]:

@@ -1,12 +1,13 @@
 """`ranch mcp [CONFIG]`: every agent and team as an MCP tool over stdio, for IDEs and desktop assistants.
 
-stdout carries the MCP protocol, so everything else (logs, warnings) goes to stderr.
+stdout carries the MCP protocol, so everything else goes to stderr: logs as JSON lines,
+scrubbed like `ranch serve`'s (docs/policies.md, Logs).
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
+import sys
 from typing import Any
 
 import anyio
@@ -16,6 +17,7 @@ from ranch.cli.demo import demo_config
 from ranch.config import load_config
 from ranch.hub.registry import Registry
 from ranch.mcp.server import build_server
+from ranch.policy.logs import configure_logging
 from ranch.wire.client import ClientPool
 
 
@@ -29,7 +31,7 @@ def register(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=args.log_level.upper())  # to stderr: stdout is the protocol
+    configure_logging(level=args.log_level, stream=sys.stderr)  # stdout is the protocol
     config = load_config(args.config) if args.config else demo_config()
     anyio.run(serve, Registry(config, ClientPool()))
     return 0

@@ -133,7 +133,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--debug",
         action="store_true",
         default=_env_flag("RANCH_DEBUG", "PROTOCOL_DEBUG"),
-        help="log full messages and timings, still scrubbed (env RANCH_DEBUG or PROTOCOL_DEBUG)",
+        help="log messages (the first 4 KB) and timings, still scrubbed (env RANCH_DEBUG or PROTOCOL_DEBUG)",
     )
 
 

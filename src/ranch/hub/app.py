@@ -35,7 +35,7 @@ from ranch.db import migrate
 from ranch.db.engine import SQLITE_BUSY_TIMEOUT_S, open_engine
 from ranch.exceptions import ConfigError
 from ranch.hub.auth import PRINCIPAL_KEY, build_security, require_key
-from ranch.hub.edge import Endpoint, lean_edge, limit_rate, trace_requests
+from ranch.hub.edge import Endpoint, first_event_first, lean_edge, limit_rate, trace_requests, well_formed
 from ranch.hub.registry import Registry
 from ranch.hub.serving import (
     ContextBuilder,
@@ -147,6 +147,7 @@ class Settings:
             max_card_bytes=self.max_card_bytes,
             max_reply_bytes=self.max_reply_bytes or self.max_message_bytes,
         )
+
     def failures(self) -> Rate | None:
         """The refused-keys budget per client address (docs/policies.md)."""
         return Rate(self.auth_failure_rate, self.auth_failure_burst) if self.auth_failure_rate else None
@@ -259,7 +260,7 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
         sessions=hub.security.sessions,
     )
     legacy = JsonRpcDispatcher(handler, context_builder=ContextBuilder(), enable_v0_3_compat=True)
-    sdk_endpoint = explained(legacy.handle_requests)
+    sdk_endpoint = explained(well_formed(first_event_first(legacy.handle_requests)))
     lean = JsonRpcEndpoint(handler, call_context, sdk_endpoint)
     debug = hub.settings.debug
     secured = hub.security
@@ -320,7 +321,7 @@ def _rest_routes(hub: Hub, rest: list[BaseRoute]) -> list[BaseRoute]:
     routes: list[BaseRoute] = []
     for route in rest:
         if isinstance(route, Route):  # the SDK also mounts /{tenant}/...; ranch has no tenants in URLs
-            endpoint = route.endpoint
+            endpoint = well_formed(first_event_first(route.endpoint))
             if route.path.endswith("/tasks") and route.methods and "GET" in route.methods:
                 endpoint = check_list_query(endpoint)
             endpoint = guard_agent(hub.registry, limit_rate(hub.rates, endpoint))

@@ -13,28 +13,42 @@ from collections.abc import Awaitable, Callable
 
 import orjson
 from a2a.server.context import ServerCallContext
+from a2a.utils.error_handlers import build_rest_error_payload
+from a2a.utils.errors import A2AError, InvalidParamsError, InvalidRequestError
+from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Scope
 
 from ranch.exceptions import RateLimited
-from ranch.policy.logs import TRACE_ID, trace_id_from, traced
+from ranch.policy.limits import check_json
+from ranch.policy.logs import TRACE_ID, prefix, trace_id_from, traced
 from ranch.policy.ratelimit import Decision, RatePolicy
-from ranch.wire.errors import error_body, headers_for, http_status_for
+from ranch.wire.errors import (
+    a2a_rest_error_body,
+    error_body,
+    headers_for,
+    http_status_for,
+    is_jsonrpc,
+    jsonrpc_error_body,
+)
 from ranch.wire.fastpath import Answer, Head, Lean
-from ranch.wire.jsonrpc import JsonRpcEndpoint
+from ranch.wire.jsonrpc import JsonRpcEndpoint, parse_error
+from ranch.wire.streams import HeldStream
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 logger = logging.getLogger("ranch.requests")
 TRACE_HEADER = "X-Trace-Id"
 TRACE_HEADER_RAW = TRACE_HEADER.lower().encode()
+DEBUG_BODY_BYTES = 4096
+"""Debug mode logs at most this much of each request and answer body (and the size of the rest)."""
 
 
 def trace_requests(endpoint: Endpoint, *, debug: bool) -> Endpoint:
     """Serve each request under a trace id (from `traceparent`, else new), echoed in `X-Trace-Id`.
 
-    In debug mode, each request's full body and its answer and timing are logged (scrubbed, like
-    every record).
+    In debug mode, each request's body and its answer (their first `DEBUG_BODY_BYTES`) and timing
+    are logged (scrubbed, like every record).
     """
 
     async def traced_endpoint(request: Request) -> Response:
@@ -51,16 +65,75 @@ def trace_requests(endpoint: Endpoint, *, debug: bool) -> Endpoint:
 
 async def _logged(endpoint: Endpoint, request: Request) -> Response:
     body = await request.body()
-    logger.debug("%s %s %s", request.method, request.url.path, body.decode(errors="replace"))
+    logger.debug("%s %s %s", request.method, request.url.path, prefix(body, DEBUG_BODY_BYTES))
     started = time.perf_counter()
     response = await endpoint(request)
     elapsed = (time.perf_counter() - started) * 1000
     sent = getattr(response, "body", b"")
-    shown = bytes(sent).decode(errors="replace") if sent else "(streamed)"
+    shown = prefix(bytes(sent), DEBUG_BODY_BYTES) if sent else "(streamed)"
     logger.debug(
         "answered %s in %.2f ms: %s", response.status_code, elapsed, shown, extra={"duration_ms": elapsed}
     )
     return response
+
+
+def well_formed(endpoint: Endpoint) -> Endpoint:
+    """Answer, in the binding's format, input the SDK's bindings would fail on with an internal error.
+
+    The a2a-sdk parses bodies with `json.loads`, which turns invalid JSON into a parse error but
+    lets invalid UTF-8 (UnicodeDecodeError) and deep nesting (RecursionError) through as 500s
+    (HTTP+JSON) or -32603 (JSON-RPC), and its 0.3 HTTP+JSON adapter reads `historyLength` with a
+    bare `int()`; those are refused here, before it runs.
+    """
+
+    async def checked(request: Request) -> Response:
+        if request.method == "POST":
+            try:
+                check_json(await request.body())
+            except ValueError as exc:
+                if is_jsonrpc(request.url.path):
+                    return Response(parse_error(exc), media_type="application/json")
+                return _refused(InvalidRequestError(message=f"the request body is not valid JSON: {exc}"))
+        history = request.query_params.get("historyLength") if request.method == "GET" else None
+        if history and not _is_int(history):
+            message = f"historyLength must be an integer, not {history[:40]!r}"
+            return _refused(InvalidParamsError(message=message, data={"field": "historyLength"}))
+        return await endpoint(request)
+
+    return checked
+
+
+def first_event_first(endpoint: Endpoint) -> Endpoint:
+    """Send an event stream's status with its first event, so an error raised before it answers as
+    an error response in the binding's format, not as a 200 cut short (`wire/streams.py`)."""
+
+    async def held(request: Request) -> Response:
+        response = await endpoint(request)
+        if not isinstance(response, EventSourceResponse):
+            return response
+
+        async def refuse(exc: Exception) -> Response:
+            if is_jsonrpc(request.url.path):
+                return JSONResponse(jsonrpc_error_body(exc, request_id_of(await request.body())))
+            payload = build_rest_error_payload(exc)  # the SDK's own: its errors, and protobuf's ParseError
+            return JSONResponse(payload, status_code=payload["error"]["code"])
+
+        return HeldStream(response, refuse)
+
+    return held
+
+
+def _is_int(text: str) -> bool:
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _refused(error: A2AError) -> Response:
+    """`error` in the HTTP+JSON format, with its HTTP status."""
+    return JSONResponse(a2a_rest_error_body(error), status_code=http_status_for(error))
 
 
 def caller_of(scope: Scope) -> str:

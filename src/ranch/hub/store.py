@@ -21,6 +21,7 @@ from a2a.types import ListTasksRequest, ListTasksResponse, Task, TaskState
 from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
 from a2a.utils.errors import InvalidParamsError
 from a2a.utils.task import ListTasksCursor, decode_list_tasks_cursor, encode_list_tasks_cursor
+from google.protobuf.timestamp_pb2 import Timestamp
 from sqlalchemy import (
     BigInteger,
     Column,
@@ -105,7 +106,7 @@ class SqlTaskStore(TaskStore):
         if params.status:
             where.append(tasks.c.state == TaskState.Name(params.status))
         if params.HasField("status_timestamp_after"):
-            where.append(tasks.c.updated_ns >= params.status_timestamp_after.ToNanoseconds())
+            where.append(tasks.c.updated_ns >= after_ns(params.status_timestamp_after))
         if exclude:
             where.append(tasks.c.id.not_in(list(exclude)))
         order = (
@@ -156,10 +157,28 @@ def page_size_of(params: ListTasksRequest) -> int:
     return params.page_size or DEFAULT_LIST_TASKS_PAGE_SIZE
 
 
+INT64 = range(-(2**63), 2**63)
+"""What `updated_ns` holds: nanoseconds since 1970 in a signed 64-bit column (1677 to 2262)."""
+
+
+def after_ns(timestamp: Timestamp) -> int:
+    """`statusTimestampAfter` in nanoseconds; a time the column cannot hold is the caller's error."""
+    nanoseconds = int(timestamp.ToNanoseconds())
+    if nanoseconds not in INT64:
+        raise InvalidParamsError(
+            "statusTimestampAfter must be between 1677-09-21T00:12:44Z and 2262-04-11T23:47:16Z",
+            data={"field": "statusTimestampAfter"},
+        )
+    return nanoseconds
+
+
 def decode_cursor(token: str) -> ListTasksCursor:
-    cursor = decode_list_tasks_cursor(token)
-    if cursor is None:
-        raise InvalidParamsError(f"pageToken is not a token this server gave out: {token}")
+    try:
+        cursor = decode_list_tasks_cursor(token)
+    except RecursionError:  # the SDK's json.loads on a token nesting hundreds of levels
+        cursor = None
+    if cursor is None or (cursor.timestamp_ns is not None and cursor.timestamp_ns not in INT64):
+        raise InvalidParamsError(f"Invalid page token: {token[:100]}", data={"field": "pageToken"})
     return cursor
 
 

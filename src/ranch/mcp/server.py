@@ -30,7 +30,7 @@ from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
@@ -40,11 +40,13 @@ from ranch.api.auth import CHALLENGE
 from ranch.exceptions import AgentTimeout, RanchError, RateLimited, Unauthorized
 from ranch.hub.edge import caller_of
 from ranch.ids import new_id
-from ranch.policy.limits import Limits, check_message
+from ranch.policy.limits import Limits, check_json, check_message
 from ranch.policy.ratelimit import RatePolicy
 from ranch.routing import extension
 from ranch.wire.errors import headers_for, jsonrpc_error_body
 from ranch.wire.events import INTERRUPTED, TERMINAL, apply_artifact, merge_metadata
+from ranch.wire.fastpath import replay
+from ranch.wire.jsonrpc import parse_error
 
 if TYPE_CHECKING:
     from ranch.hub.app import Hub
@@ -249,7 +251,24 @@ class _Endpoint:
                     scope, receive, send
                 )
                 return
+        if scope["method"] == "POST":
+            replayed = await _parsable(scope, receive, send)
+            if replayed is None:
+                return
+            receive = replayed
         await self.manager.handle_request(scope, receive, send)
+
+
+async def _parsable(scope: Scope, receive: Receive, send: Send) -> Receive | None:
+    """The body's `receive` again, once the body is JSON the MCP SDK can parse; else None, having
+    answered a JSON-RPC parse error with 400 (the SDK answers invalid UTF-8 and deep nesting with 500)."""
+    body = await Request(scope, receive).body()
+    try:
+        check_json(body)
+    except ValueError as exc:
+        await Response(parse_error(exc), 400, media_type="application/json")(scope, receive, send)
+        return None
+    return replay(body, receive)
 
 
 def mcp_routes(hub: Hub) -> list[BaseRoute]:

@@ -2,6 +2,8 @@
 
 The rules (docs/errors.md, "Limits"):
 
+- A text part holds at least one character: `{"text": ""}` is refused, naming
+  `message.parts[i].text`, as a message with no parts is.
 - A message's content is its protobuf encoding (parts, metadata, ids); over
   `max_message_bytes` (100 KB by default) it is refused with `PayloadTooLarge`
   (JSON-RPC -32602, HTTP 413), and the message names the limit.
@@ -15,6 +17,8 @@ The rules (docs/errors.md, "Limits"):
   most `max_depth` levels.
 - Ids (messageId, contextId, taskId, referenceTaskIds) are at most `max_id_length`
   characters under the same rule.
+- A JSON body or frame is UTF-8 and nests at most `MAX_JSON_DEPTH` levels (`load_json`,
+  `check_json`), so no parser down the line meets input that makes it recurse too deep.
 """
 
 from __future__ import annotations
@@ -24,12 +28,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from a2a.types import Message
 from google.protobuf.struct_pb2 import ListValue, Struct, Value
 
 from ranch.exceptions import InvalidInput, PayloadTooLarge
 
 DEFAULT_MAX_MESSAGE_BYTES = 100_000
+MAX_INT = 2**63 - 1
+"""The largest integer a cursor or count may be: they are signed 64-bit in the database."""
+MAX_JSON_DEPTH = 100
+"""Deepest nesting of objects and arrays in a JSON body or frame (protobuf's JSON parser stops at
+100 too); deeper input would make Python's recursive JSON parsers raise RecursionError."""
 
 CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 """The characters text may not hold: C0 controls except TAB, LF and CR; DEL; C1 controls."""
@@ -67,6 +77,8 @@ def check_message(message: Message, limits: Limits, field: str = "message") -> N
         check_id(value, f"{field}.referenceTaskIds[{index}]", limits)
     for index, part in enumerate(message.parts):
         if part.HasField("text"):
+            if not part.text:  # a part with nothing in it, refused as a message with no parts is
+                raise InvalidInput(f"{field}.parts[{index}].text is empty", f"{field}.parts[{index}].text")
             if search(part.text) is not None:
                 check_text(part.text, f"{field}.parts[{index}].text")
         elif part.HasField("data"):
@@ -126,3 +138,47 @@ def _check_mapping(mapping: Mapping[Any, Any], field: str, limits: Limits, depth
             )
         check_text(key, f"{field} key {key[:40]!r}")
         check_value_keys(item, f"{field}.{key}", limits, depth + 1)
+
+
+class JsonTooDeep(ValueError):
+    """A JSON document nesting deeper than `MAX_JSON_DEPTH` levels."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"it nests deeper than {limit} levels")
+
+
+def load_json(raw: bytes | str, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """Untrusted JSON, parsed: a ValueError (never a RecursionError) for invalid UTF-8, invalid
+    JSON, or nesting deeper than `max_depth`."""
+    value = orjson.loads(raw)  # iterative: invalid UTF-8 and depth past 1024 are JSONDecodeErrors
+    if _brackets(raw) > max_depth and _deeper_than(value, max_depth):
+        raise JsonTooDeep(max_depth)
+    return value
+
+
+def check_json(raw: bytes, max_depth: int = MAX_JSON_DEPTH) -> None:
+    """Refuse (ValueError) a body another parser would choke on: invalid UTF-8, or nesting deeper
+    than `max_depth`; anything else is left to that parser, which answers it well."""
+    raw.decode()
+    if _brackets(raw) > max_depth:
+        load_json(raw, max_depth)
+
+
+def _brackets(raw: bytes | str) -> int:
+    """Opening brackets in `raw`: a document with no more than N of them nests at most N deep."""
+    if isinstance(raw, bytes):
+        return raw.count(b"{") + raw.count(b"[")
+    return raw.count("{") + raw.count("[")
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False

@@ -3,11 +3,14 @@
 `configure_logging` puts one handler on the root logger with `JsonFormatter` and
 `PiiScrubber`, so every record (ranch's, uvicorn's, the a2a-sdk's) leaves the
 process scrubbed. The scrubber replaces emails, phone numbers, API keys and
-tokens (known prefixes, JWTs, `Bearer …`, `token=…`-style pairs) and card
-numbers (Luhn-checked) with `[email]`, `[phone]`, `[secret]` and `[card]`.
+tokens (known prefixes, ranch's own `rk_` keys, JWTs, `Bearer …`, `token=…`-style
+pairs) and card numbers (Luhn-checked) with `[email]`, `[phone]`, `[secret]` and
+`[card]`. Each field of a record is cut to `MAX_FIELD_CHARS` first (a marker says
+how much was left out), and every pattern is linear, so no record can hold the
+event loop for long, whatever a caller put in it.
 
 `RANCH_DEBUG=1` (or `PROTOCOL_DEBUG=1`) turns on debug mode: DEBUG level, and
-the bindings log each request's full body and timing; still scrubbed.
+the bindings log the start of each request's body, its answer and timing; still scrubbed.
 """
 
 from __future__ import annotations
@@ -17,9 +20,10 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
@@ -62,28 +66,37 @@ def traced(trace_id: str | None = None) -> Iterator[str]:
 
 
 # -- scrubbing ----------------------------------------------------------------------------------
+#
+# `scrub` runs on every record, on the event loop, over text a caller controls (a URL path, a
+# body in debug mode, an SDK's error message quoting a field). Each pattern is linear in the
+# text: every repeat is bounded, a run that cannot be followed by what comes next is matched
+# possessively (`{m,n}+`, so a failed match gives nothing back to retry), and patterns that
+# could start anywhere inside a long run start only where the run starts (a lookbehind).
+# tests/policy/test_logs.py checks that no pattern has an unbounded repeat.
 
-_SECRET_PATTERNS = [
-    re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"),  # JWT
-    re.compile(r"\b(?:sk|pk|rk)-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_]{16,}"),  # OpenAI-style keys
-    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"),  # GitHub
-    re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),  # Slack
-    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),  # AWS access key id
-    re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"),  # Google API key
-]
-_AUTH_SCHEME = re.compile(r"(?i)\b(bearer|basic|token)(\s+)[A-Za-z0-9._~+/=-]{8,}")
-_KEY_VALUE = re.compile(
-    r"(?i)\b((?:x-)?(?:api[_-]?key|access[_-]?token|auth[_-]?token|token|secret|client[_-]?secret|password"
-    r"|passwd|credentials|x-a2a-notification-token|authorization)[\"']?\s*[:=]\s*[\"']?)"
-    r"((?!\[secret\])[^\s\"',;&}]{4,})"
-)
-_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
-_CARD = re.compile(r"(?<![\w-])(?:\d[ -]?){12,18}\d(?![\w-])")
-_PHONES = [
-    re.compile(r"(?<![\w+])\+\d{1,3}(?:[ .-]?\(?\d{1,4}\)?){2,5}(?![\w-])"),  # +44 20 7946 0958
-    re.compile(r"(?<!\w)\(\d{3}\)\s?\d{3}[ .-]\d{4}(?!\w)"),  # (555) 123-4567
-    re.compile(r"(?<![\w.-])\d{3}[.-]\d{3}[.-]\d{4}(?![\w.-])"),  # 555-123-4567
-]
+MAX_FIELD_CHARS = 16_384
+"""Longest text scrubbed and written per record field (message, each string extra, exception
+text); the rest is left out, and a marker says how much."""
+_TAIL_SEARCH = 256
+"""How far back from the cut `clip` looks for whitespace, so no half of a token is kept."""
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """One kind of personal data: where it can be, what finds it, what replaces it."""
+
+    pattern: re.Pattern[str]
+    replacement: str | Callable[[re.Match[str]], str]
+    hints: tuple[str, ...] = ()
+    """The pattern can only match text holding one of these (none: always try it)."""
+    folded: bool = False
+    """The hints are lower case and looked for in the lower-cased text (case-insensitive patterns)."""
+
+    def may_match(self, text: str) -> bool:
+        if not self.hints:
+            return True
+        haystack = text.lower() if self.folded else text
+        return any(hint in haystack for hint in self.hints)
 
 
 def _luhn(digits: str) -> bool:
@@ -101,34 +114,116 @@ def _card(match: re.Match[str]) -> str:
     return "[card]" if 13 <= len(digits) <= 19 and _luhn(digits) else match.group()
 
 
+_KEY_NAMES = (
+    r"(?:x-)?(?:api[_-]?key|access[_-]?token|auth[_-]?token|token|secret|client[_-]?secret|password"
+    r"|passwd|credentials|x-a2a-notification-token|authorization)"
+)
+_RULES = (
+    # JWT: three base64url segments
+    _Rule(
+        re.compile(r"(?<![\w-])eyJ[A-Za-z0-9_-]{5,8192}+\.[A-Za-z0-9_-]{5,8192}+\.[A-Za-z0-9_-]{0,8192}+"),
+        "[secret]",
+        ("eyJ",),
+    ),
+    # OpenAI-style keys (sk-…, sk-proj-…)
+    _Rule(
+        re.compile(r"(?<![\w-])(?:sk|pk|rk)-(?:[A-Za-z0-9]{1,64}+-){0,8}[A-Za-z0-9_]{16,256}"),
+        "[secret]",
+        ("sk-", "pk-", "rk-"),
+    ),
+    # ranch's own keys: rk_ + 32 url-safe characters (rooms/agents.py issue_key)
+    _Rule(re.compile(r"(?<![\w-])rk_[A-Za-z0-9_-]{16,256}"), "[secret]", ("rk_",)),
+    _Rule(re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,255}"), "[secret]", ("gh",)),  # GitHub
+    _Rule(re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,255}"), "[secret]", ("xox",)),  # Slack
+    _Rule(re.compile(r"\bAKIA[0-9A-Z]{16}\b"), "[secret]", ("AKIA",)),  # AWS access key id
+    _Rule(re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"), "[secret]", ("AIza",)),  # Google API key
+    # Bearer / Basic / Token credentials
+    _Rule(
+        re.compile(r"(?i)\b(bearer|basic|token)(\s{1,16}+)[A-Za-z0-9._~+/=-]{8,8192}"),
+        r"\1\2[secret]",
+        ("bearer", "basic", "token"),
+        folded=True,
+    ),
+    # token=…, "api_key": "…", password: …, Authorization: …
+    _Rule(
+        re.compile(
+            rf"(?i)\b({_KEY_NAMES}[\"']?\s{{0,16}}+[:=]\s{{0,16}}+[\"']?)((?!\[secret\])[^\s\"',;&}}]{{4,8192}})"
+        ),
+        r"\1[secret]",
+        ("key", "token", "secret", "passw", "credentials", "authorization"),
+        folded=True,
+    ),
+    # e-mail: a local part of at most 64 characters, up to 8 domain labels of at most 63
+    _Rule(
+        re.compile(r"[A-Za-z0-9._%+-]{1,64}+@(?:[A-Za-z0-9-]{1,63}+\.){1,8}[A-Za-z]{2,63}"),
+        "[email]",
+        ("@",),
+    ),
+    # card numbers: 13-19 digits, spaces or dashes between, Luhn-checked in `_card`
+    _Rule(re.compile(r"(?<![\w-])(?:\d[ -]?){12,18}\d(?![\w-])"), _card),
+    # phones: +44 20 7946 0958
+    _Rule(re.compile(r"(?<![\w+])\+\d{1,3}(?:[ .-]?\(?\d{1,4}+\)?){2,5}(?![\w-])"), "[phone]", ("+",)),
+    # (555) 123-4567
+    _Rule(re.compile(r"(?<!\w)\(\d{3}\)\s?\d{3}[ .-]\d{4}(?!\w)"), "[phone]", ("(",)),
+    # 555-123-4567, 555.123.4567, 555 123 4567 (not inside a longer run of numbers: 1.555.123.4567.8)
+    _Rule(re.compile(r"(?<!\w)(?<!\d[.-])\d{3}[ .-]\d{3}[ .-]\d{4}(?!\w|[.-]\d)"), "[phone]"),
+    # 5551234567: ten digits, the first 2-9 (so Unix times in seconds, 1…, are left alone)
+    _Rule(re.compile(r"(?<!\w)(?<!\d[.-])[2-9]\d{9}(?!\w|[.-]\d)"), "[phone]"),
+)
+PATTERNS = tuple(rule.pattern for rule in _RULES)
+"""Every pattern `scrub` applies, in order."""
+
+
 def scrub(text: str) -> str:
     """`text` with emails, phone numbers, keys and tokens, and card numbers replaced."""
-    for pattern in _SECRET_PATTERNS:
-        text = pattern.sub("[secret]", text)
-    text = _AUTH_SCHEME.sub(r"\1\2[secret]", text)
-    text = _KEY_VALUE.sub(r"\1[secret]", text)
-    text = _EMAIL.sub("[email]", text)
-    text = _CARD.sub(_card, text)
-    for pattern in _PHONES:
-        text = pattern.sub("[phone]", text)
+    for rule in _RULES:
+        if rule.may_match(text):
+            text = rule.pattern.sub(rule.replacement, text)
     return text
+
+
+def clip(text: str, limit: int = MAX_FIELD_CHARS) -> tuple[str, str]:
+    """`text` cut to at most `limit` characters, and the marker saying what was cut ("" if nothing).
+
+    The cut goes back to the last whitespace near the limit, so a key or an address cut in two
+    is left out rather than half-kept where the scrubber can no longer recognise it.
+    """
+    if len(text) <= limit:
+        return text, ""
+    head = text[:limit]
+    space = max(head.rfind(" ", limit - _TAIL_SEARCH), head.rfind("\n", limit - _TAIL_SEARCH))
+    if space > 0:
+        head = head[:space]
+    return head, f"…[truncated {len(text) - len(head)} chars]"
+
+
+def scrub_field(text: str, limit: int = MAX_FIELD_CHARS) -> str:
+    """`text` clipped to `limit` characters (with a marker), then scrubbed: what a log record holds."""
+    head, marker = clip(text, limit)
+    return scrub(head) + marker
+
+
+def prefix(body: bytes, limit: int) -> str:
+    """At most `limit` bytes of `body` as text, and a marker with the size of what was left out."""
+    shown = body[:limit].decode(errors="replace")
+    return shown if len(body) <= limit else f"{shown}…[truncated {len(body) - limit} bytes]"
 
 
 class PiiScrubber(logging.Filter):
     """Scrubs each record's message, arguments and exception text before any handler writes it."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.msg = scrub(record.getMessage())
+        record.msg = scrub_field(record.getMessage())
         record.args = None
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
-            record.exc_text = scrub(record.exc_text)
+            record.exc_text = scrub_field(record.exc_text)
         if record.stack_info:
-            record.stack_info = scrub(record.stack_info)
+            record.stack_info = scrub_field(record.stack_info)
         for key, value in _extras(record).items():
             if isinstance(value, str):
-                setattr(record, key, scrub(value))
+                setattr(record, key, scrub_field(value))
         if not getattr(record, "trace_id", ""):
             record.trace_id = TRACE_ID.get()
         return True

@@ -203,6 +203,7 @@ async def _prepare(
             "the hub does not store keys: give api_key_env, naming an environment variable of the server",
             "api_key",
         )
+    _history_length(body)  # every kind: the column holds 32 bits
     tenant_guard = None if principal.is_superuser else guard or UrlGuard()
     spec = await _spec(body, tenant_guard)
     row = AgentRecord(
@@ -314,10 +315,17 @@ def _check_id(value: Any) -> str:
     return value
 
 
+MAX_HISTORY_LENGTH = 2**31 - 1
+"""The largest `history_length` the agents table holds (a 32-bit column)."""
+
+
 def _history_length(body: dict[str, Any]) -> int | None:
     value = body.get("history_length")
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-        raise InvalidInput("history_length must be a non-negative integer", "history_length")
+    if value is not None and (
+        not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_HISTORY_LENGTH
+    ):
+        message = f"history_length must be an integer from 0 to {MAX_HISTORY_LENGTH}"
+        raise InvalidInput(message, "history_length")
     return value
 
 

@@ -64,7 +64,7 @@ class FastPathApp(Starlette):
             return  # the client went away before sending its body
         answer = await self._lean(head, scope, body)
         if answer is None:
-            await super().__call__(scope, _replay(body, receive), send)
+            await super().__call__(scope, replay(body, receive), send)
         elif isinstance(answer, Answer):
             headers = [JSON_TYPE, (b"content-length", b"%d" % len(answer.body)), *answer.headers]
             await send({"type": "http.response.start", "status": 200, "headers": headers})
@@ -102,7 +102,7 @@ async def _read_body(receive: Receive) -> bytes | None:
     return None if message["type"] == "http.disconnect" else body
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
+def replay(body: bytes, receive: Receive) -> Receive:
     """A receive that gives `body` once, then whatever the connection says next."""
     sent = False
 

@@ -176,7 +176,7 @@ class JsonRpcEndpoint:
         try:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
-            return _error(None, JSONParseError(message=f"the request body is not valid JSON: {exc}"))
+            return parse_error(exc)
         request_id, method, problem = _envelope(body)
         if problem is not None:
             return _error(request_id, problem)
@@ -300,6 +300,11 @@ def unknown_method(method: str) -> str:
         f"method {method!r} does not exist; A2A 1.0 methods are {', '.join(A2A_METHODS)} "
         "(A2A 0.3 names such as message/send are served when no A2A-Version header is sent)"
     )
+
+
+def parse_error(problem: Exception) -> bytes:
+    """The JSON-RPC -32700 answer to a body that is not JSON, saying why (`problem`)."""
+    return _error(None, JSONParseError(message=f"the request body is not valid JSON: {problem}"))
 
 
 def _error(request_id: Any, error: A2AError | JSONRPCError) -> bytes:

@@ -1,0 +1,214 @@
+"""Malformed input answers 4xx, or an error frame, in each entry's own format; never a 5xx or a drop.
+
+Each entry is served for real on 127.0.0.1; the REST, WebSocket and task-store cases run on
+SQLite and on PostgreSQL (`database_url`), where numbers past 64 bits failed differently.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+from websockets.exceptions import ConnectionClosed
+
+from fuzzkit import nested
+from hubkit import ADMIN_KEY, Api, Live, database_url, serve_hub
+from ranch.api import ws
+from ranch.policy.limits import MAX_INT
+
+__all__ = ["database_url"]  # the parametrized fixture, used by name
+
+CONFIG = "agents:\n  - {id: echo, kind: echo}\n"
+V1 = {"A2A-Version": "1.0"}
+DEEP_BODY = f'{{"text":"x","metadata":{nested(3000)}}}'.encode()
+NOT_UTF8 = b"\xff\xfe{}"
+FAR_FUTURE = "9999-12-31T23:59:59Z"
+
+
+def refused(response: httpx.Response, field: str) -> dict[str, Any]:
+    """The REST error of a 400 naming `field`."""
+    assert response.status_code == 400, response.text
+    error: dict[str, Any] = response.json()["error"]
+    assert error["code"] == "INVALID_PARAMS" and error["field"] == field, error
+    return error
+
+
+def test_rest_refuses_deep_bodies_and_numbers_past_64_bits(database_url: str) -> None:
+    with serve_hub(CONFIG, database_url) as hub:
+        admin = Api(hub.url, ADMIN_KEY)
+        admin.post("/rooms", {"id": "r1", "title": "R"})
+        for path in ("/rooms/r1/messages", "/rooms", "/agents"):
+            error = refused(admin.raw("POST", path, DEEP_BODY), "body")
+            assert "deeper than" in error["message"] or "depth" in error["message"], error
+        refused(admin.raw("POST", "/rooms/r1/messages", NOT_UTF8), "body")
+        for value in (2**31, 2**63, 2**70):
+            body = {"id": "big", "kind": "echo", "history_length": value}
+            refused(admin.call("POST", "/agents", body), "history_length")
+        for path in ("/rooms/r1/messages", "/rooms/r1/events"):
+            error = refused(admin.call("GET", path, since=2**63), "since")
+            assert str(MAX_INT) in error["message"]
+            assert admin.call("GET", path, since=MAX_INT).status_code == 200  # the bound itself is fine
+
+
+def test_websocket_bad_values_get_error_frames_naming_the_field(database_url: str) -> None:
+    with serve_hub(CONFIG, database_url) as hub:
+        Api(hub.url, ADMIN_KEY).post("/rooms", {"id": "r1", "title": "R"})
+        live = Live(hub.url, ADMIN_KEY)
+        live.send({"type": "subscribe", "rooms": ["r1"], "cursor": 2**63})
+        frame = live.recv()
+        assert frame["type"] == "error" and frame["error"]["field"] == "cursor", frame
+        live.send_raw("[" * 50_000 + "]" * 50_000)
+        frame = live.recv()
+        assert frame["type"] == "error" and frame["error"]["field"] == "frame", frame
+        assert live.subscribe(["r1"], cursor=MAX_INT)["cursor"] == MAX_INT  # the socket is still up
+        live.close()
+
+
+def test_a_binary_frame_gets_an_error_frame_then_close_1003(database_url: str) -> None:
+    with serve_hub(CONFIG, database_url) as hub:
+        live = Live(hub.url, ADMIN_KEY)
+        live.connection.send(b"\x00\x01binary")
+        frame = live.recv()
+        assert frame["type"] == "error" and frame["error"]["field"] == "frame", frame
+        assert "binary" in frame["error"]["message"]
+        with pytest.raises(ConnectionClosed) as closed:
+            live.recv()
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1003
+
+
+def test_an_unexpected_failure_gets_an_error_frame_then_close_1011(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken(*args: Any) -> None:
+        raise RuntimeError("the database went away")
+
+    with serve_hub(CONFIG, database_url) as hub:
+        live = Live(hub.url, ADMIN_KEY)
+        monkeypatch.setattr(ws, "visible_room", broken)  # a fault in the server, as a real one would be
+        live.send({"type": "subscribe", "rooms": ["r1"]})
+        frame = live.recv()
+        assert frame["type"] == "error" and frame["error"]["code"] == "INTERNAL_ERROR", frame
+        assert "went away" not in frame["error"]["message"]  # details stay in the server log
+        with pytest.raises(ConnectionClosed) as closed:
+            live.recv()
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1011
+        assert httpx.get(f"{hub.url}/healthz", timeout=10).status_code == 200
+
+
+def test_list_tasks_refuses_times_past_64_bit_nanoseconds(database_url: str) -> None:
+    with serve_hub(CONFIG, database_url) as hub:
+        agent = f"{hub.url}/a2a/agents/echo"
+        rest = httpx.get(
+            f"{agent}/tasks", params={"statusTimestampAfter": FAR_FUTURE}, headers=V1, timeout=30
+        )
+        assert rest.status_code == 400, rest.text
+        assert rest.json()["error"]["status"] == "INVALID_ARGUMENT"
+        assert "statusTimestampAfter" in rest.json()["error"]["message"]
+        body = {"jsonrpc": "2.0", "id": 7, "method": "ListTasks"}
+        for after in (FAR_FUTURE, "0001-01-01T00:00:00Z"):
+            rpc = httpx.post(agent, json={**body, "params": {"statusTimestampAfter": after}}, headers=V1)
+            assert rpc.json()["error"]["code"] == -32602 and rpc.json()["id"] == 7, rpc.text
+        fine = {"statusTimestampAfter": "2262-01-01T00:00:00Z"}
+        assert "result" in httpx.post(agent, json={**body, "params": fine}, headers=V1).json()
+
+
+@pytest.mark.parametrize(
+    ("path", "headers"),
+    [
+        ("message:send", V1),
+        ("message:stream", V1),
+        ("v1/message:send", {}),
+        ("v1/message:stream", {}),
+    ],
+)
+@pytest.mark.parametrize("body", [NOT_UTF8, f'{{"message":{nested(1000)}}}'.encode()], ids=["utf8", "deep"])
+def test_http_json_bodies_it_cannot_parse_answer_400(
+    path: str, headers: dict[str, str], body: bytes, tmp_path: Any
+) -> None:
+    with serve_hub(CONFIG, f"sqlite+aiosqlite:///{tmp_path / 'h.db'}") as hub:
+        answer = httpx.post(
+            f"{hub.url}/a2a/agents/echo/{path}",
+            content=body,
+            headers={**headers, "Content-Type": "application/json"},
+            timeout=30,
+        )
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert error["code"] == 400 and error["status"] == "INVALID_ARGUMENT", error
+    assert "not valid JSON" in error["message"]
+
+
+def test_jsonrpc_and_03_query_bodies_it_cannot_parse_answer_in_their_format(tmp_path: Any) -> None:
+    with serve_hub(CONFIG, f"sqlite+aiosqlite:///{tmp_path / 'h.db'}") as hub:
+        agent = f"{hub.url}/a2a/agents/echo"
+        deep = f'{{"jsonrpc":"2.0","id":1,"method":"message/send","params":{nested(1000)}}}'
+        for body in (NOT_UTF8, deep.encode()):  # A2A 0.3 JSON-RPC: the SDK's dispatcher
+            rpc = httpx.post(agent, content=body, headers={"Content-Type": "application/json"}, timeout=30)
+            assert rpc.status_code == 200 and rpc.json()["error"]["code"] == -32700, rpc.text
+        history = httpx.get(f"{agent}/v1/tasks/t-1", params={"historyLength": "abc"}, timeout=30)
+        assert history.status_code == 400, history.text
+        assert "historyLength" in history.json()["error"]["message"]
+
+
+def test_mcp_bodies_it_cannot_parse_answer_a_parse_error_400(tmp_path: Any) -> None:
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    deep = f'{{"jsonrpc":"2.0","id":1,"method":"ping","params":{nested(1000)}}}'.encode()
+    with serve_hub(CONFIG, f"sqlite+aiosqlite:///{tmp_path / 'h.db'}") as hub:
+        for body in (NOT_UTF8, deep):
+            answer = httpx.post(f"{hub.url}/mcp", content=body, headers=headers, timeout=30)
+            assert answer.status_code == 400, answer.text
+            assert answer.json()["error"]["code"] == -32700, answer.text
+        ping = httpx.post(
+            f"{hub.url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers=headers, timeout=30
+        )
+    assert ping.status_code == 200 and '"result"' in ping.text, ping.text  # what parses still goes through
+
+
+EMPTY_PART_10 = {"role": "ROLE_USER", "messageId": "m1", "parts": [{"text": "hi"}, {"text": ""}]}
+EMPTY_PART_03 = {
+    "kind": "message",
+    "role": "user",
+    "messageId": "m1",
+    "parts": [{"kind": "text", "text": ""}],
+}
+
+
+@pytest.mark.parametrize(
+    ("path", "headers", "body", "field"),
+    [
+        (
+            "",
+            V1,
+            {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": EMPTY_PART_10}},
+            1,
+        ),
+        (
+            "",
+            {},
+            {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": EMPTY_PART_03}},
+            0,
+        ),
+        ("/message:send", V1, {"message": EMPTY_PART_10}, 1),
+        ("/message:stream", V1, {"message": EMPTY_PART_10}, 1),
+        (
+            "/v1/message:send",
+            {},
+            {"message": {"messageId": "m1", "role": "ROLE_USER", "content": [{"text": ""}]}},
+            0,
+        ),
+    ],
+    ids=["jsonrpc-1.0", "jsonrpc-0.3", "http+json-1.0", "http+json-1.0-stream", "http+json-0.3"],
+)
+def test_an_empty_text_part_is_refused_on_every_a2a_entry(
+    path: str, headers: dict[str, str], body: dict[str, Any], field: int, tmp_path: Any
+) -> None:
+    with serve_hub(CONFIG, f"sqlite+aiosqlite:///{tmp_path / 'h.db'}") as hub:
+        answer = httpx.post(f"{hub.url}/a2a/agents/echo{path}", json=body, headers=headers, timeout=30)
+    expected = f"message.parts[{field}].text is empty"
+    if not path:  # JSON-RPC: HTTP 200 with -32602
+        assert answer.status_code == 200 and answer.json()["error"]["code"] == -32602, answer.text
+        assert answer.json()["error"]["message"] == expected
+    else:
+        assert answer.status_code == 400, answer.text
+        assert answer.json()["error"]["message"] == expected
