@@ -38,9 +38,10 @@ a2a03: $(A2A03)/.installed  ## a venv with a2a-sdk 0.3.x, for the signed-card te
 serve: $(STAMP)  ## run the built-in demo team on http://127.0.0.1:8000 (the page: key rk_demo)
 	$(BIN)/ranch serve
 
-test: $(STAMP) browser a2a03  ## the whole suite: ruff, mypy --strict, then pytest
+test: $(STAMP) browser a2a03  ## the whole suite: ruff, mypy --strict, the layers contract, then pytest
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	$(BIN)/pytest -q
 
 FUZZ_TESTS := tests/policy/test_fuzz.py tests/policy/test_api_fuzz.py

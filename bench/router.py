@@ -44,10 +44,10 @@ from google.protobuf.json_format import ParseDict
 
 from bench.common import HOST, free_port, percentile, server_process, table
 from ranch.agents.base import Agent, Call, reply
+from ranch.catalog.registry import Registry
 from ranch.config import parse_config
-from ranch.hub.registry import Registry
-from ranch.routing.extension import RoutingDecision
 from ranch.wire.client import ClientPool
+from ranch.wire.client_routing import RoutingDecision
 
 HOPS = 10
 MEMBERS = [f"m{i}" for i in range(HOPS)]

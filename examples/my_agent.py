@@ -1,11 +1,11 @@
 """A `kind: python` agent: route long questions to a specialist, answer short ones yourself.
 
-    agents:
-      - id: gatekeeper
-        kind: python
-        entry: examples.my_agent:Gatekeeper
-        client_routing: true
-        options: {specialist: researcher}
+agents:
+  - id: gatekeeper
+    kind: python
+    entry: examples.my_agent:Gatekeeper
+    client_routing: true
+    options: {specialist: researcher}
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import AsyncGenerator
 from a2a.types import Message
 
 from ranch.agents.base import Call, Event, reply, text_of
-from ranch.routing import extension
+from ranch.wire import client_routing
 
 
 class Gatekeeper:
@@ -25,9 +25,9 @@ class Gatekeeper:
 
     async def run(self, message: Message, call: Call) -> AsyncGenerator[Event | str, None]:
         text = text_of(message)
-        peers = extension.read_request(message)  # None when the agent is called outside a team
+        peers = client_routing.read_request(message)  # None when the agent is called outside a team
         if len(text) > 80 and peers and any(p.id == self.specialist for p in peers.agent_cards):
-            decision = extension.RoutingDecision(recipient=self.specialist, reason="long question")
+            decision = client_routing.RoutingDecision(recipient=self.specialist, reason="long question")
             yield reply(message, f"Passing this to {self.specialist}.", decision)
         else:
             yield f"Short answer: {text[:40]}"

@@ -20,7 +20,7 @@ from google.protobuf.json_format import MessageToDict
 import probes
 from ranch.config import RanchConfig, parse_config
 from ranch.hub.app import Settings, create_app
-from ranch.routing.extension import URI
+from ranch.wire.client_routing import URI
 from servers import ServerThread, bind_socket
 
 TESTS = Path(__file__).parent

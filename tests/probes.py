@@ -39,7 +39,7 @@ from a2a.types import (
 from google.protobuf.json_format import MessageToDict
 
 from ranch.agents.base import Call, Event, reply, text_of
-from ranch.routing import extension
+from ranch.wire import client_routing
 
 RECEIVED: defaultdict[str, list[Message]] = defaultdict(list)
 CALLS: defaultdict[str, list[Call]] = defaultdict(list)
@@ -105,7 +105,7 @@ def _decide(answer: Message, opts: dict[str, Any]) -> None:
         return
     form = opts.get("form", "uri")
     if form == "x-recipient":
-        answer.metadata.update({extension.X_RECIPIENT: route})
+        answer.metadata.update({client_routing.X_RECIPIENT: route})
         return
     recipient: Any = route
     if form == "object":
@@ -115,7 +115,7 @@ def _decide(answer: Message, opts: dict[str, Any]) -> None:
         data["reason"] = opts["reason"]
     if opts.get("handoffs") is not None:
         data["handoffs"] = opts["handoffs"]
-    answer.metadata.update({extension.URI: data})
+    answer.metadata.update({client_routing.URI: data})
 
 
 async def _as_task(message: Message, answer: Message) -> AsyncIterator[Event]:

@@ -34,7 +34,7 @@ from google.protobuf.json_format import MessageToDict
 from conftest import RunningRanch, sdk_client, send, serve_ranch, trail_of, user_message
 from ranch.agents.base import text_of
 from ranch.cli.demo import DEMO_YAML
-from ranch.routing.extension import URI
+from ranch.wire.client_routing import URI
 
 # -- configuration ---------------------------------------------------------------------------------
 

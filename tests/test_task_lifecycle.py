@@ -27,7 +27,7 @@ import pytest
 import probes
 from conftest import RunningRanch, serve_ranch
 from hubkit import wait_until
-from ranch.routing.extension import URI
+from ranch.wire.client_routing import URI
 
 YAML = """
 agents:

@@ -4,10 +4,9 @@ The public surface is re-exported here; each concept lives in its own subpackage
 (`routing`, `agents`, `wire`, `hub`, `cli`).
 """
 
+from ranch._version import __version__
 from ranch.agents.base import Agent, AgentInfo, Call
 from ranch.exceptions import RanchError
 from ranch.routing.team import Team
-
-__version__ = "0.1.0"
 
 __all__ = ["Agent", "AgentInfo", "Call", "RanchError", "Team", "__version__"]

@@ -16,9 +16,9 @@ from google.protobuf.json_format import ParseDict
 
 from conftest import serve_ranch
 from peers import running_peer
+from ranch.catalog.registry import Registry
 from ranch.config import parse_config
 from ranch.exceptions import ConfigError
-from ranch.hub.registry import Registry
 from ranch.wire.cards import build_card
 from ranch.wire.client import ClientPool
 from ranch.wire.signing import CardSigner, CardVerifier, SignatureVerificationError, load_trusted_keys

@@ -11,7 +11,7 @@ import pytest
 
 from hubkit import ADMIN_KEY, Api, database_url, serve_hub
 from ranch.exceptions import SessionExpired
-from ranch.policy.sessions import Sessions
+from ranch.identity.sessions import Sessions
 
 __all__ = ["database_url"]
 

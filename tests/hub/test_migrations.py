@@ -10,8 +10,9 @@ from sqlalchemy import inspect
 
 from ranch.db import migrate
 from ranch.db.engine import open_engine
-from ranch.hub.store import SqlTaskStore
-from ranch.hub.tasks import _ctx, owner_of
+from ranch.db.models import ranch_tasks
+from ranch.tasks.engine import _ctx, owner_of
+from ranch.tasks.store import SqlTaskStore
 
 pytestmark = pytest.mark.anyio
 
@@ -19,7 +20,8 @@ pytestmark = pytest.mark.anyio
 async def test_a_database_from_ranch_0_1_is_upgraded_with_its_tasks(tmp_path: Path) -> None:
     engine = open_engine(f"sqlite+aiosqlite:///{tmp_path / 'old.db'}")
     store = SqlTaskStore(engine, owner_of)
-    await store.initialize()  # how 0.1 created its only table
+    async with engine.begin() as connection:  # how 0.1 created its only table
+        await connection.run_sync(ranch_tasks.create)
     task = Task(id="t1", context_id="c1", status=TaskStatus(state=TaskState.TASK_STATE_COMPLETED))
     await store.save(task, _ctx("someone"))
     assert await migrate.current(engine) is None

@@ -19,8 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from ranch.hub.store import SqlTaskStore
-from ranch.hub.tasks import owner_of
+from ranch.db import migrate
+from ranch.tasks.engine import owner_of
+from ranch.tasks.store import SqlTaskStore
 
 STATES = [TaskState.TASK_STATE_WORKING, TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED]
 
@@ -54,7 +55,7 @@ async def compare(folder: Path, saved: list[tuple[str, Task]], queries: list[dic
     sdk_engine = create_async_engine(f"sqlite+aiosqlite:///{folder / 'sdk.db'}")
     ours = SqlTaskStore(ours_engine, owner_of)
     sdk = DatabaseTaskStore(sdk_engine, owner_resolver=owner_of)
-    await ours.initialize()
+    await migrate.upgrade(ours_engine)
     await sdk.initialize()
     try:
         for owner, task in saved:
@@ -110,7 +111,7 @@ def test_a_task_id_keeps_its_first_owner(tmp_path: Path) -> None:
     async def scenario() -> None:
         engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 't.db'}")
         store = SqlTaskStore(engine, owner_of)
-        await store.initialize()
+        await migrate.upgrade(engine)
         mine = Task(id="t", context_id="c", status=TaskStatus(state=TaskState.TASK_STATE_COMPLETED))
         other = Task(id="t", context_id="x", status=TaskStatus(state=TaskState.TASK_STATE_FAILED))
         await store.save(mine, ctx("a/"))

@@ -14,9 +14,10 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from ranch.agents.base import Agent, AgentInfo, Call, Event
+from ranch.db import migrate
 from ranch.exceptions import StoreUnavailable
-from ranch.hub.store import SqlTaskStore
-from ranch.hub.tasks import TaskCore, owner_context, owner_of
+from ranch.tasks.engine import TaskCore, owner_context, owner_of
+from ranch.tasks.store import SqlTaskStore
 
 
 class Finisher(Agent):
@@ -53,7 +54,7 @@ class StumblingStore(SqlTaskStore):
 async def test_a_failed_save_is_retried_and_the_task_is_stored(tmp_path: Path) -> None:
     engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 't.db'}")
     store = StumblingStore(engine, owner_of, failures=2)
-    await store.initialize()
+    await migrate.upgrade(engine)
     try:
         async with anyio.create_task_group() as group:
             core = TaskCore(store, group)
@@ -93,7 +94,7 @@ async def test_a_final_state_that_cannot_be_stored_is_never_told(tmp_path: Path)
     """The task is stored SUBMITTED; its COMPLETED save fails: watchers get an error, never COMPLETED."""
     engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 't.db'}")
     store = FailingStore(engine, owner_of, fail_from=2)
-    await store.initialize()
+    await migrate.upgrade(engine)
     seen: list[Event] = []
     try:
         async with anyio.create_task_group() as group:
@@ -120,7 +121,7 @@ async def test_a_final_state_that_cannot_be_stored_is_never_told(tmp_path: Path)
 async def test_a_task_that_cannot_be_created_is_an_error_with_no_events(tmp_path: Path) -> None:
     engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 't.db'}")
     store = FailingStore(engine, owner_of, fail_from=1)
-    await store.initialize()
+    await migrate.upgrade(engine)
     try:
         async with anyio.create_task_group() as group:
             core = TaskCore(store, group)
@@ -142,7 +143,7 @@ async def test_return_immediately_stores_the_task_before_answering(tmp_path: Pat
     """`submit`: the task is stored SUBMITTED before start() returns; a store failure is raised there."""
     engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 't.db'}")
     store = FailingStore(engine, owner_of, fail_from=2)
-    await store.initialize()
+    await migrate.upgrade(engine)
     try:
         async with anyio.create_task_group() as group:
             core = TaskCore(store, group)

@@ -16,11 +16,11 @@ from google.protobuf.json_format import MessageToDict
 from conftest import sdk_client, send, serve_ranch, user_message
 from fake_openai import FakeOpenAI, base_url, error, fake, provider, text
 from ranch.agents.base import Call, text_of
+from ranch.agents.fold import collect
 from ranch.agents.llm import LlmAgent
+from ranch.catalog.build import build_agent
 from ranch.config import parse_config
 from ranch.exceptions import AgentError, AgentUnavailable
-from ranch.hub.registry import build_agent
-from ranch.routing.outcome import collect
 from ranch.wire.client import ClientPool
 from servers import free_port
 

@@ -28,10 +28,10 @@ from fake_openai import (
 )
 from peers import running_peer
 from ranch.agents.base import Call, text_of
+from ranch.agents.fold import collect
 from ranch.agents.llm import LlmAgent
+from ranch.catalog.build import build_agent
 from ranch.config import parse_config
-from ranch.hub.registry import build_agent
-from ranch.routing.outcome import collect
 from ranch.wire.client import ClientPool
 from servers import ServerThread
 

@@ -6,8 +6,8 @@ import warnings
 
 import pytest
 
-from ranch.policy import deprecation
-from ranch.policy.deprecation import RanchDeprecationWarning, deprecated, warn_deprecated
+from ranch import deprecation
+from ranch.deprecation import RanchDeprecationWarning, deprecated, warn_deprecated
 
 
 @deprecated(since="0.1.0", removal="1.0.0", use="new_add")

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from conftest import serve_ranch
-from ranch.hub.edge import DEBUG_BODY_BYTES
+from ranch.edge.guards import DEBUG_BODY_BYTES
 from ranch.policy.logs import MAX_FIELD_CHARS, PATTERNS, configure_logging, debug_enabled, scrub, traced
 from servers import ServerProcess, free_port
 

@@ -20,8 +20,8 @@ from starlette.routing import Route
 
 from conftest import serve_ranch
 from ranch.exceptions import UnsafeUrl
-from ranch.policy.push import TOKEN_HEADER, Backoff, PushSender, webhook_client
 from ranch.policy.ssrf import UrlGuard, refusal
+from ranch.tasks.push import TOKEN_HEADER, Backoff, PushSender, webhook_client
 from servers import ServerThread
 
 # -- the guard, address by address ----------------------------------------------------------------

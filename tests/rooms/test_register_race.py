@@ -20,13 +20,13 @@ from sqlalchemy.ext.asyncio import async_sessionmaker
 
 from hubkit import ADMIN_KEY, Api, database_url, serve_hub
 from ranch.agents.base import Agent, AgentInfo, Call, Event, reply
+from ranch.catalog import records
+from ranch.catalog.registry import Registry
 from ranch.config import parse_config
 from ranch.db import migrate
 from ranch.db.engine import open_engine
 from ranch.db.models import AgentRecord, Organization
 from ranch.exceptions import Unprocessable
-from ranch.hub.registry import Registry
-from ranch.rooms import agents
 from ranch.wire.client import ClientPool
 
 __all__ = ["database_url"]  # the parametrized fixture, used by name
@@ -119,7 +119,7 @@ async def test_an_agent_that_cannot_be_served_is_not_registered(tmp_path: Path) 
         registry = Registry(parse_config(CONFIG), ClientPool())
         async with anyio.create_task_group() as group:
             with pytest.raises(Unprocessable) as refused:
-                await agents._serve(sessions, row, Unstartable("broken"), [], registry, group)
+                await records._serve(sessions, row, Unstartable("broken"), [], registry, group)
         assert refused.value.field == "id"
         assert str(refused.value) == (
             "agent 'broken' was not registered: cannot start: RuntimeError: its tool server would not start"

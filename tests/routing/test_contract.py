@@ -32,7 +32,7 @@ import probes
 from conftest import RunningRanch, sdk_client, send, serve_ranch, trail_of, user_message
 from ranch.agents.base import CONTEXT_PART_KEY
 from ranch.routing.context import HEADER
-from ranch.routing.extension import URI, X_RECIPIENT
+from ranch.wire.client_routing import URI, X_RECIPIENT
 
 COMPLETED = TaskState.TASK_STATE_COMPLETED
 FAILED = TaskState.TASK_STATE_FAILED

@@ -1,4 +1,4 @@
-"""Unit tests for `ranch.routing.extension`: the client-routing extension's helpers.
+"""Unit tests for `ranch.wire.client_routing`: the client-routing extension's helpers.
 
 docs: /work/shared/specs/routing.md section 1 (declaration, request data, response data and
 where a decision is looked for: the reply Message; for a Task its final status message, then
@@ -25,8 +25,8 @@ from a2a.types import (
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Struct
 
-from ranch.routing import extension
-from ranch.routing.extension import (
+from ranch.wire import client_routing
+from ranch.wire.client_routing import (
     SENDER,
     URI,
     USER,
@@ -100,20 +100,20 @@ def meta(msg: Message) -> dict[str, Any]:
 
 def test_declaration_is_the_uri_optional_with_a_description_and_no_params() -> None:
     """The declaration is the URI, `required: false`, a one-line description and empty params."""
-    ext = extension.declaration()
+    ext = client_routing.declaration()
     assert ext.uri == URI == "https://ranch.woi.dev/extensions/client-routing/v1"
     assert ext.required is False
     assert ext.description and "\n" not in ext.description
     assert not ext.HasField("params") or not ext.params.fields
-    assert extension.declaration(required=True).required is True
+    assert client_routing.declaration(required=True).required is True
 
 
 def test_declare_adds_the_extension_once_and_keeps_the_others() -> None:
     """declare() adds the URI to capabilities.extensions, idempotently, leaving other entries alone."""
     agent_card = card(OTHER_URI)
-    returned = extension.declare(agent_card)
+    returned = client_routing.declare(agent_card)
     assert returned is agent_card
-    extension.declare(agent_card)
+    client_routing.declare(agent_card)
     uris = [ext.uri for ext in agent_card.capabilities.extensions]
     assert uris == [OTHER_URI, URI]
 
@@ -126,12 +126,12 @@ def test_supports_is_true_exactly_when_the_card_declares_the_uri(
     uris: tuple[str, ...], expected: bool
 ) -> None:
     """An agent supports client routing exactly when its card lists the URI in capabilities.extensions."""
-    assert extension.supports(card(*uris)) is expected
+    assert client_routing.supports(card(*uris)) is expected
 
 
 def test_supports_after_declare() -> None:
     """A card declared with declare() is recognised by supports()."""
-    assert extension.supports(extension.declare(card())) is True
+    assert client_routing.supports(client_routing.declare(card())) is True
 
 
 # -- request data (router -> agent) -----------------------------------------------------------------
@@ -150,7 +150,7 @@ def test_attach_request_writes_camel_case_metadata_and_the_extensions_entry() ->
     """attach_request writes {agentCards, sender, hopsRemaining, trail} in metadata[URI] and the URI."""
     msg = message({"keep": "me"}, [OTHER_URI])
     request = RoutingRequest(agent_cards=peers(), sender="a", hops_remaining=4, trail=["a"])
-    returned = extension.attach_request(msg, request)
+    returned = client_routing.attach_request(msg, request)
     assert returned is msg
     assert meta(msg) == {
         "keep": "me",
@@ -182,8 +182,8 @@ def test_attach_request_writes_camel_case_metadata_and_the_extensions_entry() ->
 def test_attach_request_omits_optional_fields_and_is_idempotent_on_extensions() -> None:
     """Optional hopsRemaining/trail are left out when unset; the URI appears once in extensions."""
     msg = message()
-    extension.attach_request(msg, RoutingRequest(agent_cards=[], sender=USER))
-    extension.attach_request(msg, RoutingRequest(agent_cards=[], sender=USER))
+    client_routing.attach_request(msg, RoutingRequest(agent_cards=[], sender=USER))
+    client_routing.attach_request(msg, RoutingRequest(agent_cards=[], sender=USER))
     assert meta(msg) == {URI: {"agentCards": [], "sender": "user"}}
     assert list(msg.extensions) == [URI]
 
@@ -191,8 +191,8 @@ def test_attach_request_omits_optional_fields_and_is_idempotent_on_extensions() 
 def test_read_request_round_trips_attach_request() -> None:
     """read_request returns what attach_request wrote."""
     request = RoutingRequest(agent_cards=peers(), sender="a", hops_remaining=3, trail=["x", "a"])
-    msg = extension.attach_request(message(), request)
-    assert extension.read_request(msg) == request
+    msg = client_routing.attach_request(message(), request)
+    assert client_routing.read_request(msg) == request
 
 
 def test_read_request_accepts_camel_case_json_from_the_wire() -> None:
@@ -202,7 +202,7 @@ def test_read_request_accepts_camel_case_json_from_the_wire() -> None:
         "sender": "user",
         "hopsRemaining": 10,
     }
-    request = extension.read_request(message({URI: data}))
+    request = client_routing.read_request(message({URI: data}))
     assert request is not None
     assert request.sender == "user"
     assert request.hops_remaining == 10
@@ -224,7 +224,7 @@ def test_read_request_accepts_camel_case_json_from_the_wire() -> None:
 )
 def test_read_request_is_none_without_request_data(metadata: dict[str, Any] | None) -> None:
     """A message without metadata[URI].agentCards carries no routing request."""
-    assert extension.read_request(message(metadata)) is None
+    assert client_routing.read_request(message(metadata)) is None
 
 
 # -- strip (SC-003) -----------------------------------------------------------------------------------
@@ -233,7 +233,7 @@ def test_read_request_is_none_without_request_data(metadata: dict[str, Any] | No
 def test_strip_removes_every_trace_of_the_extension_and_keeps_the_rest() -> None:
     """strip deletes metadata[URI], metadata['x-recipient'] and the URI in extensions; nothing else."""
     msg = message({URI: {"agentCards": []}, X_RECIPIENT: "b", "keep": 1}, [OTHER_URI, URI])
-    returned = extension.strip(msg)
+    returned = client_routing.strip(msg)
     assert returned is msg
     assert meta(msg) == {"keep": 1}
     assert list(msg.extensions) == [OTHER_URI]
@@ -245,7 +245,7 @@ def test_strip_on_a_clean_message_changes_nothing() -> None:
     msg = message({"keep": 1}, [OTHER_URI])
     before = Message()
     before.CopyFrom(msg)
-    assert extension.strip(msg) == before
+    assert client_routing.strip(msg) == before
 
 
 # -- decisions (agent -> router) ----------------------------------------------------------------------
@@ -277,13 +277,13 @@ def test_read_decision_reads_every_recipient_form(
     metadata: dict[str, Any], expected: RoutingDecision
 ) -> None:
     """A recipient is read from metadata[URI].recipient, x-recipient, and the object form."""
-    assert extension.read_decision(message(metadata)) == expected
+    assert client_routing.read_decision(message(metadata)) == expected
 
 
 def test_read_decision_carries_reason_and_handoffs() -> None:
     """reason and handoffs come along with the recipient; non-string entries are dropped."""
     metadata = uri_form("b", reason="needs research", handoffs=["c", 3, "d"])
-    assert extension.read_decision(message(metadata)) == RoutingDecision(
+    assert client_routing.read_decision(message(metadata)) == RoutingDecision(
         recipient="b", reason="needs research", handoffs=["c", "d"]
     )
 
@@ -291,7 +291,7 @@ def test_read_decision_carries_reason_and_handoffs() -> None:
 def test_read_decision_ignores_malformed_reason_and_handoffs() -> None:
     """A non-string reason and non-list handoffs are ignored, the recipient still counts."""
     metadata = uri_form("b", reason=7, handoffs="c")
-    assert extension.read_decision(message(metadata)) == RoutingDecision(recipient="b")
+    assert client_routing.read_decision(message(metadata)) == RoutingDecision(recipient="b")
 
 
 @pytest.mark.parametrize(
@@ -314,31 +314,31 @@ def test_read_decision_ignores_malformed_reason_and_handoffs() -> None:
 )
 def test_read_decision_is_none_without_a_usable_recipient(metadata: dict[str, Any] | None) -> None:
     """No recipient, an empty one, or an unknown object form is no decision."""
-    assert extension.read_decision(message(metadata)) is None
+    assert client_routing.read_decision(message(metadata)) is None
 
 
 def test_read_decision_prefers_the_uri_form_over_x_recipient() -> None:
     """When both forms are present, metadata[URI].recipient wins."""
     metadata = {**uri_form("b"), X_RECIPIENT: "c"}
-    assert extension.read_decision(message(metadata)) == RoutingDecision(recipient="b")
+    assert client_routing.read_decision(message(metadata)) == RoutingDecision(recipient="b")
 
 
 def test_read_decision_falls_back_to_x_recipient_when_the_uri_form_is_unusable() -> None:
     """An unusable metadata[URI] (no or bad recipient) does not hide a valid x-recipient."""
-    assert extension.read_decision(message({URI: {"reason": "x"}, X_RECIPIENT: "c"})) == RoutingDecision(
+    assert client_routing.read_decision(message({URI: {"reason": "x"}, X_RECIPIENT: "c"})) == RoutingDecision(
         recipient="c"
     )
     bad = {**uri_form({"type": "agent"}), X_RECIPIENT: "c"}
-    assert extension.read_decision(message(bad)) == RoutingDecision(recipient="c")
+    assert client_routing.read_decision(message(bad)) == RoutingDecision(recipient="c")
 
 
 def test_attach_decision_round_trips_through_read_decision() -> None:
     """A decision written with attach_decision is read back unchanged, with the URI in extensions."""
     decision = RoutingDecision(recipient="b", reason="why", handoffs=["c"])
-    msg = extension.attach_decision(message(), decision)
+    msg = client_routing.attach_decision(message(), decision)
     assert list(msg.extensions) == [URI]
     assert meta(msg) == {URI: {"recipient": "b", "reason": "why", "handoffs": ["c"]}}
-    assert extension.read_decision(msg) == decision
+    assert client_routing.read_decision(msg) == decision
 
 
 # -- decisions in a Task reply: status message, then last artifact, then task metadata ----------------
@@ -349,40 +349,40 @@ def test_task_decision_status_message_wins() -> None:
     reply = task(
         status=uri_form("from-status"), artifacts=[uri_form("from-artifact")], metadata=uri_form("from-task")
     )
-    assert extension.read_decision(reply) == RoutingDecision(recipient="from-status")
+    assert client_routing.read_decision(reply) == RoutingDecision(recipient="from-status")
 
 
 def test_task_decision_then_last_artifact() -> None:
     """Without one in the status message, the last artifact's decision wins over the task metadata."""
     reply = task(status=None, artifacts=[None, uri_form("from-artifact")], metadata=uri_form("from-task"))
-    assert extension.read_decision(reply) == RoutingDecision(recipient="from-artifact")
+    assert client_routing.read_decision(reply) == RoutingDecision(recipient="from-artifact")
     no_status_message = task(
         artifacts=[{X_RECIPIENT: "from-artifact"}], metadata=uri_form("from-task"), status_message=False
     )
-    assert extension.read_decision(no_status_message) == RoutingDecision(recipient="from-artifact")
+    assert client_routing.read_decision(no_status_message) == RoutingDecision(recipient="from-artifact")
 
 
 def test_task_decision_only_the_last_artifact_counts() -> None:
     """An earlier artifact's decision is not looked at: after the last artifact comes the task metadata."""
     reply = task(artifacts=[uri_form("from-first-artifact"), None], metadata=uri_form("from-task"))
-    assert extension.read_decision(reply) == RoutingDecision(recipient="from-task")
+    assert client_routing.read_decision(reply) == RoutingDecision(recipient="from-task")
     without_task_metadata = task(artifacts=[uri_form("from-first-artifact"), None])
-    assert extension.read_decision(without_task_metadata) is None
+    assert client_routing.read_decision(without_task_metadata) is None
 
 
 def test_task_decision_then_task_metadata() -> None:
     """Without a decision in the status message or last artifact, the task's own metadata is read."""
     reply = task(status=None, artifacts=[None], metadata={X_RECIPIENT: {"type": "user"}})
-    assert extension.read_decision(reply) == RoutingDecision(recipient=USER)
-    assert extension.read_decision(task(metadata=uri_form("t"), status_message=False)) == RoutingDecision(
-        recipient="t"
-    )
+    assert client_routing.read_decision(reply) == RoutingDecision(recipient=USER)
+    assert client_routing.read_decision(
+        task(metadata=uri_form("t"), status_message=False)
+    ) == RoutingDecision(recipient="t")
 
 
 def test_task_decision_none_anywhere() -> None:
     """A Task with no decision anywhere has none."""
-    assert extension.read_decision(task(artifacts=[None, None])) is None
-    assert extension.read_decision(task(status_message=False)) is None
+    assert client_routing.read_decision(task(artifacts=[None, None])) is None
+    assert client_routing.read_decision(task(status_message=False)) is None
 
 
 # -- parse_recipient ------------------------------------------------------------------------------------
@@ -407,7 +407,7 @@ def test_task_decision_none_anywhere() -> None:
 )
 def test_parse_recipient(value: Any, expected: str | None) -> None:
     """A recipient is a non-empty string or the object form; anything else is none."""
-    assert extension.parse_recipient(value) == expected
+    assert client_routing.parse_recipient(value) == expected
 
 
 def test_attach_request_data_writes_what_attach_request_writes() -> None:
@@ -418,11 +418,11 @@ def test_attach_request_data_writes_what_attach_request_writes() -> None:
         ),
         SimplifiedAgentCard(id="b", name="B"),
     ]
-    typed = extension.attach_request(
+    typed = client_routing.attach_request(
         message(), RoutingRequest(agent_cards=cards, sender="a", hops_remaining=3, trail=["a", "b"])
     )
-    fast = extension.attach_request_data(
-        message(), peers=extension.peer_list(cards), sender="a", hops_remaining=3, trail=["a", "b"]
+    fast = client_routing.attach_request_data(
+        message(), peers=client_routing.peer_list(cards), sender="a", hops_remaining=3, trail=["a", "b"]
     )
     assert meta(fast) == meta(typed)
     assert list(fast.extensions) == list(typed.extensions) == [URI]

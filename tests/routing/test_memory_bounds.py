@@ -14,11 +14,11 @@ import probes
 from conftest import user_message
 from ranch.agents.base import CONTEXT_PART_KEY, Call
 from ranch.agents.llm.agent import ChatMemory
+from ranch.catalog.registry import Registry
 from ranch.config import parse_config
-from ranch.hub.registry import Registry
-from ranch.hub.tasks import RecentTasks
 from ranch.routing.context import Conversations
 from ranch.routing.team import Team
+from ranch.tasks.engine import RecentTasks
 from ranch.wire.client import ClientPool
 
 pytestmark = pytest.mark.anyio

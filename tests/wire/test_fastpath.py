@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from conftest import RunningRanch, serve_ranch
-from ranch.routing import extension
+from ranch.wire import client_routing
 
 CONFIG = """
 agents:
@@ -78,10 +78,10 @@ def test_a_chunked_body_takes_the_full_stack_and_is_answered(ranch: RunningRanch
 def test_requested_extensions_are_negotiated_by_the_full_stack(
     ranch: RunningRanch, http: httpx.Client
 ) -> None:
-    headers = {**V1, "A2A-Extensions": extension.URI}
+    headers = {**V1, "A2A-Extensions": client_routing.URI}
     answer = http.post(ranch.agent_url("triage"), json=_send("route me"), headers=headers)
     assert answer.status_code == 200
-    assert answer.headers["a2a-extensions"] == extension.URI  # the rules agent declares client routing
+    assert answer.headers["a2a-extensions"] == client_routing.URI  # the rules agent declares client routing
     assert answer.json()["result"]["message"]["parts"] == [{"text": "seen: route me"}]
     plain = http.post(ranch.agent_url("triage"), json=_send("route me"), headers=V1)
     assert "a2a-extensions" not in plain.headers  # nothing requested, nothing activated

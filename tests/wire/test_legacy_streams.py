@@ -17,7 +17,7 @@ import pytest
 
 from conftest import RunningRanch, serve_ranch
 from ranch.cli.demo import DEMO_YAML
-from ranch.routing.extension import URI
+from ranch.wire.client_routing import URI
 
 TIMEOUT = 30
 JSON = {"Content-Type": "application/json"}

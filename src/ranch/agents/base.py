@@ -24,7 +24,7 @@ from a2a.types import (
 )
 
 from ranch.ids import new_id
-from ranch.routing import extension
+from ranch.wire.client_routing import URI, RoutingDecision, SimplifiedAgentCard, attach_decision
 from ranch.wire.events import ROLE_AGENT
 
 Event = Message | Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent
@@ -60,11 +60,11 @@ class AgentInfo:
 
     @property
     def client_routing(self) -> bool:
-        return any(ext.uri == extension.URI for ext in self.extensions)
+        return any(ext.uri == URI for ext in self.extensions)
 
-    def peer_card(self) -> extension.SimplifiedAgentCard:
+    def peer_card(self) -> SimplifiedAgentCard:
         """This agent as a routing peer sees it."""
-        return extension.SimplifiedAgentCard(
+        return SimplifiedAgentCard(
             id=self.id,
             name=self.name,
             description=self.description,
@@ -134,7 +134,7 @@ def text_of(message: Message, *, include_context: bool = False) -> str:
 def reply(
     request: Message,
     text: str,
-    decision: extension.RoutingDecision | None = None,
+    decision: RoutingDecision | None = None,
 ) -> Message:
     """An agent Message answering `request`, optionally carrying a routing decision."""
     message = Message(
@@ -145,5 +145,5 @@ def reply(
         parts=[Part(text=text)],
     )
     if decision is not None:
-        extension.attach_decision(message, decision)
+        attach_decision(message, decision)
     return message

@@ -44,7 +44,7 @@ from google.protobuf import json_format
 from ranch.agents.base import Agent, AgentInfo, Call, Event
 from ranch.exceptions import AgentError, AgentTimeout, AgentUnavailable, InvalidAgentReply, ReplyTooLarge
 from ranch.policy.egress import RefusedConnection
-from ranch.routing import extension
+from ranch.wire import client_routing
 from ranch.wire.client import CardError, ClientPool, ResponseTooLarge, Verify
 from ranch.wire.events import INTERRUPTED, TERMINAL, ReplyMeter
 
@@ -150,10 +150,10 @@ class RemoteAgent(Agent):
         outgoing.CopyFrom(message)
         outgoing.context_id = session.context_id
         outgoing.task_id = session.waiting_task_id
-        if extension.URI not in declared:
-            extension.strip(outgoing)
+        if client_routing.URI not in declared:
+            client_routing.strip(outgoing)
         parameters = dict(self._headers)
-        with_a2a_extensions(sorted(declared & (call.extensions | {extension.URI})))(parameters)
+        with_a2a_extensions(sorted(declared & (call.extensions | {client_routing.URI})))(parameters)
         return outgoing, ClientCallContext(service_parameters=parameters, timeout=self.timeout)
 
     @contextmanager

@@ -24,7 +24,7 @@ from a2a.types import Message
 
 from ranch.agents.base import Agent, AgentInfo, Call, Event, reply, text_of
 from ranch.exceptions import Unprocessable
-from ranch.routing import extension
+from ranch.wire import client_routing
 
 NO_MATCH_REPLY = "I have no rule for that."
 MAX_TENANT_PATTERN = 1_000
@@ -100,7 +100,7 @@ class RulesAgent(Agent):
             if answer is not None:
                 decision = None
                 if rule.route is not None:
-                    decision = extension.RoutingDecision(recipient=rule.route, reason=rule.reason)
+                    decision = client_routing.RoutingDecision(recipient=rule.route, reason=rule.reason)
                 return reply(message, answer, decision)
         return reply(message, NO_MATCH_REPLY)
 

@@ -6,8 +6,8 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 
-from ranch.api.auth import CHALLENGE
 from ranch.exceptions import Unauthorized
+from ranch.identity.resolver import CHALLENGE
 from ranch.wire.errors import headers_for, http_status_for, rest_error_body
 
 

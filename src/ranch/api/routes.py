@@ -13,16 +13,20 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute
 
 from ranch.api import errors
 from ranch.api.ws import websocket_endpoint
+from ranch.catalog import records
+from ranch.catalog.cards import served_card
 from ranch.db.models import AgentRecord, Delivery, Organization, RoomMessage, User
+from ranch.edge.guards import limit_rate, trace_requests
 from ranch.exceptions import Conflict, Forbidden, InvalidInput, NotFound, RanchError
-from ranch.hub.edge import limit_rate, trace_requests
+from ranch.identity import keys
+from ranch.identity.keys import issue_key
+from ranch.identity.principal import Principal
+from ranch.identity.visibility import usable_agent, usable_agents
 from ranch.ids import new_id
 from ranch.policy.limits import MAX_INT, load_json
 from ranch.policy.ratelimit import RatePolicy
-from ranch.rooms import agents, keys, views
-from ranch.rooms.access import Principal, usable_agent, usable_agents
+from ranch.rooms import views
 from ranch.rooms.runtime import RoomsRuntime
-from ranch.wire.cards import served_card
 
 PREFIX = "/api/v1"
 DEFAULT_LIMIT = 50
@@ -99,7 +103,7 @@ async def create_org(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
     if not who.is_superuser:
         raise Forbidden("only the server's superuser may create organizations")
     body = await json_body(request)
-    org_id = agents._check_id(body.get("id"))
+    org_id = records.check_id(body.get("id"))
     urls = _urls(body.get("allowed_agent_urls", []))
     async with rt.sessions() as session, session.begin():
         if await session.get(Organization, org_id) is not None:
@@ -112,7 +116,7 @@ async def create_org(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
         owner = User(id=owner_id, org_id=org_id, name=str(body.get("owner_name") or owner_id), role="owner")
         session.add(owner)
         await session.flush()
-        key = await agents.issue_key(session, org_id, "user", owner_id)
+        key = await issue_key(session, org_id, "user", owner_id)
     return JSONResponse(
         {"organization": views.organization(org), "owner": {"user": views.user(owner), "api_key": key}},
         status_code=201,
@@ -160,7 +164,7 @@ async def list_users(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
 async def create_user(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
     who.require_admin("create users")
     body = await json_body(request)
-    user_id = agents._check_id(body.get("id") or new_id())
+    user_id = records.check_id(body.get("id") or new_id())
     name = body.get("name")
     if not isinstance(name, str) or not name.strip():
         raise InvalidInput("name must be a non-empty string", "name")
@@ -173,7 +177,7 @@ async def create_user(request: Request, who: Principal, rt: RoomsRuntime) -> Any
         user = User(id=user_id, org_id=who.org_id, name=name, role=role)
         session.add(user)
         await session.flush()
-        key = await agents.issue_key(session, who.org_id, "user", user_id)
+        key = await issue_key(session, who.org_id, "user", user_id)
     return JSONResponse({"user": views.user(user), "api_key": key}, status_code=201)
 
 
@@ -214,7 +218,7 @@ async def list_agents(request: Request, who: Principal, rt: RoomsRuntime) -> Any
 async def create_agent(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
     body = await json_body(request)
     guard = request.app.state.hub.guard
-    row, key = await agents.register(rt.sessions, who, body, rt.registry, rt.group, guard)
+    row, key = await records.register(rt.sessions, who, body, rt.registry, rt.group, guard)
     result: dict[str, Any] = {"agent": views.agent(row, base_url(request))}
     if key is not None:
         result["api_key"] = key
@@ -224,7 +228,7 @@ async def create_agent(request: Request, who: Principal, rt: RoomsRuntime) -> An
 async def get_agent(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
     async with rt.sessions() as session, session.begin():
         row = await usable_agent(session, who, request.path_params["agent_id"], "agent_id")
-        await agents.refresh_card(row, rt.registry)
+        await records.refresh_card(row, rt.registry)
     view = views.agent(row, base_url(request))
     view["card"] = row.card
     if row.id in rt.registry and row.card is None:

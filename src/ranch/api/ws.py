@@ -26,9 +26,10 @@ from ranch.exceptions import (
     RateLimited,
     Unauthorized,
 )
+from ranch.identity.principal import Principal
 from ranch.policy.limits import MAX_INT, load_json
 from ranch.rooms import views
-from ranch.rooms.access import Principal, visible_room
+from ranch.rooms.access import visible_room
 from ranch.rooms.bus import Watcher
 from ranch.rooms.runtime import RoomsRuntime
 

@@ -13,10 +13,10 @@ from typing import Any
 import anyio
 from mcp.server.stdio import stdio_server
 
+from ranch.catalog.registry import Registry
 from ranch.cli.demo import demo_config
 from ranch.config import load_config
-from ranch.hub.registry import Registry
-from ranch.mcp.server import build_server
+from ranch.hub.mcp import build_server
 from ranch.policy.logs import configure_logging
 from ranch.wire.client import ClientPool
 

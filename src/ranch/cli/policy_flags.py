@@ -7,8 +7,8 @@ import os
 from typing import Any
 
 from ranch.hub.app import Settings
+from ranch.identity.sessions import DEFAULT_SESSION_TTL
 from ranch.policy.limits import DEFAULT_MAX_MESSAGE_BYTES
-from ranch.policy.sessions import DEFAULT_SESSION_TTL
 
 RATE_FIELDS = ("caller_rate", "caller_burst", "agent_rate", "agent_burst")
 FAILURE_FIELDS = ("auth_failure_rate", "auth_failure_burst")

@@ -27,8 +27,8 @@ from google.protobuf.json_format import MessageToDict
 
 from ranch.agents.base import text_of
 from ranch.exceptions import RanchError
-from ranch.routing import extension
 from ranch.routing.router import HOP_KEY
+from ranch.wire import client_routing
 from ranch.wire.cards import agent_url
 
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -141,13 +141,13 @@ def _hop(metadata: Any) -> dict[str, Any] | None:
 
 
 def _print_decision(message: Message) -> None:
-    decision = extension.read_decision(message)
+    decision = client_routing.read_decision(message)
     if decision is not None:
         print(f"route: {decision.recipient}" + (f" ({decision.reason})" if decision.reason else ""))
 
 
 def _print_route(task: Task) -> None:
-    data = MessageToDict(task.metadata).get(extension.URI, {})
+    data = MessageToDict(task.metadata).get(client_routing.URI, {})
     trail = data.get("trail") if isinstance(data, dict) else None
     if not trail:
         return

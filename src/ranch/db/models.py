@@ -9,15 +9,34 @@ grow in commit order (one writer per room at a time; see rooms/bus.py).
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from sqlalchemy import JSON, BigInteger, Boolean, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Table,
+    Text,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
 def now() -> float:
     """Seconds since the epoch; stored as a float so SQLite and PostgreSQL sort alike."""
     return time.time()
+
+
+def iso(timestamp: float) -> str:
+    """A stored time as the API shows it: ISO 8601 in UTC, e.g. 2026-11-23T08:00:00.123456Z."""
+    return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
 
 
 class Base(DeclarativeBase):
@@ -186,3 +205,30 @@ class RoomEvent(Base):
     data: Mapped[dict[str, Any]] = mapped_column(default=dict)
     created_at: Mapped[float] = mapped_column(Float, default=now)
     __table_args__ = (Index("events_room_seq", "room_id", "seq"),)
+
+
+# -- tables written with SQLAlchemy Core (protobuf bodies; one prebuilt upsert per save) --
+
+ranch_tasks = Table(
+    "ranch_tasks",
+    Base.metadata,
+    Column("id", String(255), primary_key=True),
+    Column("owner", String(255), nullable=False, default=""),
+    Column("context_id", String(255), nullable=False, default=""),
+    Column("state", String(32), nullable=False),
+    Column("updated_ns", BigInteger, nullable=True),
+    Column("body", LargeBinary, nullable=False),
+    Index("ranch_tasks_owner_updated", "owner", "updated_ns", "id"),
+    Index("ranch_tasks_owner_context", "owner", "context_id"),
+)
+"""A2A tasks (and room executions): the task's protobuf encoding plus what ListTasks filters on."""
+
+push_configs = Table(
+    "ranch_push_configs",
+    Base.metadata,
+    Column("task_id", String(255), primary_key=True),
+    Column("id", String(255), primary_key=True),
+    Column("owner", String(255), nullable=False, default=""),
+    Column("body", LargeBinary, nullable=False),
+)
+"""Webhook configs per task (tasks/push.py)."""

@@ -26,47 +26,58 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from ranch import __version__
+from ranch._version import __version__
 from ranch.agents.base import gather_infos
-from ranch.api.auth import AuthFailures
 from ranch.api.routes import routes as api_routes
+from ranch.catalog.cards import served_card
+from ranch.catalog.registry import Registry
 from ranch.config import RanchConfig
 from ranch.db import migrate
 from ranch.db.engine import SQLITE_BUSY_TIMEOUT_S, open_engine
+from ranch.edge.guards import (
+    Endpoint,
+    check_list_query,
+    first_event_first,
+    guard_agent,
+    lean_edge,
+    limit_rate,
+    require_key,
+    rooted,
+    trace_requests,
+    well_formed,
+)
 from ranch.exceptions import ConfigError
-from ranch.hub.auth import PRINCIPAL_KEY, build_security, require_key
-from ranch.hub.edge import Endpoint, first_event_first, lean_edge, limit_rate, trace_requests, well_formed
-from ranch.hub.registry import Registry
+from ranch.hub.mcp import mcp_routes
 from ranch.hub.serving import (
     ContextBuilder,
     RanchRequestHandler,
     call_context,
-    check_list_query,
     explained,
-    guard_agent,
-    rooted,
     scope_context,
 )
-from ranch.hub.store import SqlTaskStore
-from ranch.hub.tasks import TaskCore, fail_unfinished, owner_of
-from ranch.mcp.server import mcp_routes
+from ranch.identity.principal import PRINCIPAL_KEY
+from ranch.identity.resolver import AuthFailures
+from ranch.identity.security import build_security
+from ranch.identity.sessions import DEFAULT_SESSION_TTL
 from ranch.policy.egress import GuardedTransport
 from ranch.policy.limits import DEFAULT_MAX_MESSAGE_BYTES, Limits
-from ranch.policy.push import PushConfigStore, PushNotifier, PushSender, webhook_client
 from ranch.policy.ratelimit import Rate, build_policy
-from ranch.policy.sessions import DEFAULT_SESSION_TTL
 from ranch.policy.ssrf import UrlGuard
 from ranch.rooms.gateway import Gateway
 from ranch.rooms.runtime import RoomsRuntime
 from ranch.rooms.runtime import start as start_rooms
 from ranch.routing.team import Team
+from ranch.tasks.engine import TaskCore, fail_unfinished, owner_of
+from ranch.tasks.push import PushConfigStore, PushNotifier, PushSender, webhook_client
+from ranch.tasks.store import SqlTaskStore
 from ranch.web import web_routes
-from ranch.wire.cards import AGENTS_PATH, agent_url, declare_security, served_card
+from ranch.wire.cards import AGENTS_PATH, agent_url, declare_security
 from ranch.wire.client import ClientPool, TransportFactory
 from ranch.wire.errors import http_error_body
 from ranch.wire.fastpath import FastPathApp
 from ranch.wire.jsonrpc import JsonRpcEndpoint
 from ranch.wire.middleware import ActivatedExtensions, BodyLimit
+from ranch.wire.signing import CardSigner
 
 logger = logging.getLogger(__name__)
 
@@ -178,9 +189,10 @@ class Hub:
             self.registry,
             lambda: self.rooms.sessions,
             session_ttl=settings.session_ttl,
-            signing_key=settings.signing_key,
             failures=AuthFailures(self.rates.failures),
         )
+        self.signer = CardSigner.from_file(settings.signing_key) if settings.signing_key else None
+        """Signs every served card; an unreadable key fails here, at start-up, naming the file."""
         self._core: TaskCore | None = None
         self._rooms: RoomsRuntime | None = None
         self._gateway: Gateway | None = None
@@ -397,7 +409,7 @@ def _card(hub: Hub):  # type: ignore[no-untyped-def]
         served = await served_card(agent, _base_url(request), _base_url(request) if at_root else None)
         if hub.security.enabled:
             declare_security(served)
-        signer = hub.security.signer
+        signer = hub.signer
         if signer is None:
             return JSONResponse(agent_card_to_dict(served))
         signer.sign(served)  # what 1.0 clients verify; then what 0.3 clients read of the same card
@@ -410,7 +422,7 @@ def _jwks(hub: Hub):  # type: ignore[no-untyped-def]
     """The public key of `signing_key`, for peers that verify ranch's cards (404 when cards are unsigned)."""
 
     async def jwks(request: Request) -> Response:
-        signer = hub.security.signer
+        signer = hub.signer
         if signer is None:
             raise HTTPException(404, "agent cards are not signed on this server (no signing_key)")
         return JSONResponse(signer.jwks())

@@ -36,7 +36,6 @@ from a2a.types import (
     TaskPushNotificationConfig,
 )
 from a2a.utils.errors import (
-    A2AError,
     ExtendedAgentCardNotConfiguredError,
     InvalidParamsError,
     PushNotificationNotSupportedError,
@@ -49,19 +48,18 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Scope
 
 from ranch.agents.base import Agent, Call, Event
-from ranch.exceptions import AgentNotFound, ExtensionSupportRequired, RanchError
-from ranch.hub.auth import PRINCIPAL_KEY, session_caller
-from ranch.hub.edge import request_id_of
-from ranch.hub.registry import Registry
-from ranch.hub.tasks import TaskCore, owner_context
+from ranch.catalog.registry import Registry
+from ranch.exceptions import ExtensionSupportRequired, RanchError
+from ranch.identity.principal import PRINCIPAL_KEY, session_caller
+from ranch.identity.sessions import Sessions
 from ranch.ids import new_id
 from ranch.policy.limits import Limits, check_message
-from ranch.policy.push import PushConfigStore, check_config
-from ranch.policy.sessions import Sessions
 from ranch.policy.ssrf import UrlGuard
 from ranch.rooms.gateway import Gateway
+from ranch.tasks.engine import TaskCore, owner_context
+from ranch.tasks.push import PushConfigStore, check_config
 from ranch.wire.codec import check_task_state
-from ranch.wire.errors import error_body, http_status_for, to_a2a
+from ranch.wire.errors import to_a2a
 from ranch.wire.events import ROLE_USER, TERMINAL
 from ranch.wire.jsonrpc import unknown_method
 from ranch.wire.middleware import SCOPE_KEY
@@ -421,48 +419,6 @@ def translated() -> Iterator[None]:
         yield
     except RanchError as exc:
         raise to_a2a(exc) from exc
-
-
-def guard_agent(registry: Registry, endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[..., Any]:
-    """Answer an unknown agent id in the URL with a clear error, before the SDK's binding runs."""
-
-    async def guarded(request: Request) -> Response:
-        agent_id = request.path_params.get("agent_id", "")
-        if agent_id in registry:
-            return await endpoint(request)
-        error = AgentNotFound(agent_id, registry.ids())
-        request_id = None
-        if request.method == "POST":
-            request_id = request_id_of(await request.body())
-        return JSONResponse(
-            error_body(request.url.path, error, request_id), status_code=http_status_for(error)
-        )
-
-    return guarded
-
-
-def rooted(agent_id: str, endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[..., Any]:
-    """Serve `endpoint` for `agent_id` on a path without `{agent_id}` (`ranch serve --root`)."""
-
-    async def at_root(request: Request) -> Response:
-        request.scope["path_params"] = {**request.path_params, "agent_id": agent_id}
-        return await endpoint(request)
-
-    return at_root
-
-
-def check_list_query(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[..., Any]:
-    """HTTP+JSON ListTasks: a `status` that names no task state is refused, not read as "any"."""
-
-    async def checked(request: Request) -> Response:
-        statuses = request.query_params.getlist("status")
-        try:
-            check_task_state(statuses[-1] if statuses else None)
-        except A2AError as exc:
-            return JSONResponse(error_body(request.url.path, exc), status_code=http_status_for(exc))
-        return await endpoint(request)
-
-    return checked
 
 
 def explained(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:

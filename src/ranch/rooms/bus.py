@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -21,14 +20,10 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from ranch.db.models import RoomEvent
+from ranch.db.models import RoomEvent, iso
 
 WATCHER_BUFFER = 1024
 """Frames a watcher may fall behind by before it is closed (it reconnects with its cursor)."""
-
-
-def iso(timestamp: float) -> str:
-    return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
 
 
 def frame(event: RoomEvent) -> dict[str, Any]:

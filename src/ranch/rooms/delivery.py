@@ -33,17 +33,18 @@ from google.protobuf.struct_pb2 import Struct
 from sqlalchemy import select
 
 from ranch.agents.base import Agent, Call, text_of
+from ranch.agents.fold import Folder
+from ranch.catalog.registry import Registry
 from ranch.db.models import Delivery, Execution, Room, RoomMessage
 from ranch.exceptions import AgentError, AgentNotFound, RanchError
-from ranch.hub.registry import Registry
 from ranch.ids import new_id
 from ranch.rooms import executions
 from ranch.rooms.adapters import MESSAGE_KEY
 from ranch.rooms.service import CHAIN_KEY, Rooms
-from ranch.routing import context, extension
-from ranch.routing.outcome import Folder
+from ranch.routing import context
 from ranch.routing.router import HOP_KEY
 from ranch.routing.team import Team
+from ranch.wire import client_routing
 
 logger = logging.getLogger(__name__)
 
@@ -302,7 +303,7 @@ class Job:
                     await executions.move(tx, member, "input-required")
             else:
                 reason = text_of(event.status.message) or TaskState.Name(state)
-                error = _struct_value(event.metadata, extension.URI)
+                error = _struct_value(event.metadata, client_routing.URI)
                 failed_member = (
                     (error or {}).get("error", {}).get("agent") if isinstance(error, dict) else None
                 )

@@ -16,10 +16,11 @@ from sqlalchemy import select
 from ranch.agents.base import text_of
 from ranch.db.models import Delivery, Execution, Participant, Room
 from ranch.exceptions import AgentTimeout, NotFound
+from ranch.identity.orgs import DEFAULT_ORG
+from ranch.identity.principal import Principal
 from ranch.rooms import executions
-from ranch.rooms.access import Principal, visible_room
+from ranch.rooms.access import visible_room
 from ranch.rooms.adapters import BUSY, FINAL
-from ranch.rooms.agents import DEFAULT_ORG
 from ranch.rooms.runtime import RoomsRuntime
 from ranch.rooms.service import execution_task
 

@@ -15,15 +15,16 @@ from anyio.abc import TaskGroup
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from ranch.catalog import records
+from ranch.catalog.registry import Registry
 from ranch.config import RanchConfig
 from ranch.db.models import AgentRecord, ApiKey, Room, User
-from ranch.hub.registry import Registry
+from ranch.identity.keys import digest, issue_key
+from ranch.identity.orgs import DEFAULT_ORG, ensure_org
+from ranch.identity.principal import SYSTEM
 from ranch.policy.limits import Limits
-from ranch.rooms import agents
-from ranch.rooms.access import SYSTEM
 from ranch.rooms.bus import Bus
 from ranch.rooms.delivery import Dispatcher, recover
-from ranch.rooms.keys import digest
 from ranch.rooms.service import Rooms
 
 logger = logging.getLogger(__name__)
@@ -62,11 +63,11 @@ async def start(
     dispatcher_ref.append(dispatcher)
     rooms.stop = dispatcher.stop
     async with sessions() as session, session.begin():
-        await agents.ensure_org(session, agents.DEFAULT_ORG, "Default organization")
+        await ensure_org(session, DEFAULT_ORG, "Default organization")
         await _bootstrap_admin(session, admin_key, announce)
-        await agents.sync_config(session, config, registry)
+        await records.sync_config(session, config, registry)
     async with sessions() as session:
-        failed = await agents.load_registered(session, registry, group)
+        failed = await records.load_registered(session, registry, group)
     for agent_id in failed:
         logger.warning("registered agent %s could not be built; it is not served", agent_id)
     await rooms.load_known()
@@ -88,18 +89,18 @@ async def _bootstrap_admin(
     """The first start creates `admin` (superuser, owner of `default`) and shows its key once."""
     admin = await session.get(User, "admin")
     if admin is None:
-        admin = User(id="admin", org_id=agents.DEFAULT_ORG, name="Admin", role="owner", is_superuser=True)
+        admin = User(id="admin", org_id=DEFAULT_ORG, name="Admin", role="owner", is_superuser=True)
         session.add(admin)
         await session.flush()
         if admin_key is None:
-            key = await agents.issue_key(session, agents.DEFAULT_ORG, "user", "admin")
+            key = await issue_key(session, DEFAULT_ORG, "user", "admin")
             announce(f"ranch: created user 'admin'; its API key (shown once): {key}")
     if admin_key is not None:
         exists = await session.scalar(
             select(func.count()).select_from(ApiKey).where(ApiKey.digest == digest(admin_key))
         )
         if not exists:
-            await agents.issue_key(session, agents.DEFAULT_ORG, "user", "admin", key=admin_key)
+            await issue_key(session, DEFAULT_ORG, "user", "admin", key=admin_key)
 
 
 async def _demo_room(
@@ -111,13 +112,13 @@ async def _demo_room(
     """The built-in demo's user `demo` (key rk_demo) and room `demo` with the helpdesk team."""
     async with sessions() as session, session.begin():
         if await session.get(User, "demo") is None:
-            session.add(User(id="demo", org_id=agents.DEFAULT_ORG, name="Demo user", role="owner"))
+            session.add(User(id="demo", org_id=DEFAULT_ORG, name="Demo user", role="owner"))
             await session.flush()
         exists = await session.scalar(
             select(func.count()).select_from(ApiKey).where(ApiKey.digest == digest(DEMO_KEY))
         )
         if not exists:
-            await agents.issue_key(session, agents.DEFAULT_ORG, "user", "demo", key=DEMO_KEY)
+            await issue_key(session, DEFAULT_ORG, "user", "demo", key=DEMO_KEY)
         room = await session.get(Room, DEMO_ROOM)
     if room is None:
         team = config.teams[0]
@@ -127,7 +128,7 @@ async def _demo_room(
             SYSTEM,
             {
                 "id": DEMO_ROOM,
-                "org_id": agents.DEFAULT_ORG,
+                "org_id": DEFAULT_ORG,
                 "title": "Helpdesk demo",
                 "participants": participants,
                 "default_agent": team.id,

@@ -17,10 +17,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from ranch.db.models import AgentRecord, Delivery, Execution, Participant, Room, RoomEvent, RoomMessage, User
 from ranch.exceptions import Conflict, InvalidInput, NotFound, PayloadTooLarge
+from ranch.identity.principal import SYSTEM, Principal
+from ranch.identity.visibility import usable_agent
 from ranch.ids import new_id
 from ranch.policy.limits import Limits, check_id, check_text, check_value_keys
 from ranch.rooms import executions, views
-from ranch.rooms.access import SYSTEM, Principal, usable_agent, visible_room
+from ranch.rooms.access import visible_room
 from ranch.rooms.adapters import FINAL, to_task
 from ranch.rooms.bus import Bus, Tx, frame
 from ranch.rooms.mentions import mentioned

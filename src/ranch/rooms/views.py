@@ -14,8 +14,8 @@ from ranch.db.models import (
     Room,
     RoomMessage,
     User,
+    iso,
 )
-from ranch.rooms.bus import iso
 from ranch.wire.cards import agent_url
 
 

@@ -29,11 +29,12 @@ from google.protobuf.struct_pb2 import Struct
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from ranch.agents.base import Call, Event, text_of
+from ranch.agents.fold import HopOutcome, collect
 from ranch.exceptions import AgentError, AgentTimeout, HopLimitExceeded, InvalidRecipient, RanchError
 from ranch.ids import new_id
-from ranch.routing import context, extension
-from ranch.routing.outcome import HopOutcome, collect
+from ranch.routing import context
 from ranch.routing.trail import Hop, describe
+from ranch.wire import client_routing
 from ranch.wire.events import COMPLETED, FAILED, ROLE_AGENT, ROLE_USER, WORKING
 
 if TYPE_CHECKING:
@@ -77,8 +78,8 @@ class Turn:
     async def run(self) -> AsyncIterator[Event]:
         """The algorithm: hop until a recipient is the user, an agent asks, or something fails."""
         target, reason = self.first_recipient()
-        sender, parts = extension.USER, list(self.message.parts)
-        self.conversation.add(extension.USER, text_of(self.message))
+        sender, parts = client_routing.USER, list(self.message.parts)
+        self.conversation.add(client_routing.USER, text_of(self.message))
         try:
             while True:
                 self.check_hop_budget(target)
@@ -97,7 +98,7 @@ class Turn:
                     yield self.final(outcome.state, outcome.parts)
                     return
                 parts = outcome.parts + ([Part(text=step.note)] if step.note else [])
-                if step.recipient == extension.USER:
+                if step.recipient == client_routing.USER:
                     yield self.final(COMPLETED, parts)
                     return
                 sender, target, reason = target, step.recipient, step.reason
@@ -111,7 +112,7 @@ class Turn:
         waiting = self.conversation.waiting_on
         if waiting is not None and waiting in self.team.members:
             return waiting, "answering its question"
-        asked = extension.read_decision(self.message)
+        asked = client_routing.read_decision(self.message)
         if asked is not None and asked.recipient in self.team.members:
             return asked.recipient, asked.reason or "named by the caller"
         return self.team.default_agent, "default agent"
@@ -155,7 +156,7 @@ class Turn:
         )
         roster = await self.team.roster()
         if roster.routes(target):
-            extension.attach_request_data(
+            client_routing.attach_request_data(
                 message,
                 peers=roster.peers(exclude=target, only=self.handoffs),
                 sender=sender,
@@ -168,7 +169,7 @@ class Turn:
         """Where the turn goes next; an invalid recipient under the `error` policy is returned, not raised,
         so the failing hop is recorded first."""
         if outcome.interrupted:
-            return Next(extension.USER, "asked for input"), None
+            return Next(client_routing.USER, "asked for input"), None
         try:
             return self.next_recipient(target, sender, outcome), None
         except InvalidRecipient as exc:
@@ -181,9 +182,9 @@ class Turn:
         if decision is None:
             return self.without_decision(target)
         reason = decision.reason or f"{target} chose {decision.recipient}"
-        if decision.recipient == extension.USER:
-            return Next(extension.USER, reason)
-        if decision.recipient == extension.SENDER:
+        if decision.recipient == client_routing.USER:
+            return Next(client_routing.USER, reason)
+        if decision.recipient == client_routing.SENDER:
             return Next(sender, reason)
         if decision.recipient != target and decision.recipient in self.team.members:
             return Next(decision.recipient, reason)
@@ -193,7 +194,7 @@ class Turn:
         note = f"[ranch] {error}; the turn went back to '{self.team.default_agent}'."
         if target == self.team.default_agent:
             note = f"[ranch] {error}; the turn ended."
-            return Next(extension.USER, f"invalid recipient '{decision.recipient}'", note)
+            return Next(client_routing.USER, f"invalid recipient '{decision.recipient}'", note)
         return Next(self.team.default_agent, f"invalid recipient '{decision.recipient}', fallback", note)
 
     def without_decision(self, target: str) -> Next:
@@ -201,7 +202,7 @@ class Turn:
         if static is not None:
             return Next(static, "static route")
         if target == self.team.default_agent:
-            return Next(extension.USER, "default agent answered")
+            return Next(client_routing.USER, "default agent answered")
         return Next(self.team.default_agent, "no decision; back to the default agent")
 
     def record(self, agent: str, sender: str, recipient: str, reason: str, ms: float) -> Hop:
@@ -238,7 +239,7 @@ class Turn:
             if isinstance(error, AgentError):
                 data["error"]["agent"] = error.agent
         event = self.status(state, parts, None)
-        event.metadata.update({extension.URI: data})
+        event.metadata.update({client_routing.URI: data})
         return event
 
     def status(

@@ -19,8 +19,9 @@ from google.protobuf.struct_pb2 import ListValue
 
 from ranch.agents.base import Agent, AgentInfo, Call, Event, gather_infos
 from ranch.ids import new_id
-from ranch.routing import context, extension
+from ranch.routing import context
 from ranch.routing.router import Turn
+from ranch.wire import client_routing
 
 ROSTER_TTL = 30.0
 """Seconds the members' cards are reused before they are read again (remote cards may change)."""
@@ -52,7 +53,7 @@ class Roster:
                 for member, info in self.infos.items()
                 if member != exclude and (only is None or member in only)
             ]
-            listed = self._lists[key] = extension.peer_list(cards)
+            listed = self._lists[key] = client_routing.peer_list(cards)
         return listed
 
 
@@ -103,7 +104,7 @@ class Team(Agent):
             name=self.name,
             description=self.description,
             skills=list(skills.values()),
-            extensions=[extension.declaration()],
+            extensions=[client_routing.declaration()],
         )
 
     async def roster(self) -> Roster:

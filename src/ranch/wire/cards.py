@@ -21,7 +21,7 @@ from a2a.types import (
 from a2a.utils.constants import TransportProtocol
 
 if TYPE_CHECKING:
-    from ranch.agents.base import Agent
+    pass
 
 AGENTS_PATH = "/a2a/agents"
 VERSIONS = ("1.0", "0.3")
@@ -84,30 +84,6 @@ def _with_required(ext: AgentExtension, required: bool) -> AgentExtension:
     copy.CopyFrom(ext)
     copy.required = copy.required or required
     return copy
-
-
-async def served_card(agent: Agent, base_url: str, url: str | None = None) -> AgentCard:
-    """The card this server serves for `agent` at /a2a/agents/{id} (or at `url`, for `--root`).
-
-    Agents that answer at once with one Message (`replies_directly`) never create a task,
-    so their cards do not offer push notifications.
-    """
-    from ranch import __version__
-
-    info = await agent.info()
-    return build_card(
-        agent_id=agent.id,
-        name=info.name,
-        description=info.description,
-        skills=info.skills,
-        extensions=info.extensions,
-        base_url=base_url,
-        version=__version__,
-        required=agent.require_extensions,
-        streaming=True,
-        push_notifications=not agent.replies_directly,
-        url=url,
-    )
 
 
 def declare_security(card: AgentCard) -> AgentCard:

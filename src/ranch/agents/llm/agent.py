@@ -35,12 +35,12 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.struct_pb2 import Value
 
 from ranch.agents.base import Agent, AgentInfo, Call, Event, reply
+from ranch.agents.llm.mcp import ToolResult
 from ranch.agents.llm.provider import ChatProvider, Completion, ToolCall
 from ranch.agents.llm.remote_tool import RemoteAgentTool
 from ranch.agents.llm.tools import ROUTE_TO, Toolbox, route
 from ranch.ids import new_id
-from ranch.mcp.client import ToolResult
-from ranch.routing import extension
+from ranch.wire import client_routing
 
 MESSAGE_TYPE_KEY = "ranch.message_type"
 """Metadata key naming what a status message records: `tool_call` or `tool_result`."""
@@ -107,14 +107,14 @@ class LlmAgent(Agent):
 
     async def run(self, message: Message, call: Call) -> AsyncGenerator[Event, None]:
         deadline = time.monotonic() + self.timeout
-        routing = extension.read_request(message)
+        routing = client_routing.read_request(message)
         tools = await self.toolbox.specs(routing)
         asked = _render(message)
         memory_key = (call.owner, message.context_id)  # another owner's same contextId shares nothing
         chat = [self._system(routing), *self.memory.recall(memory_key), _chat("user", asked)]
         stream = _ArtifactStream(message)
         answers: list[str] = []
-        decision: extension.RoutingDecision | None = None
+        decision: client_routing.RoutingDecision | None = None
         for round_number in range(self.max_tool_rounds + 1):
             completion = Completion()
             last = round_number == self.max_tool_rounds
@@ -152,7 +152,7 @@ class LlmAgent(Agent):
             status=TaskStatus(state=TaskState.TASK_STATE_COMPLETED, message=answer),
         )
 
-    def _system(self, routing: extension.RoutingRequest | None) -> dict[str, Any]:
+    def _system(self, routing: client_routing.RoutingRequest | None) -> dict[str, Any]:
         if routing is None:
             return _chat("system", self.system_prompt)
         peers = "\n".join(

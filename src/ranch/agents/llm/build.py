@@ -6,11 +6,11 @@ import os
 
 from ranch.agents.base import AgentInfo
 from ranch.agents.llm.agent import LlmAgent
+from ranch.agents.llm.mcp import McpServer
 from ranch.agents.llm.provider import ChatProvider, Sampling
 from ranch.agents.llm.remote_tool import RemoteAgentTool, RemoteTarget
 from ranch.agents.llm.tools import Toolbox
 from ranch.config import LlmAgentConfig
-from ranch.mcp.client import McpServer
 from ranch.wire.client import ClientPool
 
 

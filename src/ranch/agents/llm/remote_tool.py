@@ -15,11 +15,11 @@ import anyio
 from a2a.types import Message, Part, Role
 
 from ranch.agents.base import AgentInfo, Call
+from ranch.agents.fold import collect
+from ranch.agents.llm.mcp import ToolResult
 from ranch.agents.remote import RemoteAgent
 from ranch.exceptions import AgentError
 from ranch.ids import new_id
-from ranch.mcp.client import ToolResult
-from ranch.routing.outcome import collect
 from ranch.wire.client import ClientPool
 
 NAME = "call_remote_agent"

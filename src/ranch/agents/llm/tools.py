@@ -18,11 +18,11 @@ import logging
 from contextlib import AsyncExitStack
 from typing import Any
 
+from ranch.agents.llm.mcp import McpServer, ToolResult, schema_error
 from ranch.agents.llm.remote_tool import NAME as CALL_REMOTE
 from ranch.agents.llm.remote_tool import RemoteAgentTool
 from ranch.exceptions import ToolError
-from ranch.mcp.client import McpServer, ToolResult, schema_error
-from ranch.routing import extension
+from ranch.wire import client_routing
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ class Toolbox:
     async def aclose(self) -> None:
         await self._stack.aclose()
 
-    async def specs(self, routing: extension.RoutingRequest | None) -> list[dict[str, Any]]:
+    async def specs(self, routing: client_routing.RoutingRequest | None) -> list[dict[str, Any]]:
         """The function definitions for one model call (tool lists are cached per server)."""
         specs: list[dict[str, Any]] = []
         for server in self.servers:
@@ -91,7 +91,7 @@ class Toolbox:
         return await server.call_tool(name, parsed)
 
 
-def route_to_spec(routing: extension.RoutingRequest) -> dict[str, Any]:
+def route_to_spec(routing: client_routing.RoutingRequest) -> dict[str, Any]:
     peers = [card.id for card in routing.agent_cards]
     return {
         "type": "function",
@@ -104,7 +104,10 @@ def route_to_spec(routing: extension.RoutingRequest) -> dict[str, Any]:
             "parameters": {
                 "type": "object",
                 "properties": {
-                    "recipient": {"type": "string", "enum": [*peers, extension.USER, extension.SENDER]},
+                    "recipient": {
+                        "type": "string",
+                        "enum": [*peers, client_routing.USER, client_routing.SENDER],
+                    },
                     "reason": {"type": "string", "description": "why, in a few words"},
                 },
                 "required": ["recipient", "reason"],
@@ -115,8 +118,8 @@ def route_to_spec(routing: extension.RoutingRequest) -> dict[str, Any]:
 
 
 def route(
-    arguments: str, routing: extension.RoutingRequest | None
-) -> tuple[ToolResult, extension.RoutingDecision | None]:
+    arguments: str, routing: client_routing.RoutingRequest | None
+) -> tuple[ToolResult, client_routing.RoutingDecision | None]:
     """Answer a `route_to` call: the decision it makes, or an error result for the model."""
     if routing is None:
         return ToolResult("route_to is not available: you are not part of a team turn", is_error=True), None
@@ -127,7 +130,9 @@ def route(
     problem = schema_error(spec["function"]["parameters"], parsed)
     if problem is not None:
         return ToolResult(f"invalid arguments for {ROUTE_TO}: {problem}", is_error=True), None
-    decision = extension.RoutingDecision(recipient=parsed["recipient"], reason=parsed.get("reason") or None)
+    decision = client_routing.RoutingDecision(
+        recipient=parsed["recipient"], reason=parsed.get("reason") or None
+    )
     return ToolResult(f"Your reply will go to '{decision.recipient}'."), decision
 
 

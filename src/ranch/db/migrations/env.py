@@ -5,10 +5,8 @@ from __future__ import annotations
 from alembic import context
 
 from ranch.db.models import Base
-from ranch.hub.store import metadata as task_metadata
-from ranch.policy.push import metadata as push_metadata
 
-target_metadata = [Base.metadata, task_metadata, push_metadata]
+target_metadata = Base.metadata
 connection = context.config.attributes.get("connection")
 if connection is None:  # pragma: no cover - ranch always passes its own connection
     raise RuntimeError("run migrations through ranch.db.migrate.upgrade (or `ranch db upgrade`)")

@@ -16,8 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from ranch.db.models import AgentRecord, ApiKey, User, now
 from ranch.exceptions import InvalidInput, NotFound
+from ranch.identity.principal import Principal
 from ranch.ids import new_id
-from ranch.rooms.access import Principal
 
 MAX_LIFETIME = 10 * 365 * 24 * 3600.0
 """The furthest ahead a key's expiry may be set, in seconds."""
@@ -120,3 +120,10 @@ def _expiry(body: dict[str, Any]) -> float | None:
     if not now() < stamp <= now() + MAX_LIFETIME:
         raise InvalidInput("expires_at must be in the future, within 10 years", "expires_at")
     return stamp
+
+
+async def issue_key(
+    session: AsyncSession, org_id: str, owner_kind: str, owner_id: str, key: str | None = None
+) -> str:
+    """A new API key; only its digest is kept, so it is shown once."""
+    return add_key(session, org_id, owner_kind, owner_id, key)[1]

@@ -23,37 +23,17 @@ from a2a.utils.errors import InvalidParamsError
 from a2a.utils.task import ListTasksCursor, decode_list_tasks_cursor, encode_list_tasks_cursor
 from google.protobuf.timestamp_pb2 import Timestamp
 from sqlalchemy import (
-    BigInteger,
-    Column,
-    Index,
-    LargeBinary,
-    MetaData,
-    String,
-    Table,
     and_,
     case,
     func,
     or_,
     select,
 )
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ranch.db.group_commit import GroupWriter
-
-metadata = MetaData()
-tasks = Table(
-    "ranch_tasks",
-    metadata,
-    Column("id", String(255), primary_key=True),
-    Column("owner", String(255), nullable=False, default=""),
-    Column("context_id", String(255), nullable=False, default=""),
-    Column("state", String(32), nullable=False),
-    Column("updated_ns", BigInteger, nullable=True),
-    Column("body", LargeBinary, nullable=False),
-    Index("ranch_tasks_owner_updated", "owner", "updated_ns", "id"),
-    Index("ranch_tasks_owner_context", "owner", "context_id"),
-)
+from ranch.db.models import ranch_tasks as tasks
+from ranch.db.upsert import insert_for
 
 OwnerResolver = Callable[[ServerCallContext], str]
 
@@ -65,10 +45,6 @@ class SqlTaskStore(TaskStore):
         self.engine = engine
         self.owner_of = owner_resolver
         self._writer = GroupWriter(engine, _upsert(engine.dialect.name))
-
-    async def initialize(self) -> None:
-        async with self.engine.begin() as connection:
-            await connection.run_sync(metadata.create_all)
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
         row = {
@@ -137,8 +113,7 @@ class SqlTaskStore(TaskStore):
 def _upsert(dialect_name: str) -> Any:
     """The one save statement, built once: its row comes as parameters, so SQLAlchemy's compiled
     cache serves every save (building it per save cost more than the write itself)."""
-    dialect = postgresql if dialect_name == "postgresql" else sqlite
-    statement = dialect.insert(tasks)
+    statement = insert_for(dialect_name)(tasks)
     changes = {key: statement.excluded[key] for key in ("context_id", "state", "updated_ns", "body")}
     # a task id belongs to its first owner: another owner's save never overwrites it
     return statement.on_conflict_do_update(

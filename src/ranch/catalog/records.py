@@ -24,15 +24,17 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from ranch.agents.base import Agent
 from ranch.agents.remote import RemoteAgent
+from ranch.catalog.build import build_agent, build_team
+from ranch.catalog.registry import Registry
 from ranch.config import _AGENT_ADAPTER, ID_PATTERN, RESERVED_IDS, RanchConfig, TeamConfig
 from ranch.db.models import AgentRecord, Organization, now
 from ranch.exceptions import Conflict, InvalidInput, PolicyError, RanchError, Unprocessable, UnsafeUrl
-from ranch.hub.registry import Registry, build_agent, build_team
+from ranch.identity.keys import issue_key
+from ranch.identity.orgs import DEFAULT_ORG
+from ranch.identity.principal import Principal
+from ranch.identity.visibility import usable_agent
 from ranch.policy.ssrf import UrlGuard
-from ranch.rooms.access import Principal, usable_agent
-from ranch.rooms.keys import add_key
 
-DEFAULT_ORG = "default"
 API_KINDS = ("remote", "external", "rules", "echo", "llm", "team")
 OPERATOR = "_operator"
 """Set in the stored spec of an agent the superuser registered: it may call internal addresses."""
@@ -186,7 +188,7 @@ async def _prepare(
     """Everything short of recording and serving: checks, the built agent (not served yet) and its
     row, and the organization's allow-list."""
     principal.require_admin("register agents")
-    agent_id = _check_id(body.get("id"))
+    agent_id = check_id(body.get("id"))
     kind = body.get("kind")
     if kind not in API_KINDS:
         why = " (python agents come from the config file only)" if kind == "python" else ""
@@ -244,22 +246,6 @@ async def _prepare(
     return row, agent, org.allowed_agent_urls if org is not None else []
 
 
-async def issue_key(
-    session: AsyncSession, org_id: str, owner_kind: str, owner_id: str, key: str | None = None
-) -> str:
-    """A new API key; only its digest is kept, so it is shown once."""
-    return add_key(session, org_id, owner_kind, owner_id, key)[1]
-
-
-async def ensure_org(session: AsyncSession, org_id: str, name: str) -> Organization:
-    org = await session.get(Organization, org_id)
-    if org is None:
-        org = Organization(id=org_id, name=name, allowed_agent_urls=[])
-        session.add(org)
-        await session.flush()
-    return org
-
-
 TENANT_KEY_ENV = re.compile(r"^RANCH_KEY_[A-Z0-9_]+$")
 """Environment variables a tenant's llm agent may read its provider key from (the operator sets them)."""
 
@@ -307,7 +293,7 @@ async def _tenant_safe(body: dict[str, Any], guard: UrlGuard) -> None:
                 raise Unprocessable(str(exc), field) from exc
 
 
-def _check_id(value: Any) -> str:
+def check_id(value: Any) -> str:
     if not isinstance(value, str) or not re.match(ID_PATTERN, value) or len(value) > 64:
         raise InvalidInput("id must match [a-z0-9][a-z0-9_-]* (at most 64 characters)", "id")
     if value in RESERVED_IDS:

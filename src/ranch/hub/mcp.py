@@ -34,24 +34,24 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
-from ranch import __version__
+from ranch._version import __version__
 from ranch.agents.base import Agent, AgentInfo, Call, gather_infos, text_of
-from ranch.api.auth import CHALLENGE
+from ranch.edge.guards import caller_of
 from ranch.exceptions import AgentTimeout, RanchError, RateLimited, Unauthorized
-from ranch.hub.edge import caller_of
+from ranch.identity.resolver import CHALLENGE
 from ranch.ids import new_id
 from ranch.policy.limits import Limits, check_json, check_message
 from ranch.policy.ratelimit import RatePolicy
-from ranch.routing import extension
+from ranch.wire import client_routing
 from ranch.wire.errors import headers_for, jsonrpc_error_body
 from ranch.wire.events import INTERRUPTED, TERMINAL, apply_artifact, merge_metadata
 from ranch.wire.fastpath import replay
 from ranch.wire.jsonrpc import parse_error
 
 if TYPE_CHECKING:
+    from ranch.catalog.registry import Registry
     from ranch.hub.app import Hub
-    from ranch.hub.auth import Security
-    from ranch.hub.registry import Registry
+    from ranch.identity.security import Security
 
 PREFIX = "ask_"
 MCP_PATH = "/mcp"
@@ -192,12 +192,14 @@ def _answer(agent_id: str, context_id: str, task: Task) -> dict[str, Any]:
     reply = text_of(task.status.message) if task.status.HasField("message") else ""
     if not reply:
         reply = "\n".join(text_of(Message(parts=a.parts)) for a in task.artifacts)
-    data = MessageToDict(task.metadata).get(extension.URI, {})
+    data = MessageToDict(task.metadata).get(client_routing.URI, {})
     trail = list(data.get("trail", [])) if isinstance(data, dict) else []
     if trail:
         route = ["user", *(str(hop["agent"]) for hop in trail), str(trail[-1]["recipient"])]
     else:
-        decision = extension.read_decision(task.status.message) if task.status.HasField("message") else None
+        decision = (
+            client_routing.read_decision(task.status.message) if task.status.HasField("message") else None
+        )
         route = ["user", agent_id, decision.recipient if decision is not None else "user"]
     name = TaskState.Name(task.status.state).removeprefix("TASK_STATE_").lower().replace("_", "-")
     return {"reply": reply, "state": name, "context_id": context_id, "route": route, "trail": trail}
@@ -273,7 +275,7 @@ async def _parsable(scope: Scope, receive: Receive, send: Send) -> Receive | Non
 
 def mcp_routes(hub: Hub) -> list[BaseRoute]:
     """The `/mcp` route; the session manager it needs joins the hub's lifespan (`hub.services`)."""
-    from ranch.hub.auth import PRINCIPAL_KEY
+    from ranch.identity.principal import PRINCIPAL_KEY
 
     security = hub.security
 

@@ -35,10 +35,11 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from google.protobuf.json_format import MessageToJson
 from google.protobuf.message import Message as Proto
-from sqlalchemy import Column, LargeBinary, MetaData, String, Table, and_, delete, select
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import and_, delete, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from ranch.db.models import push_configs
+from ranch.db.upsert import insert_for
 from ranch.exceptions import InvalidInput
 from ranch.policy.egress import RefusedConnection, guarded_client
 from ranch.policy.ssrf import UrlGuard
@@ -50,16 +51,6 @@ MAX_CONFIGS_PER_TASK = 10
 MAX_TOKEN_LENGTH = 1024
 QUEUED_UPDATES = 256
 """Updates waiting per task; beyond this, updates are dropped (and logged) rather than held forever."""
-
-metadata = MetaData()
-push_configs = Table(
-    "ranch_push_configs",
-    metadata,
-    Column("task_id", String(255), primary_key=True),
-    Column("id", String(255), primary_key=True),
-    Column("owner", String(255), nullable=False, default=""),
-    Column("body", LargeBinary, nullable=False),
-)
 
 OwnerResolver = Callable[[ServerCallContext], str]
 
@@ -74,8 +65,8 @@ class PushConfigStore(PushNotificationConfigStore):
         self._cache: dict[str, list[TaskPushNotificationConfig]] = {}
 
     async def initialize(self) -> None:
+        """Learn which tasks have configs (the table itself is created by the migrations)."""
         async with self.engine.begin() as connection:
-            await connection.run_sync(metadata.create_all)
             rows = await connection.execute(select(push_configs.c.task_id).distinct())
             self._tasks = {row.task_id for row in rows}
 
@@ -91,8 +82,9 @@ class PushConfigStore(PushNotificationConfigStore):
         if len({c.id for c in existing} | {config.id}) > MAX_CONFIGS_PER_TASK:
             raise InvalidInput(f"task {task_id} already has {MAX_CONFIGS_PER_TASK} push configs", "id")
         row = {"task_id": task_id, "id": config.id, "owner": self.owner_of(context)}
-        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
-        statement = dialect.insert(push_configs).values(**row, body=config.SerializeToString())
+        statement = insert_for(self.engine.dialect.name)(push_configs).values(
+            **row, body=config.SerializeToString()
+        )
         upsert = statement.on_conflict_do_update(
             index_elements=[push_configs.c.task_id, push_configs.c.id],
             set_={"body": statement.excluded.body},

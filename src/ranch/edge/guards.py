@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from a2a.server.context import ServerCallContext
@@ -20,10 +21,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Scope
 
-from ranch.exceptions import RateLimited
+from ranch.exceptions import AgentNotFound, RateLimited, Unauthorized
+from ranch.identity.resolver import CHALLENGE
+from ranch.identity.security import Security
 from ranch.policy.limits import check_json
 from ranch.policy.logs import TRACE_ID, prefix, trace_id_from, traced
 from ranch.policy.ratelimit import Decision, RatePolicy
+from ranch.wire.codec import check_task_state
 from ranch.wire.errors import (
     a2a_rest_error_body,
     error_body,
@@ -35,6 +39,9 @@ from ranch.wire.errors import (
 from ranch.wire.fastpath import Answer, Head, Lean
 from ranch.wire.jsonrpc import JsonRpcEndpoint, parse_error
 from ranch.wire.streams import HeldStream
+
+if TYPE_CHECKING:
+    from ranch.catalog.registry import Registry
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 logger = logging.getLogger("ranch.requests")
@@ -214,3 +221,79 @@ def request_id_of(body: bytes) -> str | int | None:
         return None
     value = data.get("id") if isinstance(data, dict) else None
     return value if isinstance(value, str | int) and not isinstance(value, bool) else None
+
+
+def require_key(security: Security, endpoint: Endpoint, *, optional: bool = False) -> Endpoint:
+    """Answer 401 without a valid key, and AgentNotFound for an agent the caller may not see.
+
+    `optional` lets callers without a key through (agent cards), but only to global agents.
+    """
+    if not security.enabled:
+        return endpoint
+
+    async def authenticated(request: Request) -> Response:
+        try:
+            principal = await security.principal(request, optional=optional)
+        except (Unauthorized, RateLimited) as exc:  # RateLimited: too many refused keys from this address
+            return await refuse(request, exc)
+        agent_id = request.path_params.get("agent_id", "")
+        if agent_id and not await security.reachable(principal, agent_id):
+            # the same answer for an unknown id and another organization's agent; only reachable ids listed
+            error = AgentNotFound(agent_id, await security.reachable_ids(principal))
+            return await refuse(request, error)
+        return await endpoint(request)
+
+    return authenticated
+
+
+async def refuse(request: Request, error: Exception) -> Response:
+    """`error` in the format of the A2A binding the request came in on; 401s carry the challenge."""
+    request_id = request_id_of(await request.body()) if request.method == "POST" else None
+    headers = {"WWW-Authenticate": CHALLENGE} if isinstance(error, Unauthorized) else headers_for(error)
+    return JSONResponse(
+        error_body(request.url.path, error, request_id),
+        status_code=http_status_for(error),
+        headers=headers,
+    )
+
+
+def guard_agent(registry: Registry, endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[..., Any]:
+    """Answer an unknown agent id in the URL with a clear error, before the SDK's binding runs."""
+
+    async def guarded(request: Request) -> Response:
+        agent_id = request.path_params.get("agent_id", "")
+        if agent_id in registry:
+            return await endpoint(request)
+        error = AgentNotFound(agent_id, registry.ids())
+        request_id = None
+        if request.method == "POST":
+            request_id = request_id_of(await request.body())
+        return JSONResponse(
+            error_body(request.url.path, error, request_id), status_code=http_status_for(error)
+        )
+
+    return guarded
+
+
+def rooted(agent_id: str, endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[..., Any]:
+    """Serve `endpoint` for `agent_id` on a path without `{agent_id}` (`ranch serve --root`)."""
+
+    async def at_root(request: Request) -> Response:
+        request.scope["path_params"] = {**request.path_params, "agent_id": agent_id}
+        return await endpoint(request)
+
+    return at_root
+
+
+def check_list_query(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[..., Any]:
+    """HTTP+JSON ListTasks: a `status` that names no task state is refused, not read as "any"."""
+
+    async def checked(request: Request) -> Response:
+        statuses = request.query_params.getlist("status")
+        try:
+            check_task_state(statuses[-1] if statuses else None)
+        except A2AError as exc:
+            return JSONResponse(error_body(request.url.path, exc), status_code=http_status_for(exc))
+        return await endpoint(request)
+
+    return checked

@@ -18,7 +18,7 @@ from a2a.types import (
 
 from ranch.agents.base import Event, text_of
 from ranch.exceptions import AgentError, InvalidAgentReply
-from ranch.routing import extension
+from ranch.wire import client_routing
 from ranch.wire.events import COMPLETED, INTERRUPTED, UNSUCCESSFUL, apply_artifact, merge_metadata
 
 
@@ -29,7 +29,7 @@ class HopOutcome:
     agent: str
     parts: list[Part]
     state: TaskState
-    decision: extension.RoutingDecision | None
+    decision: client_routing.RoutingDecision | None
 
     @property
     def interrupted(self) -> bool:
@@ -92,7 +92,7 @@ class Folder:
                 agent=self.agent,
                 parts=list(message.parts),
                 state=COMPLETED,
-                decision=extension.read_decision(message),
+                decision=client_routing.read_decision(message),
             )
         task = self.task
         if task is None:
@@ -108,7 +108,7 @@ class Folder:
             agent=self.agent,
             parts=_reply_parts(task),
             state=state,
-            decision=extension.read_decision(task),
+            decision=client_routing.read_decision(task),
         )
 
 

@@ -18,12 +18,11 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from starlette.requests import HTTPConnection
 
-from ranch.db.models import AgentRecord, ApiKey, User
+from ranch.db.models import AgentRecord, ApiKey, User, iso
 from ranch.exceptions import RateLimited, Unauthorized
+from ranch.identity.keys import digest
+from ranch.identity.principal import Principal
 from ranch.policy.ratelimit import RateLimiter
-from ranch.rooms.access import Principal
-from ranch.rooms.bus import iso
-from ranch.rooms.keys import digest
 
 CHALLENGE = 'Bearer realm="ranch", ApiKey header="X-API-Key"'
 """The `WWW-Authenticate` value sent with every 401."""

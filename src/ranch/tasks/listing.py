@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from a2a.types import ListTasksRequest, ListTasksResponse, Task
 from a2a.utils.task import ListTasksCursor
 
-from ranch.hub.store import decode_cursor, page_response, page_size_of, updated_ns
+from ranch.tasks.store import decode_cursor, page_response, page_size_of, updated_ns
 
 _UNTIMED = -1
 """Sorts after every timestamp in the descending order."""

@@ -44,10 +44,10 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from ranch.agents.base import Agent, Call, Event
 from ranch.exceptions import AgentTimeout, RanchError, StoreUnavailable
-from ranch.hub import listing
-from ranch.hub.store import SqlTaskStore
 from ranch.ids import new_id
-from ranch.policy.push import PushNotifier
+from ranch.tasks import listing
+from ranch.tasks.push import PushNotifier
+from ranch.tasks.store import SqlTaskStore
 from ranch.wire.events import (
     CANCELED,
     COMPLETED,

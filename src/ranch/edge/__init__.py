@@ -1,0 +1,1 @@
+"""What every request passes before its road is chosen: trace ids, keys, visibility, rate limits."""

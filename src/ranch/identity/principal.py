@@ -1,0 +1,67 @@
+"""Who is calling: a person or an agent of one organization, as the API key's owner.
+
+The same principal scopes every entry: REST and the WebSocket, the A2A bindings and
+`/mcp` (it is the A2A call context's user, through `KeyHolder`), and sessions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from starlette.authentication import BaseUser
+
+from ranch.exceptions import Forbidden
+
+PRINCIPAL_KEY = "ranch.principal"
+"""Where the authenticated principal is kept in the ASGI scope (and in the A2A call state)."""
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The owner of an API key: a person or an agent of one organization."""
+
+    kind: str
+    """user | agent"""
+    id: str
+    org_id: str
+    name: str = ""
+    role: str = "member"
+    is_superuser: bool = False
+
+    @property
+    def is_admin(self) -> bool:
+        return self.kind == "user" and self.role in ("owner", "admin")
+
+    @property
+    def participant_kinds(self) -> tuple[str, ...]:
+        return ("user",) if self.kind == "user" else ("agent", "team")
+
+    def require_admin(self, what: str) -> None:
+        if not self.is_admin:
+            raise Forbidden(f"only an owner or admin of organization '{self.org_id}' may {what}")
+
+
+SYSTEM = Principal(kind="system", id="ranch", org_id="", role="owner")
+"""ranch itself (start-up, the demo room): sees every organization."""
+
+
+class KeyHolder(BaseUser):
+    """A principal as Starlette's (and so the a2a-sdk's) user; its name is the tasks' owner."""
+
+    def __init__(self, principal: Principal) -> None:
+        self.principal = principal
+
+    @property
+    def is_authenticated(self) -> bool:
+        return True
+
+    @property
+    def display_name(self) -> str:
+        # user and agent ids live in different tables: the prefix keeps an agent from owning a user's tasks
+        who = self.principal
+        return who.id if who.kind == "user" else f"agent:{who.id}"
+
+
+def session_caller(principal: Principal | None) -> str:
+    """The caller half of a session key: the same on A2A and the REST API."""
+    return "anonymous" if principal is None else f"{principal.kind}:{principal.id}"

@@ -1,0 +1,77 @@
+"""The hub's authentication settings as one object: keys, agent visibility, sessions.
+
+With `Settings.auth == "keys"`, every A2A call must present a key of the hub's
+`api_keys` table (`Authorization: Bearer <key>` or `X-API-Key`); the REST API and
+the WebSocket always do. The key's principal becomes the A2A call context's user,
+so tasks are scoped to it (anyone else gets TaskNotFound), and an agent registered
+privately by one organization looks absent (AgentNotFound) to the others
+(docs/policies.md, "Authentication").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Container, Iterable
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from starlette.requests import HTTPConnection
+
+from ranch.identity.principal import PRINCIPAL_KEY, KeyHolder, Principal
+from ranch.identity.resolver import AuthFailures, KeyResolver, presented_key
+from ranch.identity.sessions import Sessions
+from ranch.identity.visibility import AgentAccess
+
+
+class ServedIds(Container[str], Protocol):
+    """The ids a hub serves (the catalog): what `reachable` may answer yes to."""
+
+    def ids(self) -> Iterable[str]: ...
+
+
+@dataclass
+class Security:
+    """The hub's authentication and sessions, built from `Settings`."""
+
+    mode: Literal["off", "keys"]
+    served: ServedIds
+    keys: KeyResolver
+    access: AgentAccess
+    sessions: Sessions | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode == "keys"
+
+    async def reachable(self, principal: Principal | None, agent_id: str) -> bool:
+        return agent_id in self.served and await self.access.visible(principal, agent_id)
+
+    async def reachable_ids(self, principal: Principal | None) -> list[str]:
+        return [agent_id for agent_id in self.served.ids() if await self.reachable(principal, agent_id)]
+
+    async def principal(self, connection: HTTPConnection, *, optional: bool = False) -> Principal | None:
+        """The caller's principal; None without a key when `optional`. Raises Unauthorized."""
+        if optional and not presented_key(connection):
+            return None
+        principal = await self.keys(connection)
+        connection.scope["user"] = KeyHolder(principal)
+        connection.scope[PRINCIPAL_KEY] = principal
+        return principal
+
+
+def build_security(
+    mode: Literal["off", "keys"],
+    served: ServedIds,
+    sessions: Callable[[], async_sessionmaker[AsyncSession]],
+    *,
+    session_ttl: float | None,
+    failures: AuthFailures | None = None,
+) -> Security:
+    """The hub's `Security`."""
+    return Security(
+        mode=mode,
+        served=served,
+        keys=KeyResolver(sessions, failures=failures),
+        access=AgentAccess(sessions),
+        sessions=Sessions(session_ttl) if session_ttl else None,
+    )

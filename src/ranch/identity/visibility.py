@@ -1,0 +1,86 @@
+"""Which agents a principal may use: global ones, its organization's, its own personal ones.
+
+One rule, two forms: `usable_agents` is the SQL condition (listings, registration of
+teams and participants), `AgentAccess.visible` the same rule in Python over a row kept
+a few seconds (every A2A call and `/mcp` asks it).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import and_, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from ranch.db.models import AgentRecord
+from ranch.exceptions import NotFound
+from ranch.identity.principal import Principal
+
+ACCESS_CACHE_TTL = 5.0
+
+
+def usable_agents(principal: Principal) -> Any:
+    """SQL condition: the agents the caller's organization may use."""
+    return or_(
+        AgentRecord.visibility == "global",
+        and_(AgentRecord.org_id == principal.org_id, AgentRecord.visibility == "org"),
+        and_(
+            AgentRecord.org_id == principal.org_id,
+            AgentRecord.visibility == "personal",
+            or_(AgentRecord.owner_user_id == principal.id, AgentRecord.owner_user_id.is_(None)),
+        ),
+    )
+
+
+def may_use(principal: Principal | None, visibility: str, org_id: str, owner_user_id: str | None) -> bool:
+    """`usable_agents`, for one row, in Python (callers without a key reach global agents only)."""
+    if visibility == "global":
+        return True
+    if principal is None or principal.org_id != org_id:
+        return False
+    return visibility == "org" or owner_user_id in (None, principal.id)
+
+
+async def usable_agent(session: AsyncSession, principal: Principal, agent_id: str, field: str) -> AgentRecord:
+    row = await session.scalar(
+        select(AgentRecord).where(AgentRecord.id == agent_id, usable_agents(principal))
+    )
+    if row is None:
+        raise NotFound(f"no agent or team '{agent_id}'", field)
+    return row
+
+
+@dataclass
+class _CachedVisibility:
+    visibility: str
+    org_id: str
+    owner_user_id: str | None
+    fetched: float
+
+
+class AgentAccess:
+    """Which served agents a principal may reach; the `agents` table's answer, kept a few seconds."""
+
+    def __init__(
+        self, sessions: Callable[[], async_sessionmaker[AsyncSession]], ttl: float = ACCESS_CACHE_TTL
+    ) -> None:
+        self._sessions = sessions
+        self._ttl = ttl
+        self._rows: dict[str, _CachedVisibility] = {}
+
+    async def visible(self, principal: Principal | None, agent_id: str) -> bool:
+        row = self._rows.get(agent_id)
+        if row is None or time.monotonic() - row.fetched > self._ttl:
+            async with self._sessions()() as session:
+                record = await session.get(AgentRecord, agent_id)
+            if record is None:  # served but not recorded (yet): never shown to callers without a key
+                return principal is not None
+            row = _CachedVisibility(record.visibility, record.org_id, record.owner_user_id, time.monotonic())
+            self._rows[agent_id] = row
+        return may_use(principal, row.visibility, row.org_id, row.owner_user_id)
+
+    def forget(self, agent_id: str) -> None:
+        self._rows.pop(agent_id, None)

@@ -1,1 +1,0 @@
-"""MCP both ways: MCP servers as tools for llm agents (client), ranch agents as MCP tools (server)."""
