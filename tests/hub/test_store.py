@@ -20,8 +20,7 @@ from hypothesis import strategies as st
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from ranch.db import migrate
-from ranch.tasks.engine import owner_of
-from ranch.tasks.store import SqlTaskStore
+from ranch.tasks.store import SqlTaskStore, owner_of
 
 STATES = [TaskState.TASK_STATE_WORKING, TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED]
 

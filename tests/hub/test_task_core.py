@@ -16,8 +16,8 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from ranch.agents.base import Agent, AgentInfo, Call, Event
 from ranch.db import migrate
 from ranch.exceptions import StoreUnavailable
-from ranch.tasks.engine import TaskCore, owner_context, owner_of
-from ranch.tasks.store import SqlTaskStore
+from ranch.tasks.engine import TaskEngine
+from ranch.tasks.store import SqlTaskStore, owner_context, owner_of
 
 
 class Finisher(Agent):
@@ -57,7 +57,7 @@ async def test_a_failed_save_is_retried_and_the_task_is_stored(tmp_path: Path) -
     await migrate.upgrade(engine)
     try:
         async with anyio.create_task_group() as group:
-            core = TaskCore(store, group)
+            core = TaskEngine(store, group)
             message = Message(role=Role.ROLE_USER, message_id="m", parts=[Part(text="hi")])
             run = await core.start(Finisher(), message, Call(), owner="finisher/")
             with anyio.fail_after(5):
@@ -98,7 +98,7 @@ async def test_a_final_state_that_cannot_be_stored_is_never_told(tmp_path: Path)
     seen: list[Event] = []
     try:
         async with anyio.create_task_group() as group:
-            core = TaskCore(store, group)
+            core = TaskEngine(store, group)
             run = await core.start(Finisher(), _hello(), Call(), owner="finisher/")
             with anyio.fail_after(5), pytest.raises(StoreUnavailable) as raised:
                 async for event in core.stream(run, run.subscribe()):
@@ -124,7 +124,7 @@ async def test_a_task_that_cannot_be_created_is_an_error_with_no_events(tmp_path
     await migrate.upgrade(engine)
     try:
         async with anyio.create_task_group() as group:
-            core = TaskCore(store, group)
+            core = TaskEngine(store, group)
             run = await core.start(Finisher(), _hello(), Call(), owner="finisher/")
             seen: list[Event] = []
             with anyio.fail_after(5), pytest.raises(StoreUnavailable):
@@ -146,7 +146,7 @@ async def test_return_immediately_stores_the_task_before_answering(tmp_path: Pat
     await migrate.upgrade(engine)
     try:
         async with anyio.create_task_group() as group:
-            core = TaskCore(store, group)
+            core = TaskEngine(store, group)
             run = await core.start(Finisher(), _hello(), Call(), owner="finisher/", submit=True)
             assert run.task is not None and run.task.status.state == TaskState.TASK_STATE_SUBMITTED
             assert (await store.get(run.task_id, owner_context("finisher/"))) is not None

@@ -79,7 +79,7 @@ async def test_a_429_with_retry_after_is_retried_and_succeeds(fake: FakeOpenAI, 
     fake.script("solo", error(429, "slow down", retry_after=0.3), text("fine now"))
     async with llm_agent(llm_yaml(base_url)) as agent:
         started = time.monotonic()
-        outcome = await collect("writer", agent.run(user_message("hi"), Call()))
+        outcome = await collect(agent, user_message("hi"), Call())
         elapsed = time.monotonic() - started
     assert outcome.text == "fine now"
     assert len(fake.requests_for("solo")) == 2
@@ -92,7 +92,7 @@ async def test_5xx_is_retried_with_backoff_and_gives_up_with_the_providers_messa
     fake.script("solo", *[error(503, "model overloaded", retry_after=0)] * 3)
     async with llm_agent(llm_yaml(base_url)) as agent:
         with pytest.raises(AgentUnavailable) as caught:
-            await collect("writer", agent.run(user_message("hi"), Call()))
+            await collect(agent, user_message("hi"), Call())
     assert len(fake.requests_for("solo")) == 3  # the first try and retry_count=2 retries
     assert str(caught.value) == (
         f"agent 'writer': llm provider at {base_url} answered HTTP 503 after 3 attempts: model overloaded"
@@ -122,7 +122,7 @@ async def test_the_api_key_never_reaches_errors(
     agent = llm_agent(llm_yaml(base_url, extra="    api_key: ${FAKE_KEY}"))
     async with agent:
         with pytest.raises(AgentError) as caught:
-            await collect("writer", agent.run(user_message("hi"), Call()))
+            await collect(agent, user_message("hi"), Call())
     assert fake.headers[-1]["authorization"] == "Bearer sk-very-secret-123"
     assert "sk-very-secret" not in str(caught.value)
     assert str(caught.value) == (
@@ -138,16 +138,16 @@ async def test_api_key_env_names_the_variable(
     monkeypatch.setenv("MY_LLM_KEY", "k-42")
     fake.script("solo", text("ok"))
     async with llm_agent(llm_yaml(base_url, extra="    api_key_env: MY_LLM_KEY")) as agent:
-        await collect("writer", agent.run(user_message("hi"), Call()))
+        await collect(agent, user_message("hi"), Call())
     assert fake.headers[-1]["authorization"] == "Bearer k-42"
 
 
 async def test_each_context_keeps_its_own_conversation(fake: FakeOpenAI, base_url: str) -> None:
     fake.script("solo", text("Hello Ada"), text("Your name is Ada"), text("I do not know"))
     async with llm_agent(llm_yaml(base_url)) as agent:
-        await collect("writer", agent.run(user_message("I am Ada", context_id="c1"), Call()))
-        await collect("writer", agent.run(user_message("who am I?", context_id="c1"), Call()))
-        await collect("writer", agent.run(user_message("who am I?", context_id="c2"), Call()))
+        await collect(agent, user_message("I am Ada", context_id="c1"), Call())
+        await collect(agent, user_message("who am I?", context_id="c1"), Call())
+        await collect(agent, user_message("who am I?", context_id="c2"), Call())
     first, second, other = fake.requests_for("solo")
     assert [m["content"] for m in second["messages"][1:]] == ["I am Ada", "Hello Ada", "who am I?"]
     assert [m["content"] for m in other["messages"][1:]] == ["who am I?"]
@@ -156,15 +156,9 @@ async def test_each_context_keeps_its_own_conversation(fake: FakeOpenAI, base_ur
 async def test_another_owner_on_the_same_context_shares_no_memory(fake: FakeOpenAI, base_url: str) -> None:
     fake.script("solo", text("Hello Ada"), text("I do not know"), text("Your name is Ada"))
     async with llm_agent(llm_yaml(base_url)) as agent:
-        await collect(
-            "writer", agent.run(user_message("I am Ada", context_id="c1"), Call(owner="writer/ada"))
-        )
-        await collect(
-            "writer", agent.run(user_message("who am I?", context_id="c1"), Call(owner="writer/eve"))
-        )
-        await collect(
-            "writer", agent.run(user_message("who am I?", context_id="c1"), Call(owner="writer/ada"))
-        )
+        await collect(agent, user_message("I am Ada", context_id="c1"), Call(owner="writer/ada"))
+        await collect(agent, user_message("who am I?", context_id="c1"), Call(owner="writer/eve"))
+        await collect(agent, user_message("who am I?", context_id="c1"), Call(owner="writer/ada"))
     _, intruder, owner = fake.requests_for("solo")
     assert [m["content"] for m in intruder["messages"][1:]] == ["who am I?"]
     assert [m["content"] for m in owner["messages"][1:]] == ["I am Ada", "Hello Ada", "who am I?"]

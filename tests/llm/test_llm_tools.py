@@ -117,7 +117,7 @@ teams:
     registry_agent = build_agent(parse_config(config).agents[0], ClientPool())
     assert isinstance(registry_agent, LlmAgent)
     async with registry_agent:
-        outcome = await collect("solo", registry_agent.run(user_message("hi"), Call()))
+        outcome = await collect(registry_agent, user_message("hi"), Call())
     assert outcome.decision is None and outcome.text == "I can answer that myself."
     assert "tools" not in fake.requests_for("solo")[0]  # no peers were sent: no route_to offered
 
@@ -200,7 +200,7 @@ agents:
     agent = build_agent(parse_config(config).agents[0], ClientPool())
     assert isinstance(agent, LlmAgent)
     async with agent:
-        outcome = await collect("calc", agent.run(user_message("hi"), Call()))
+        outcome = await collect(agent, user_message("hi"), Call())
     assert outcome.text == "I have no tools, but hello."
     assert "tools" not in fake.requests_for("calc")[0]
 
@@ -226,10 +226,10 @@ agents:
         assert isinstance(agent, LlmAgent)
         assert agent.allowed_remote_urls == frozenset({peer.url})
         async with agent:
-            outcome = await collect("asker", agent.run(user_message("ask the helper"), Call()))
+            outcome = await collect(agent, user_message("ask the helper"), Call())
             agent.allowed_remote_urls = frozenset()  # the hub narrows it: the tool disappears
             fake.script("asker", text("nothing to call"))
-            await collect("asker", agent.run(user_message("again"), Call()))
+            await collect(agent, user_message("again"), Call())
     assert outcome.text == "The helper said: plain saw: ping"
     requests = fake.requests_for("asker")
     assert "helper = " + peer.url in requests[0]["tools"][0]["function"]["description"]

@@ -18,7 +18,7 @@ from ranch.catalog.registry import Registry
 from ranch.config import parse_config
 from ranch.routing.context import Conversations
 from ranch.routing.team import Team
-from ranch.tasks.engine import RecentTasks
+from ranch.tasks.run import RecentTasks
 from ranch.wire.client import ClientPool
 
 pytestmark = pytest.mark.anyio

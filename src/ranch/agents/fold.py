@@ -1,9 +1,22 @@
-"""Fold one member's A2A events into what the Router needs from that hop."""
+"""The one fold of an agent's A2A events into its answer: a direct Message, or a Task.
+
+Every consumer of agent events folds them with `TaskFold`: the task engine (which keeps
+the whole Task: status history, artifacts, metadata), the Router (which needs a hop's
+reply parts, state and routing decision: `HopOutcome`), `call_remote_agent` and `/mcp`.
+The rules, as the A2A spec gives them:
+
+- a `Message` is the whole answer;
+- a `Task` replaces the status (the previous status message moves into history), replaces
+  the artifacts when it carries any, and merges its metadata;
+- a status update replaces the status the same way and merges its metadata;
+- an artifact update adds its artifact, or appends to / replaces the one with its id.
+
+The answer is final once it is a Message, or once the task is terminal or waits for input.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
-from contextlib import aclosing
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from a2a.types import (
@@ -16,10 +29,16 @@ from a2a.types import (
     TaskStatusUpdateEvent,
 )
 
-from ranch.agents.base import Event, text_of
+from ranch.agents.base import Agent, Call, Event, text_of
+from ranch.agents.invoke import invoke
 from ranch.exceptions import AgentError, InvalidAgentReply
 from ranch.wire import client_routing
-from ranch.wire.events import COMPLETED, INTERRUPTED, UNSUCCESSFUL, apply_artifact, merge_metadata
+from ranch.wire.events import COMPLETED, INTERRUPTED, TERMINAL, UNSUCCESSFUL, apply_artifact, merge_metadata
+
+
+def state_name(state: TaskState) -> str:
+    """`TASK_STATE_INPUT_REQUIRED` -> `input-required`: how errors and summaries name a state."""
+    return str(TaskState.Name(state)).removeprefix("TASK_STATE_").lower().replace("_", "-")
 
 
 @dataclass
@@ -40,44 +59,47 @@ class HopOutcome:
         return text_of(Message(parts=self.parts))
 
 
-async def collect(agent: str, events: AsyncGenerator[Event, None]) -> HopOutcome:
-    """Consume a member's events; raise AgentError if they do not add up to an answer."""
-    folder = Folder(agent)
-    async with aclosing(events) as stream:  # closing the member's generator releases what it holds
-        async for event in stream:
-            if folder.fold(event):
-                break
-    return folder.outcome()
+class TaskFold:
+    """Folds one agent's events into its answer (see the module docstring for the rules)."""
 
-
-class Folder:
-    """Folds one agent's events into its answer (also used by rooms, which watch the events go by)."""
-
-    def __init__(self, agent: str) -> None:
+    def __init__(self, agent: str, task: Task | None = None) -> None:
         self.agent = agent
         self.message: Message | None = None
-        self.task: Task | None = None
+        """The direct reply, when the agent answered with a Message."""
+        self.task = task
+        """The task the events fold into: given (the engine's), or made from the first task event."""
 
     def fold(self, event: Event) -> bool:
-        """Apply one event; True once the answer is final (a Message, or a terminal/interrupted task)."""
+        """Apply one event; True once the answer is final."""
         if isinstance(event, Message):
             self.message = event
             return True
         task = self._task(event)
         if isinstance(event, Task):
-            task.CopyFrom(event)
+            if event.HasField("status"):
+                archive_status(task)
+                task.status.CopyFrom(event.status)
+            if event.artifacts:
+                del task.artifacts[:]
+                task.artifacts.extend(event.artifacts)
+            merge_metadata(task, event.metadata)
         elif isinstance(event, TaskStatusUpdateEvent):
+            archive_status(task)
             task.status.CopyFrom(event.status)
             merge_metadata(task, event.metadata)
         elif isinstance(event, TaskArtifactUpdateEvent):
             apply_artifact(task, event)
         else:
             raise InvalidAgentReply(self.agent, f"yielded {type(event).__name__}, not an A2A event")
-        return (
-            task.status.state in INTERRUPTED
-            or task.status.state in UNSUCCESSFUL
-            or (task.status.state == COMPLETED)
-        )
+        return self.final
+
+    @property
+    def final(self) -> bool:
+        """The answer is complete: a Message, or a task that ended or waits for input."""
+        if self.message is not None:
+            return True
+        state = self.task.status.state if self.task is not None else None
+        return state in TERMINAL or state in INTERRUPTED
 
     def _task(self, event: Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> Task:
         if self.task is None:
@@ -86,13 +108,13 @@ class Folder:
         return self.task
 
     def outcome(self) -> HopOutcome:
+        """What the answer comes to; AgentError when it failed, InvalidAgentReply when it never ended."""
         if self.message is not None:
-            message = self.message
             return HopOutcome(
                 agent=self.agent,
-                parts=list(message.parts),
+                parts=list(self.message.parts),
                 state=COMPLETED,
-                decision=client_routing.read_decision(message),
+                decision=client_routing.read_decision(self.message),
             )
         task = self.task
         if task is None:
@@ -100,20 +122,43 @@ class Folder:
         state = task.status.state
         if state in UNSUCCESSFUL:
             detail = text_of(task.status.message) if task.status.HasField("message") else ""
-            name = TaskState.Name(state).removeprefix("TASK_STATE_").lower()
-            raise AgentError(self.agent, f"its task ended {name}" + (f": {detail}" if detail else ""))
+            raise AgentError(
+                self.agent, f"its task ended {state_name(state)}" + (f": {detail}" if detail else "")
+            )
         if state not in INTERRUPTED and state != COMPLETED:
             raise InvalidAgentReply(self.agent, "its answer ended before the task finished")
         return HopOutcome(
             agent=self.agent,
-            parts=_reply_parts(task),
+            parts=reply_parts(task),
             state=state,
             decision=client_routing.read_decision(task),
         )
 
 
-def _reply_parts(task: Task) -> list[Part]:
+def archive_status(task: Task) -> None:
+    """Move the current status message into history before the status changes."""
+    if task.status.HasField("message") and task.status.message.parts:
+        task.history.append(task.status.message)
+
+
+def reply_parts(task: Task) -> list[Part]:
     """The final status message's parts, else every artifact's parts."""
     if task.status.HasField("message") and task.status.message.parts:
         return list(task.status.message.parts)
     return [part for artifact in task.artifacts for part in artifact.parts]
+
+
+async def fold(events: AsyncIterator[Event], agent_id: str) -> TaskFold:
+    """Fold `events` until the answer is final (the rest of the stream is not read)."""
+    folded = TaskFold(agent_id)
+    async for event in events:
+        if folded.fold(event):
+            break
+    return folded
+
+
+async def collect(agent: Agent, message: Message, call: Call, *, seconds: float | None = None) -> HopOutcome:
+    """Call `agent` once (`invoke`: its timeout, its errors) and fold its answer into a `HopOutcome`."""
+    async with invoke(agent, message, call, seconds=seconds) as events:
+        folded = await fold(events, agent.id)
+    return folded.outcome()

@@ -331,6 +331,15 @@ async def cancel_execution(request: Request, who: Principal, rt: RoomsRuntime) -
     return views.execution(await rt.rooms.cancel(who, request.path_params["execution_id"]))
 
 
+async def complete_execution(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
+    raw = await request.body()
+    body = await json_body(request) if raw.strip() else {}
+    reason = body.get("reason", "")
+    if not isinstance(reason, str) or len(reason) > 1000:
+        raise InvalidInput("reason must be a string of at most 1000 characters", "reason")
+    return views.execution(await rt.rooms.complete(who, request.path_params["execution_id"], reason))
+
+
 # -- external agents' inbox ----------------------------------------------------------------------------
 
 
@@ -400,6 +409,7 @@ def routes(rates: RatePolicy, *, debug: bool) -> list[BaseRoute]:
         r("/executions/{execution_id}", get_execution, ["GET"]),
         r("/executions/{execution_id}/task", execution_task, ["GET"]),
         r("/executions/{execution_id}/cancel", cancel_execution, ["POST"]),
+        r("/executions/{execution_id}/complete", complete_execution, ["POST"]),
         r("/agent/messages/next", next_delivery, ["GET"]),
         r("/agent/messages/{delivery_id}/ack", ack_delivery, ["POST"]),
         WebSocketRoute(f"{PREFIX}/ws", websocket_endpoint),

@@ -218,10 +218,13 @@ ranch_tasks = Table(
     Column("state", String(32), nullable=False),
     Column("updated_ns", BigInteger, nullable=True),
     Column("body", LargeBinary, nullable=False),
+    Column("runner", String(64), nullable=True),
     Index("ranch_tasks_owner_updated", "owner", "updated_ns", "id"),
     Index("ranch_tasks_owner_context", "owner", "context_id"),
 )
-"""A2A tasks (and room executions): the task's protobuf encoding plus what ListTasks filters on."""
+"""A2A tasks (and room executions): the task's protobuf encoding, what ListTasks filters on, and
+`runner`: the process driving it while it is SUBMITTED or WORKING (NULL when none of ours is:
+it ended, waits for input, or waits on an external agent)."""
 
 push_configs = Table(
     "ranch_push_configs",

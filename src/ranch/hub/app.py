@@ -67,9 +67,9 @@ from ranch.rooms.gateway import Gateway
 from ranch.rooms.runtime import RoomsRuntime
 from ranch.rooms.runtime import start as start_rooms
 from ranch.routing.team import Team
-from ranch.tasks.engine import TaskCore, fail_unfinished, owner_of
+from ranch.tasks.engine import TaskEngine
 from ranch.tasks.push import PushConfigStore, PushNotifier, PushSender, webhook_client
-from ranch.tasks.store import SqlTaskStore
+from ranch.tasks.store import SqlTaskStore, owner_of
 from ranch.web import web_routes
 from ranch.wire.cards import AGENTS_PATH, agent_url, declare_security
 from ranch.wire.client import ClientPool, TransportFactory
@@ -193,12 +193,12 @@ class Hub:
         )
         self.signer = CardSigner.from_file(settings.signing_key) if settings.signing_key else None
         """Signs every served card; an unreadable key fails here, at start-up, naming the file."""
-        self._core: TaskCore | None = None
+        self._core: TaskEngine | None = None
         self._rooms: RoomsRuntime | None = None
         self._gateway: Gateway | None = None
 
     @property
-    def core(self) -> TaskCore:
+    def core(self) -> TaskEngine:
         if self._core is None:
             raise RuntimeError("the ranch app was not started (its lifespan did not run)")
         return self._core
@@ -225,20 +225,22 @@ class Hub:
             stack.push_async_callback(engine.dispose)
             store = SqlTaskStore(engine, owner_resolver=owner_of)
             await migrate.upgrade(engine)
-            recovered = await fail_unfinished(store)
-            if recovered:
-                logger.warning("marked %d task(s) left unfinished by a previous run as failed", recovered)
             push_store = PushConfigStore(engine, owner_resolver=owner_of)
             await push_store.initialize()
             webhooks = await stack.enter_async_context(webhook_client(self.guard))
             group = await stack.enter_async_context(anyio.create_task_group())
             push = PushNotifier(push_store, PushSender(webhooks), group)
-            self._core = TaskCore(store, group, push)
+            self._core = TaskEngine(store, group, push)
+            failed = await self._core.fail_unfinished()
+            if failed:
+                logger.warning("marked %d task(s) left unfinished by a previous run as failed", len(failed))
             self._rooms = await start_rooms(
                 engine,
                 self.config,
                 self.registry,
+                self._core,
                 group,
+                failed_tasks=failed,
                 admin_key=self.settings.admin_key,
                 demo=self.settings.demo,
                 announce=self.settings.announce,

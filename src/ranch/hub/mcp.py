@@ -11,19 +11,16 @@ the agent's timeout; they are not stored as A2A tasks.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import aclosing, asynccontextmanager
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-import anyio
 from a2a.types import (
     Message,
     Part,
     Role,
     Task,
-    TaskArtifactUpdateEvent,
     TaskState,
     TaskStatus,
-    TaskStatusUpdateEvent,
 )
 from google.protobuf.json_format import MessageToDict
 from mcp import types
@@ -36,15 +33,17 @@ from starlette.types import Receive, Scope, Send
 
 from ranch._version import __version__
 from ranch.agents.base import Agent, AgentInfo, Call, gather_infos, text_of
+from ranch.agents.fold import fold, state_name
+from ranch.agents.invoke import invoke
 from ranch.edge.guards import caller_of
-from ranch.exceptions import AgentTimeout, RanchError, RateLimited, Unauthorized
+from ranch.exceptions import RanchError, RateLimited, Unauthorized
 from ranch.identity.resolver import CHALLENGE
 from ranch.ids import new_id
 from ranch.policy.limits import Limits, check_json, check_message
 from ranch.policy.ratelimit import RatePolicy
 from ranch.wire import client_routing
 from ranch.wire.errors import headers_for, jsonrpc_error_body
-from ranch.wire.events import INTERRUPTED, TERMINAL, apply_artifact, merge_metadata
+from ranch.wire.events import INTERRUPTED, TERMINAL
 from ranch.wire.fastpath import replay
 from ranch.wire.jsonrpc import parse_error
 
@@ -151,33 +150,17 @@ async def ask(agent: Agent, text: str, context_id: str | None = None, owner: str
     message = _message(text, context_id)
     task = Task(id=new_id(), context_id=message.context_id, status=TaskStatus())
     try:
-        with anyio.fail_after(agent.timeout):
-            async with aclosing(agent.run(message, Call(owner=owner))) as events:
-                async for event in events:
-                    if isinstance(event, Message):
-                        task.status.CopyFrom(TaskStatus(state=TaskState.TASK_STATE_COMPLETED, message=event))
-                        break
-                    if _fold(task, event):
-                        break
-    except TimeoutError:
-        _fail(task, str(AgentTimeout(agent.id, agent.timeout)))
+        async with invoke(agent, message, Call(owner=owner)) as events:
+            folded = await fold(events, agent.id)
+        if folded.message is not None:
+            task.status.CopyFrom(TaskStatus(state=TaskState.TASK_STATE_COMPLETED, message=folded.message))
+        elif folded.task is not None:
+            task.status.CopyFrom(folded.task.status)
+            task.artifacts.extend(folded.task.artifacts)
+            task.metadata.CopyFrom(folded.task.metadata)
     except RanchError as exc:
         _fail(task, str(exc))
     return _answer(agent.id, message.context_id, task)
-
-
-def _fold(task: Task, event: Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> bool:
-    """Apply one task event; True once the turn is over."""
-    if isinstance(event, Task):
-        task.status.CopyFrom(event.status)
-        task.artifacts.extend(event.artifacts)
-        merge_metadata(task, event.metadata)
-    elif isinstance(event, TaskArtifactUpdateEvent):
-        apply_artifact(task, event)
-    else:
-        task.status.CopyFrom(event.status)
-        merge_metadata(task, event.metadata)
-    return task.status.state in TERMINAL or task.status.state in INTERRUPTED
 
 
 def _fail(task: Task, text: str) -> None:
@@ -201,7 +184,7 @@ def _answer(agent_id: str, context_id: str, task: Task) -> dict[str, Any]:
             client_routing.read_decision(task.status.message) if task.status.HasField("message") else None
         )
         route = ["user", agent_id, decision.recipient if decision is not None else "user"]
-    name = TaskState.Name(task.status.state).removeprefix("TASK_STATE_").lower().replace("_", "-")
+    name = state_name(task.status.state)
     return {"reply": reply, "state": name, "context_id": context_id, "route": route, "trail": trail}
 
 

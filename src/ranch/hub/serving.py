@@ -2,7 +2,7 @@
 
 The a2a-sdk's JSON-RPC and HTTP+JSON dispatchers parse, version-check and
 serialise; `RanchRequestHandler` owns execution: it resolves the agent from the
-URL, negotiates extensions, and hands the message to `TaskCore`.
+URL, negotiates extensions, and hands the message to `TaskEngine`.
 """
 
 from __future__ import annotations
@@ -55,9 +55,12 @@ from ranch.identity.sessions import Sessions
 from ranch.ids import new_id
 from ranch.policy.limits import Limits, check_message
 from ranch.policy.ssrf import UrlGuard
+from ranch.rooms.executions import owner as room_owner
+from ranch.rooms.executions import room_of
 from ranch.rooms.gateway import Gateway
-from ranch.tasks.engine import TaskCore, owner_context
+from ranch.tasks.engine import TaskEngine
 from ranch.tasks.push import PushConfigStore, check_config
+from ranch.tasks.store import owner_context
 from ranch.wire.codec import check_task_state
 from ranch.wire.errors import to_a2a
 from ranch.wire.events import ROLE_USER, TERMINAL
@@ -132,7 +135,7 @@ class RanchRequestHandler(RequestHandler):
     def __init__(
         self,
         registry: Registry,
-        core: Callable[[], TaskCore],
+        core: Callable[[], TaskEngine],
         limits: Limits | None = None,
         guard: UrlGuard | None = None,
         gateway: Callable[[], Gateway | None] = lambda: None,
@@ -147,14 +150,15 @@ class RanchRequestHandler(RequestHandler):
         self._gateway = gateway
 
     @property
-    def core(self) -> TaskCore:
+    def core(self) -> TaskEngine:
         return self._core()
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task | Message:
         agent, message, call = await self._accept(params, context)
-        gateway = await self._room_gateway(message, context) if message.context_id else None
+        gateway = await self._room_gateway(message, context)
         if gateway is not None:
-            task = await gateway.send(agent.id, message, self._caller(context), agent.timeout)
+            with translated():
+                task = await gateway.send(agent.id, message, self._caller(context), agent.timeout)
             return apply_history_length(task, params.configuration)
         push = await self._inline_push_config(agent, params) if params.HasField("configuration") else None
         if agent.replies_directly and not message.task_id:
@@ -177,9 +181,11 @@ class RanchRequestHandler(RequestHandler):
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
         agent, message, call = await self._accept(params, context)
-        gateway = await self._room_gateway(message, context) if message.context_id else None
+        gateway = await self._room_gateway(message, context)
         if gateway is not None:
-            yield await gateway.send(agent.id, message, self._caller(context), agent.timeout)
+            with translated():
+                async for event in gateway.stream(agent.id, message, self._caller(context), agent.timeout):
+                    yield event
             return
         push = await self._inline_push_config(agent, params) if params.HasField("configuration") else None
         if agent.replies_directly and not message.task_id:
@@ -192,52 +198,54 @@ class RanchRequestHandler(RequestHandler):
 
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
         validate_history_length(params)
-        try:
-            task = await self.core.get(params.id, self._owner(context))
-        except TaskNotFoundError:
-            gateway = await self._execution_gateway(params.id, context)
-            if gateway is None:
-                raise
+        owner, gateway = await self._task_owner(params.id, context)
+        if gateway is not None:  # an execution: the room's history, the execution's account
             limit = params.history_length if params.HasField("history_length") else None
-            return await gateway.task(params.id, limit)
-        return apply_history_length(task, params)
+            with translated():
+                return await gateway.task(params.id, limit)
+        return apply_history_length(await self.core.get(params.id, owner), params)
 
     async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         validate_history_length(params)
         check_task_state(params.status)
         if params.HasField("page_size"):
             validate_page_size(params.page_size)
-        page = await self.core.list(params, self._owner(context))
+        owner, gateway = self._owner(context), None
+        if params.context_id:  # a room's executions, for a caller who may use the room
+            gateway = await self._usable_room(params.context_id, context)
+            if gateway is not None:
+                owner = room_owner(params.context_id)
+        page = await self.core.list(params, owner)
         for task in page.tasks:  # the same shaping as the SDK's own handler
+            if gateway is not None:
+                with translated():
+                    task.CopyFrom(await gateway.task(task.id, None))
             if not params.include_artifacts:
                 task.ClearField("artifacts")
             task.CopyFrom(apply_history_length(task, params))
         return page
 
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
-        try:
-            with translated():
-                return await self.core.cancel(params.id, self._owner(context))
-        except TaskNotFoundError:
-            gateway = await self._execution_gateway(params.id, context)
-            if gateway is None:
-                raise
-            return await gateway.cancel(params.id)
+        owner, gateway = await self._task_owner(params.id, context)
+        with translated():
+            if gateway is not None:
+                return await gateway.cancel(params.id, self._caller(context))
+            return await self.core.cancel(params.id, owner)
 
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
-        owner = self._owner(context)
+        owner, gateway = await self._task_owner(params.id, context)
         watched = self.core.watch(params.id, owner)
         if watched is None:
             task = await self.core.get(params.id, owner)  # TaskNotFound when it is not there
             if task.status.state in TERMINAL:
                 raise UnsupportedOperationError(f"task {params.id} has ended; use GetTask to read it")
-            yield task
+            yield task if gateway is None else await gateway.task(params.id, None)
             return
         run, receive = watched
         assert run.task is not None
-        yield run.task
+        yield run.task if gateway is None else await gateway.task(params.id, None)
         async for event in self.core.stream(run, receive):
             yield event
 
@@ -287,7 +295,7 @@ class RanchRequestHandler(RequestHandler):
             raise PushNotificationNotSupportedError()
         if not task_id:
             raise InvalidParamsError("taskId is required")
-        owner = self._owner(context)
+        owner, _gateway = await self._task_owner(task_id, context)
         await self.core.get(task_id, owner)
         return push.store, owner_context(owner)
 
@@ -367,36 +375,44 @@ class RanchRequestHandler(RequestHandler):
         return frozenset(activated)
 
     async def _room_gateway(self, message: Message, context: ServerCallContext) -> Gateway | None:
-        """The rooms gateway when the message's contextId is a room of this hub the caller may see.
+        """The rooms gateway when the message goes into a room the caller may use: its contextId is
+        the room, or its taskId one of the room's executions (the room is then its context).
 
         Another tenant's room is not a room to this caller: its contextId starts a plain task.
         """
+        if message.task_id:
+            owner, gateway = await self._task_owner(message.task_id, context)
+            room = room_of(owner)
+            if gateway is None or room is None:
+                return None
+            if message.context_id and message.context_id != room:
+                raise InvalidParamsError(
+                    f"message.contextId {message.context_id} does not match task {message.task_id}"
+                )
+            message.context_id, message.task_id = room, ""
+            return gateway
         if not message.context_id:
             return None
-        gateway = self._gateway()
-        if gateway is None or not gateway.is_room(message.context_id):
-            return None
-        principal = context.state.get(PRINCIPAL_KEY)
-        if principal is None:  # no auth: only the default organization's rooms are open to A2A callers
-            return gateway if gateway.is_open_room(message.context_id) else None
-        if not await gateway.room_visible(principal, message.context_id):
-            return None
-        return gateway
+        return await self._usable_room(message.context_id, context)
 
-    async def _execution_gateway(self, execution_id: str, context: ServerCallContext) -> Gateway | None:
-        """The rooms gateway when `execution_id` is an execution in a room the caller may see."""
+    async def _usable_room(self, room_id: str, context: ServerCallContext) -> Gateway | None:
+        """The rooms gateway when `room_id` is a room the caller may use (without a key: the default
+        organization's, on a server without auth)."""
         gateway = self._gateway()
-        if gateway is None:
+        if gateway is None or not gateway.is_room(room_id):
             return None
-        execution = await gateway.find(execution_id)
-        if execution is None:
-            return None
-        principal = context.state.get(PRINCIPAL_KEY)
-        if principal is None:
-            return gateway if gateway.is_open_room(execution.room_id) else None
-        if not await gateway.room_visible(principal, execution.room_id):
-            return None
-        return gateway
+        return gateway if await gateway.may_use(context.state.get(PRINCIPAL_KEY), room_id) else None
+
+    async def _task_owner(self, task_id: str, context: ServerCallContext) -> tuple[str, Gateway | None]:
+        """Whose task `task_id` is, to this caller: its own, or an execution of a room it may use (then
+        with the rooms gateway that serves it). Anything else reads as the caller's, and is not found."""
+        mine = self._owner(context)
+        room = room_of(await self.core.owner_of(task_id) or "")
+        if room is not None:
+            gateway = await self._usable_room(room, context)
+            if gateway is not None:
+                return room_owner(room), gateway
+        return mine, None
 
     @staticmethod
     def _caller(context: ServerCallContext) -> str:

@@ -6,7 +6,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ranch.db.models import Participant, Room
-from ranch.exceptions import NotFound
+from ranch.exceptions import Forbidden, NotFound
 from ranch.identity.principal import SYSTEM, Principal
 
 
@@ -27,3 +27,18 @@ async def visible_room(session: AsyncSession, principal: Principal, room_id: str
     if member is None:
         raise NotFound(f"no room '{room_id}'", "room_id")
     return room
+
+
+async def require_room_admin(session: AsyncSession, principal: Principal, room_id: str) -> None:
+    """An organization's owner or admin, or the room's own owner or admin; Forbidden otherwise."""
+    if principal is SYSTEM or principal.is_admin:
+        return
+    role = await session.scalar(
+        select(Participant.role).where(
+            Participant.room_id == room_id,
+            Participant.kind.in_(principal.participant_kinds),
+            Participant.ref == principal.id,
+        )
+    )
+    if role not in ("owner", "admin"):
+        raise Forbidden(f"only an owner or admin of room '{room_id}' may do that")

@@ -1,37 +1,22 @@
-"""Room messages <-> A2A messages, and executions -> A2A tasks (docs/api.md).
+"""Room messages as A2A messages, and executions as A2A tasks (docs/api.md).
 
-A room is an A2A context (contextId = room id) and an execution is a task
-(id = execution id). `ready` has no A2A equivalent: the execution is idle and
-waits for the next message, so it is served as INPUT_REQUIRED with the real
-status in `metadata["ranch.execution"]`.
+A room is an A2A context (contextId = room id) and an execution is a task (id = execution
+id) of the task engine, owned by its room. Its history is the room's: the messages the agent
+received or wrote, trimmed by historyLength or the agent's own history_length; its status
+and artifacts are the engine's; `metadata["ranch.execution"]` adds what executions say of
+themselves ({status, agent, turns, reason}): `ready` has no A2A state of its own, it is
+INPUT_REQUIRED with this status.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from a2a.types import Artifact, Message, Part, Role, Task, TaskState, TaskStatus
+from a2a.types import Artifact, Message, Part, Role, Task
 from google.protobuf.struct_pb2 import Struct
-from google.protobuf.timestamp_pb2 import Timestamp
 
 from ranch.db.models import Execution, RoomMessage
-
-EXECUTION_KEY = "ranch.execution"
-MESSAGE_KEY = "ranch.message"
-"""Metadata key on A2A messages naming the room message they were made from."""
-
-STATES: dict[str, TaskState] = {
-    "submitted": TaskState.TASK_STATE_SUBMITTED,
-    "working": TaskState.TASK_STATE_WORKING,
-    "ready": TaskState.TASK_STATE_INPUT_REQUIRED,
-    "input-required": TaskState.TASK_STATE_INPUT_REQUIRED,
-    "completed": TaskState.TASK_STATE_COMPLETED,
-    "failed": TaskState.TASK_STATE_FAILED,
-    "canceled": TaskState.TASK_STATE_CANCELED,
-}
-FINAL = frozenset({"completed", "failed", "canceled"})
-"""Execution statuses that end it; the agent's next message in the room starts a new one."""
-BUSY = frozenset({"submitted", "working"})
+from ranch.wire import keys
 
 
 def to_a2a_message(row: RoomMessage, agent_id: str, context: Part | None = None) -> Message:
@@ -45,7 +30,7 @@ def to_a2a_message(row: RoomMessage, agent_id: str, context: Part | None = None)
     )
     message.metadata.update(
         {
-            MESSAGE_KEY: {
+            keys.MESSAGE: {
                 "id": row.id,
                 "cursor": row.seq,
                 "type": row.type,
@@ -56,42 +41,28 @@ def to_a2a_message(row: RoomMessage, agent_id: str, context: Part | None = None)
     return message
 
 
-def to_task(execution: Execution, history: Sequence[RoomMessage], limit: int | None) -> Task:
-    """The execution as an A2A Task; `history` oldest first, trimmed to the last `limit`."""
+def execution_view(task: Task, row: Execution, history: Sequence[RoomMessage], limit: int | None) -> Task:
+    """The execution's task as clients read it: the engine's task, the room's history (oldest first,
+    trimmed to the last `limit`), and the execution's own account in metadata."""
+    view = Task()
+    view.CopyFrom(task)
     kept = list(history)
     if limit is not None:
         kept = kept[-limit:] if limit > 0 else []
-    timestamp = Timestamp()
-    timestamp.FromNanoseconds(int(execution.updated_at * 1e9))
-    status = TaskStatus(state=STATES[execution.status], timestamp=timestamp)
-    if execution.reason:
-        status.message.CopyFrom(
-            Message(
-                message_id=f"{execution.id}-status",
-                role=Role.ROLE_AGENT,
-                context_id=execution.room_id,
-                task_id=execution.id,
-                parts=[Part(text=execution.reason)],
+    del view.history[:]
+    for room_message in kept:
+        message = to_a2a_message(room_message, row.agent_id)
+        message.task_id = row.id
+        view.history.append(message)
+    if not view.artifacts:  # a turn no run drove (an external agent's reply): its last reply
+        replies = [m for m in history if m.execution_id == row.id and m.type == "text"]
+        if replies:
+            view.artifacts.append(
+                Artifact(artifact_id=f"{row.id}-reply", name="reply", parts=[Part(text=replies[-1].text)])
             )
-        )
-    task = Task(
-        id=execution.id,
-        context_id=execution.room_id,
-        status=status,
-        history=[to_a2a_message(row, execution.agent_id) for row in kept],
-    )
-    for message in task.history:
-        message.task_id = execution.id
-    replies = [row for row in history if row.execution_id == execution.id and row.type == "text"]
-    if replies:
-        task.artifacts.append(
-            Artifact(artifact_id=f"{execution.id}-reply", name="reply", parts=[Part(text=replies[-1].text)])
-        )
-    meta = Struct()
-    meta.update(
-        {EXECUTION_KEY: {"status": execution.status, "agent": execution.agent_id, "turns": execution.turns}}
-    )
-    if execution.reason:
-        meta[EXECUTION_KEY]["reason"] = execution.reason
-    task.metadata.CopyFrom(meta)
-    return task
+    account = Struct()
+    account.update({"status": row.status, "agent": row.agent_id, "turns": row.turns})
+    if row.reason:
+        account.update({"reason": row.reason})
+    view.metadata.fields[keys.EXECUTION].struct_value.CopyFrom(account)
+    return view

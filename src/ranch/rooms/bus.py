@@ -10,7 +10,7 @@ too slow to keep up is closed and reconnects with its cursor, losing nothing.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +20,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from ranch.db.models import RoomEvent, iso
+from ranch.db.models import Delivery, RoomEvent, iso
 
 WATCHER_BUFFER = 1024
 """Frames a watcher may fall behind by before it is closed (it reconnects with its cursor)."""
@@ -43,8 +43,13 @@ class Tx:
 
     session: AsyncSession
     events: list[RoomEvent] = field(default_factory=list)
-    after: list[Any] = field(default_factory=list)
-    """Callables run after commit (e.g. waking a worker)."""
+    after: list[Callable[[], object]] = field(default_factory=list)
+    """Run after commit, at once (waking a worker)."""
+    later: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    """Awaited after commit, in order, before the transaction block returns (work that writes
+    elsewhere, such as the task store: SQLite allows one writer at a time)."""
+    deliveries: list[Delivery] = field(default_factory=list)
+    """Deliveries this transaction created (the A2A gateway waits on its own)."""
 
     async def emit(self, room_id: str, type: str, data: dict[str, Any]) -> RoomEvent:
         event = RoomEvent(room_id=room_id, type=type, data=data)
@@ -82,6 +87,8 @@ class Bus:
                 self._fan_out(frame(event))
         for callback in tx.after:
             callback()
+        for work in tx.later:
+            await work()
 
     def live(self, room_id: str, type: str, data: dict[str, Any]) -> None:
         """An event that is not stored (streamed text): sent to current watchers only."""

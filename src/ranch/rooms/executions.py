@@ -1,14 +1,68 @@
-"""Execution state changes, each written with its `execution.updated` event."""
+"""Executions as rows: a projection of their tasks, each change written with its event.
+
+An execution (one agent's long-lived work in one room) is a task of the task engine: its
+state is the task's. The `executions` row keeps the REST shape of docs/api.md (its status
+in executions' own words, why, turns, tool calls) so a room lists and watches them; every
+change goes through `move`, which writes the row and its `execution.updated` event in the
+room's transaction. At start, `recover` brings rows back in line with their tasks.
+"""
 
 from __future__ import annotations
 
+from a2a.types import Task, TaskState
 from sqlalchemy import select, update
 
+from ranch.agents.base import text_of
 from ranch.db.models import Delivery, Execution, now
 from ranch.ids import new_id
 from ranch.rooms import views
-from ranch.rooms.adapters import FINAL
 from ranch.rooms.bus import Tx
+from ranch.wire import keys
+from ranch.wire.events import INTERRUPTED
+
+FINAL = frozenset({"completed", "failed", "canceled"})
+"""Execution statuses that end it; the agent's next message in the room starts a new one."""
+BUSY = frozenset({"submitted", "working"})
+
+_STATES: dict[int, str] = {
+    TaskState.TASK_STATE_SUBMITTED: "submitted",
+    TaskState.TASK_STATE_WORKING: "working",
+    TaskState.TASK_STATE_INPUT_REQUIRED: "input-required",
+    TaskState.TASK_STATE_AUTH_REQUIRED: "input-required",
+    TaskState.TASK_STATE_COMPLETED: "completed",
+    TaskState.TASK_STATE_FAILED: "failed",
+    TaskState.TASK_STATE_CANCELED: "canceled",
+    TaskState.TASK_STATE_REJECTED: "failed",
+}
+
+
+def owner(room_id: str) -> str:
+    """Who owns a room's executions (and its conversations): the room, whoever posts in it."""
+    return f"room:{room_id}"
+
+
+def room_of(task_owner: str) -> str | None:
+    """The room a task belongs to, when its owner is a room."""
+    return task_owner.removeprefix("room:") if task_owner.startswith("room:") else None
+
+
+def status_of(task: Task) -> str:
+    """The execution's status as executions name it: `ready` or `input-required` for INPUT_REQUIRED."""
+    marked = task.metadata.fields.get(keys.EXECUTION)
+    if marked is not None and marked.WhichOneof("kind") == "struct_value":
+        status = marked.struct_value.fields.get("status")
+        if status is not None and status.WhichOneof("kind") == "string_value":
+            return str(status.string_value)
+    return _STATES.get(task.status.state, "working")
+
+
+def reason_of(task: Task) -> str:
+    """Why it is in its status: the status message of a failed, canceled or completed execution, or
+    the question of one waiting for input (a ready execution's status message is its reply)."""
+    status = status_of(task)
+    if status in FINAL or task.status.state in INTERRUPTED and status != "ready":
+        return text_of(task.status.message) if task.status.HasField("message") else ""
+    return ""
 
 
 async def current(tx: Tx, room_id: str, agent_id: str) -> Execution:
@@ -29,7 +83,7 @@ async def current(tx: Tx, room_id: str, agent_id: str) -> Execution:
 
 async def move(tx: Tx, row: Execution, status: str, reason: str = "", *, turn: bool = False) -> None:
     """Set the status (and why); a final execution never changes again."""
-    if row.status in FINAL:
+    if row.status in FINAL or (row.status, row.reason, turn) == (status, reason, False):
         return
     row.status, row.reason, row.updated_at = status, reason, now()
     if turn:
@@ -37,20 +91,22 @@ async def move(tx: Tx, row: Execution, status: str, reason: str = "", *, turn: b
     await tx.emit(row.room_id, "execution.updated", views.execution(row))
 
 
-async def recover(tx: Tx, external: set[str]) -> list[Delivery]:
-    """After a restart: fail what was working, and return the deliveries still to handle (in order).
+async def project(tx: Tx, row: Execution, task: Task, *, turn: bool = False) -> None:
+    """Bring the row in line with its task."""
+    await move(tx, row, status_of(task), reason_of(task), turn=turn)
 
-    External agents' executions stay working: their deliveries wait, unacknowledged, for them.
-    """
-    stopped = (
-        await tx.session.scalars(
-            select(Execution).where(Execution.status == "working", Execution.agent_id.not_in(external))
-        )
-    ).all()
-    for row in stopped:
-        await move(
-            tx, row, "failed", "the server stopped while this execution was working; send the message again"
-        )
+
+async def fresh(tx: Tx, execution_id: str) -> Execution | None:
+    """The row as it is now (another transaction may have moved it)."""
+    return await tx.session.get(Execution, execution_id)
+
+
+async def recover(tx: Tx, failed: dict[str, Task]) -> list[Delivery]:
+    """After a restart: rows of the tasks the engine failed (`failed`, by id) say so; deliveries that
+    were running are closed; those still pending are returned to be handled again, in order."""
+    rows = (await tx.session.scalars(select(Execution).where(Execution.id.in_(list(failed))))).all()
+    for row in rows:
+        await project(tx, row, failed[row.id])
     await tx.session.execute(update(Delivery).where(Delivery.status == "running").values(status="done"))
     return list(
         (

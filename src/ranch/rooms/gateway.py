@@ -1,33 +1,32 @@
 """A2A into rooms: a message whose contextId is a room id is posted into that room.
 
-The message is posted as the A2A caller, addressed to the agent in the URL; the
-answer is that agent's execution, as a Task, once the agent is done with the
-message (docs/api.md, "Executions as A2A tasks"). GetTask and CancelTask also
-reach executions by id.
+The message is posted as the A2A caller, addressed to the agent in the URL; the answer is
+that agent's execution, as a Task, once its turn on this message is over (or, streaming, the
+turn's events as they happen). The gateway waits on the delivery's own watch: no polling.
+GetTask, CancelTask, SubscribeToTask and push configs reach executions through the task
+engine, since an execution is a task owned by its room (hub/serving.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import anyio
 from a2a.types import Message, Task
-from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError, TaskNotFoundError
-from sqlalchemy import select
+from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError
 
-from ranch.agents.base import text_of
-from ranch.db.models import Delivery, Execution, Participant, Room
+from ranch.agents.base import Event, text_of
+from ranch.db.models import Execution, Participant, Room
 from ranch.exceptions import AgentTimeout, NotFound
 from ranch.identity.orgs import DEFAULT_ORG
 from ranch.identity.principal import Principal
 from ranch.rooms import executions
 from ranch.rooms.access import visible_room
-from ranch.rooms.adapters import BUSY, FINAL
+from ranch.rooms.delivery import DeliveryWatch
 from ranch.rooms.runtime import RoomsRuntime
-from ranch.rooms.service import execution_task
 
 SETTLE_MARGIN_S = 5.0
-HANDLED_POLLS = 50
-"""Checks, 20 ms apart, that the agent's delivery was closed after its last status update."""
-"""Extra seconds past the agent's own timeout before the gateway stops waiting."""
+"""Extra seconds past the agent's own timeout before the gateway stops waiting for its turn."""
 
 
 class Gateway:
@@ -50,86 +49,116 @@ class Gateway:
                 return False
         return True
 
+    async def may_use(self, principal: Principal | None, room_id: str) -> bool:
+        """Whether an A2A caller may use the room: without a key, only the default organization's."""
+        if principal is None:
+            return self.is_open_room(room_id)
+        return self.is_room(room_id) and await self.room_visible(principal, room_id)
+
     async def send(self, agent_id: str, message: Message, caller: str, wait_s: float) -> Task:
-        bus = self.runtime.bus
+        """Post, wait for the agent's turn on it to end, answer with its execution."""
+        watch, execution_id = await self._post(agent_id, message, caller)
+        await self._turn_over(agent_id, watch, execution_id, wait_s)
+        return await self.task(execution_id, None)
+
+    async def stream(
+        self, agent_id: str, message: Message, caller: str, wait_s: float
+    ) -> AsyncIterator[Event]:
+        """Post, then the execution as a Task, the turn's events as they happen, and the execution again."""
+        watch, execution_id = await self._post(agent_id, message, caller)
+        yield await self.task(execution_id, None)
+        if watch is not None:
+            with anyio.fail_after(wait_s + SETTLE_MARGIN_S):
+                await watch.started.wait()
+            run = watch.run
+            if run is not None:
+                async for event in self.runtime.rooms.tasks.stream(run, run.subscribe()):
+                    if not isinstance(event, Task):
+                        yield event
+        else:
+            await self._turn_over(agent_id, watch, execution_id, wait_s)
+        yield await self.task(execution_id, None)
+
+    async def _post(self, agent_id: str, message: Message, caller: str) -> tuple[DeliveryWatch | None, str]:
+        """Post the message into its room addressed to `agent_id`: the delivery's watch, the execution."""
         text = text_of(message)
         if not text.strip():
             raise InvalidParamsError("message.parts must hold text to post into a room")
+        rooms = self.runtime.rooms
+        async with self.runtime.bus.transaction() as tx:
+            room = await tx.session.get(Room, message.context_id)
+            if room is None or room.status != "active":
+                raise InvalidParamsError(f"room '{message.context_id}' is not open")
+            member = await tx.session.get(Participant, (room.id, "agent", agent_id)) or await tx.session.get(
+                Participant, (room.id, "team", agent_id)
+            )
+            if member is None:
+                raise InvalidParamsError(f"agent '{agent_id}' is not a participant of room '{room.id}'")
+            await rooms.write(
+                tx,
+                room,
+                "user",
+                caller,
+                text,
+                mentions=[agent_id],
+                metadata={"a2a": {"messageId": message.message_id}},
+            )
+            execution = await executions.current(tx, room.id, agent_id)
+            delivery = next((d for d in tx.deliveries if d.agent_id == agent_id), None)
+        watch = rooms.dispatcher.watch(delivery.id) if delivery is not None else None
+        return watch, execution.id
+
+    async def _turn_over(
+        self, agent_id: str, watch: DeliveryWatch | None, execution_id: str, wait_s: float
+    ) -> None:
+        """Until the agent's turn on the posted message is over (an external agent's: its reply)."""
+        try:
+            with anyio.fail_after(wait_s + SETTLE_MARGIN_S):
+                if watch is not None:
+                    await watch.handled.wait()
+                else:
+                    await self._external_reply(execution_id)
+        except TimeoutError:
+            raise AgentTimeout(agent_id, wait_s + SETTLE_MARGIN_S) from None
+
+    async def _external_reply(self, execution_id: str) -> None:
+        """An external agent answers over the API: wait for its execution to leave `working`."""
+        bus = self.runtime.bus
         watcher = bus.watch()
         try:
-            async with bus.transaction() as tx:
-                room = await tx.session.get(Room, message.context_id)
-                if room is None or room.status != "active":
-                    raise InvalidParamsError(f"room '{message.context_id}' is not open")
-                member = await tx.session.get(
-                    Participant, (room.id, "agent", agent_id)
-                ) or await tx.session.get(Participant, (room.id, "team", agent_id))
-                if member is None:
-                    raise InvalidParamsError(f"agent '{agent_id}' is not a participant of room '{room.id}'")
-                bus.follow(watcher, room.id)
-                posted = await self.runtime.rooms.write(
-                    tx,
-                    room,
-                    "user",
-                    caller,
-                    text,
-                    mentions=[agent_id],
-                    metadata={"a2a": {"messageId": message.message_id}},
-                )
-            try:
-                with anyio.fail_after(wait_s + SETTLE_MARGIN_S):
-                    async for payload in watcher.receive:
-                        data = payload.get("data") or {}
-                        if (
-                            payload["type"] == "execution.updated"
-                            and data.get("agent_id") == agent_id
-                            and data.get("status") not in BUSY
-                            and await self._handled(posted.seq, agent_id)
-                        ):
-                            return await self.task(str(data["id"]), None)
-            except TimeoutError:
-                raise AgentTimeout(agent_id, wait_s + SETTLE_MARGIN_S) from None
+            async with self.runtime.sessions() as session:
+                row = await session.get(Execution, execution_id)
+                if row is None or row.status not in executions.BUSY:
+                    return
+                bus.follow(watcher, row.room_id)
+            async for payload in watcher.receive:
+                data = payload.get("data") or {}
+                if (
+                    payload["type"] == "execution.updated"
+                    and data.get("id") == execution_id
+                    and data.get("status") not in executions.BUSY
+                ):
+                    return
         finally:
             bus.unwatch(watcher)
-        raise TaskNotFoundError(f"the room closed before agent '{agent_id}' answered")  # pragma: no cover
-
-    async def _handled(self, message_seq: int, agent_id: str) -> bool:
-        """Whether the agent is done with this message (not an earlier one it was still answering).
-
-        Its delivery is closed just after its execution's last update, so wait for that briefly.
-        """
-        for _ in range(HANDLED_POLLS):
-            async with self.runtime.sessions() as session:
-                status = await session.scalar(
-                    select(Delivery.status).where(
-                        Delivery.message_seq == message_seq, Delivery.agent_id == agent_id
-                    )
-                )
-            if status == "done":
-                return True
-            if status == "pending":
-                return False  # an earlier message's turn ended; this one has not started
-            await anyio.sleep(0.02)
-        return False
 
     async def find(self, execution_id: str) -> Execution | None:
         async with self.runtime.sessions() as session:
             return await session.get(Execution, execution_id)
 
     async def task(self, execution_id: str, history_length: int | None) -> Task:
-        async with self.runtime.sessions() as session:
-            row = await session.get(Execution, execution_id)
-            if row is None:
-                raise TaskNotFoundError(f"no task '{execution_id}'")
-            return await execution_task(session, row, history_length)
+        """The execution as clients read it (rooms/adapters.py)."""
+        row = await self.find(execution_id)
+        if row is None:
+            raise NotFound(f"no execution '{execution_id}'", "taskId")
+        return await self.runtime.rooms.execution_task(row, history_length)
 
-    async def cancel(self, execution_id: str) -> Task:
-        async with self.runtime.bus.transaction() as tx:
-            row = await tx.session.get(Execution, execution_id)
-            if row is None:
-                raise TaskNotFoundError(f"no task '{execution_id}'")
-            if row.status in FINAL:
-                raise TaskNotCancelableError(f"task '{execution_id}' already ended ({row.status})")
-            await executions.move(tx, row, "canceled", "canceled over A2A")
-        self.runtime.dispatcher.stop(execution_id)
+    async def cancel(self, execution_id: str, canceler: str) -> Task:
+        """CancelTask on an execution: the room's own cancel (its agent stopped, its row following)."""
+        row = await self.find(execution_id)
+        if row is None:
+            raise NotFound(f"no execution '{execution_id}'", "taskId")
+        if row.status in executions.FINAL:
+            raise TaskNotCancelableError(f"task '{execution_id}' already ended ({row.status})")
+        await self.runtime.rooms.end(row, "canceled", f"canceled over A2A by {canceler}")
         return await self.task(execution_id, None)

@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from a2a.types import Task
 from anyio.abc import TaskGroup
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -26,6 +27,7 @@ from ranch.policy.limits import Limits
 from ranch.rooms.bus import Bus
 from ranch.rooms.delivery import Dispatcher, recover
 from ranch.rooms.service import Rooms
+from ranch.tasks.engine import TaskEngine
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +50,10 @@ async def start(
     engine: AsyncEngine,
     config: RanchConfig,
     registry: Registry,
+    tasks: TaskEngine,
     group: TaskGroup,
     *,
+    failed_tasks: dict[str, Task] | None = None,
     admin_key: str | None = None,
     demo: bool = False,
     announce: Callable[[str], None] = print,
@@ -57,11 +61,7 @@ async def start(
 ) -> RoomsRuntime:
     sessions = async_sessionmaker(engine, expire_on_commit=False)
     bus = Bus(sessions)
-    dispatcher_ref: list[Dispatcher] = []
-    rooms = Rooms(bus, lambda delivery: dispatcher_ref[0].wake(delivery), limits)
-    dispatcher = Dispatcher(rooms, registry, group)
-    dispatcher_ref.append(dispatcher)
-    rooms.stop = dispatcher.stop
+    rooms = Rooms(bus, registry, tasks, group, limits)
     async with sessions() as session, session.begin():
         await ensure_org(session, DEFAULT_ORG, "Default organization")
         await _bootstrap_admin(session, admin_key, announce)
@@ -77,10 +77,10 @@ async def start(
         external = set(
             (await session.scalars(select(AgentRecord.id).where(AgentRecord.is_external.is_(True)))).all()
         )
-    queued = await recover(dispatcher, external)
+    queued = await recover(rooms, failed_tasks or {}, external)
     if queued:
         logger.info("resuming %d room message(s) a previous run had not handled", queued)
-    return RoomsRuntime(sessions, bus, rooms, dispatcher, registry, group)
+    return RoomsRuntime(sessions, bus, rooms, rooms.dispatcher, registry, group)
 
 
 async def _bootstrap_admin(

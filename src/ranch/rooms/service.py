@@ -8,13 +8,17 @@ else the room's default agent), and the dispatcher is told after commit.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
-from a2a.types import Task
+from a2a.types import Task, TaskState, TaskStatus
+from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
+from anyio.abc import TaskGroup
 from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from ranch.catalog.registry import Registry
 from ranch.db.models import AgentRecord, Delivery, Execution, Participant, Room, RoomEvent, RoomMessage, User
 from ranch.exceptions import Conflict, InvalidInput, NotFound, PayloadTooLarge
 from ranch.identity.principal import SYSTEM, Principal
@@ -22,10 +26,15 @@ from ranch.identity.visibility import usable_agent
 from ranch.ids import new_id
 from ranch.policy.limits import Limits, check_id, check_text, check_value_keys
 from ranch.rooms import executions, views
-from ranch.rooms.access import visible_room
-from ranch.rooms.adapters import FINAL, to_task
+from ranch.rooms.access import require_room_admin, visible_room
+from ranch.rooms.adapters import execution_view
 from ranch.rooms.bus import Bus, Tx, frame
+from ranch.rooms.delivery import Dispatcher
+from ranch.rooms.executions import FINAL
 from ranch.rooms.mentions import mentioned
+from ranch.tasks.engine import TaskEngine
+from ranch.wire import keys
+from ranch.wire.events import CANCELED, COMPLETED, INPUT_REQUIRED, SUBMITTED, WORKING
 
 ROOM_TYPES = ("direct", "group", "task")
 ROOM_STATUSES = ("active", "archived", "closed")
@@ -33,18 +42,19 @@ ROLES = ("owner", "admin", "member")
 POSTABLE_TYPES = ("text", "thought")
 MAX_AGENT_CHAIN = 10
 """Agent-to-agent messages in a row (by mention) before the room stops waking agents."""
-CHAIN_KEY = "ranch.chain"
-
-Wake = Callable[[Delivery], None]
-"""Told after commit about each new delivery to an agent ranch runs."""
+CHAIN_KEY = keys.CHAIN
 
 
 class Rooms:
-    def __init__(self, bus: Bus, wake: Wake, limits: Limits | None = None) -> None:
+    """Rooms, their participants and messages, and the executions of the agents in them."""
+
+    def __init__(
+        self, bus: Bus, registry: Registry, tasks: TaskEngine, group: TaskGroup, limits: Limits | None = None
+    ) -> None:
         self.bus = bus
-        self.wake = wake
-        self.stop: Callable[[str], None] = lambda _execution_id: None
-        """Told after commit of each execution ended from outside (cancel, room closed)."""
+        self.tasks = tasks
+        """The task engine every execution runs in (an execution is a task owned by its room)."""
+        self.dispatcher = Dispatcher(self, registry, group)
         self.limits = limits or Limits()
         self.known: dict[str, str] = {}
         """Room id -> its organization, for the A2A gateway's check of each contextId without a query."""
@@ -132,7 +142,7 @@ class Rooms:
                     )
                     for row in open_.all():
                         await executions.move(tx, row, "completed", f"the room was {status}")
-                        tx.after.append(lambda execution_id=row.id: self.stop(execution_id))
+                        tx.later.append(partial(self._end_task, row, "completed", f"the room was {status}"))
             return room
 
     # -- participants --------------------------------------------------------------------------
@@ -253,7 +263,14 @@ class Rooms:
                 if row is not None:
                     message.execution_id = row.id
                     await executions.move(tx, row, "ready", turn=True)
+                    tx.later.append(partial(self._record, row, INPUT_REQUIRED, "ready", message.text))
             return message
+
+    async def _record(self, row: Execution, state: TaskState, status: str, text: str = "") -> None:
+        """An execution's task follows what happened outside a run (an external agent's turn)."""
+        await self.tasks.record(
+            row.id, executions.owner(row.room_id), state, text, context_id=row.room_id, execution=status
+        )
 
     def _check_content(self, text: str, metadata: dict[str, Any], thread: str | None) -> None:
         """The same limits as every A2A entry: size, control characters, metadata keys, ids."""
@@ -343,13 +360,15 @@ class Rooms:
         for target in targets:
             delivery = Delivery(id=new_id(), message_seq=message.seq, room_id=room.id, agent_id=target)
             tx.session.add(delivery)
+            tx.deliveries.append(delivery)
             if target in external:
                 row = await executions.current(tx, room.id, target)
                 await executions.move(tx, row, "working")
+                tx.later.append(partial(self._record, row, WORKING, "working"))
                 payload = views.delivery(delivery, message)
-                tx.after.append(lambda t=target, p=payload: self.bus.to_agent(t, p))
+                tx.after.append(partial(self.bus.to_agent, target, payload))
             else:
-                tx.after.append(lambda d=delivery: self.wake(d))
+                tx.after.append(partial(self.dispatcher.wake, delivery))
 
     async def _check_member(self, session: AsyncSession, room_id: str, agent_id: str) -> None:
         member = await session.scalar(
@@ -407,27 +426,66 @@ class Rooms:
         return row
 
     async def cancel(self, principal: Principal, execution_id: str) -> Execution:
+        """Stop the execution's agent (its reply is never posted) and end it CANCELED."""
+        row = await self.execution(principal, execution_id)
+        return await self.end(row, "canceled", f"canceled by {principal.id}")
+
+    async def complete(self, principal: Principal, execution_id: str, reason: str = "") -> Execution:
+        """End the execution COMPLETED (a room admin's call): its agent's next message starts a new one."""
+        async with self.bus.sessions() as session:
+            row = await self._execution(session, principal, execution_id)
+            await require_room_admin(session, principal, row.room_id)
+        return await self.end(row, "completed", reason or f"completed by {principal.id}")
+
+    async def end(self, row: Execution, ending: str, reason: str) -> Execution:
+        """End an execution from outside: `canceled` or `completed`, with why."""
+        if row.status in FINAL:
+            raise Conflict(f"execution '{row.id}' already ended ({row.status})", "execution_id")
+        await self._end_task(row, ending, reason)
+        async with self.bus.sessions() as session:
+            ended = await session.get(Execution, row.id)
+        return ended or row
+
+    async def _end_task(self, row: Execution, ending: str, reason: str) -> None:
+        """End the execution's task (stopping a turn in flight) and bring the row in line with it."""
+        owner = executions.owner(row.room_id)
+        try:
+            if ending == "canceled":
+                task = await self.tasks.cancel(row.id, owner, reason)
+            else:
+                task = await self.tasks.complete(row.id, owner, reason)
+        except TaskNotFoundError:  # never ran a turn: nothing of it was stored yet
+            task = await self.tasks.record(
+                row.id, owner, CANCELED if ending == "canceled" else COMPLETED, reason,
+                context_id=row.room_id, execution=ending,
+            )  # fmt: skip
+        except TaskNotCancelableError:  # its task ended already: the row follows it
+            task = await self.tasks.get(row.id, owner)
         async with self.bus.transaction() as tx:
-            row = await self._execution(tx.session, principal, execution_id)
-            if row.status in FINAL:
-                raise Conflict(f"execution '{execution_id}' already ended ({row.status})", "execution_id")
-            await executions.move(tx, row, "canceled", f"canceled by {principal.id}")
-            tx.after.append(lambda: self.stop(row.id))
-            return row
+            fresh = await executions.fresh(tx, row.id)
+            if fresh is not None:
+                await executions.project(tx, fresh, task)
 
     async def task(self, principal: Principal, execution_id: str, history_length: int | None) -> Task:
         """The execution as an A2A Task (history: what the agent received or wrote)."""
         async with self.bus.sessions() as session:
             row = await self._execution(session, principal, execution_id)
-            return await execution_task(session, row, history_length)
+        return await self.execution_task(row, history_length)
 
-
-async def execution_task(session: AsyncSession, row: Execution, history_length: int | None) -> Task:
-    """`row` as an A2A Task, its history trimmed to `history_length` or else the agent's own."""
-    limit = history_length
-    if limit is None:
-        limit = await session.scalar(select(AgentRecord.history_length).where(AgentRecord.id == row.agent_id))
-    return to_task(row, await execution_history(session, row), limit)
+    async def execution_task(self, row: Execution, history_length: int | None) -> Task:
+        """`row` as an A2A Task, its history trimmed to `history_length` or else the agent's own."""
+        try:
+            task = await self.tasks.get(row.id, executions.owner(row.room_id))
+        except TaskNotFoundError:  # never ran a turn yet (queued behind another message)
+            task = Task(id=row.id, context_id=row.room_id, status=TaskStatus(state=SUBMITTED))
+        async with self.bus.sessions() as session:
+            limit = history_length
+            if limit is None:
+                limit = await session.scalar(
+                    select(AgentRecord.history_length).where(AgentRecord.id == row.agent_id)
+                )
+            history = await execution_history(session, row)
+        return execution_view(task, row, history, limit)
 
 
 async def execution_history(session: AsyncSession, row: Execution) -> list[RoomMessage]:

@@ -15,7 +15,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import anyio
 from a2a.types import (
     Artifact,
     Message,
@@ -30,7 +29,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from ranch.agents.base import Call, Event, text_of
 from ranch.agents.fold import HopOutcome, collect
-from ranch.exceptions import AgentError, AgentTimeout, HopLimitExceeded, InvalidRecipient, RanchError
+from ranch.exceptions import AgentError, HopLimitExceeded, InvalidRecipient, RanchError
 from ranch.ids import new_id
 from ranch.routing import context
 from ranch.routing.trail import Hop, describe
@@ -127,15 +126,7 @@ class Turn:
         message = await self.outgoing(target, sender, parts)
         self.conversation.mark_seen(target)
         call = Call(extensions=frozenset(message.extensions), owner=self.owner)
-        try:
-            with anyio.fail_after(agent.timeout):
-                outcome = await collect(target, agent.run(message, call))
-        except TimeoutError as exc:
-            raise AgentTimeout(target, agent.timeout) from exc
-        except RanchError:
-            raise
-        except Exception as exc:  # a member's bug must end this turn, not the server
-            raise AgentError(target, f"{type(exc).__name__}: {exc}") from exc
+        outcome = await collect(agent, message, call)
         self.conversation.waiting_on = target if outcome.interrupted else None
         return outcome
 

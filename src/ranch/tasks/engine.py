@@ -1,26 +1,33 @@
-"""The task core: every task ranch serves, live in memory while it runs, stored when it settles.
+"""The task engine: every A2A task ranch serves, and every room execution, runs here.
 
-One `Run` drives one agent call for one task inside the app's task group, so a
-caller that disconnects does not stop the work. The run folds the agent's
-events into the task, fans them out to subscribers, and stores the task when it
-is created and when it settles (terminal or interrupted). Nobody hears of a task,
-or of its final state, before it is stored: when the store fails, callers get
-`StoreUnavailable` instead. A direct `Message` reply to a new task is returned as
-is: no task is created for it.
+One `Run` drives one agent call for one task inside the app's task group, so a caller
+that disconnects does not stop the work: `invoke` gives the call its timeout and error
+rules, `TaskFold` folds its events into the task, subscribers and webhooks hear them, a
+`RunSink` (a room's) sees them in order, and the task is stored when it is created and
+when it settles (terminal, or waiting for input). Nobody hears of a task, or of its final
+state, before it is stored: when the store fails, callers get `StoreUnavailable`.
+
+A direct `Message` reply to a new task is returned as is: no task is created for it.
+
+A *long-lived* run is one turn of a room execution (docs/api.md, "Executions as A2A
+tasks"): the task continues across messages, so an agent's normal answer leaves it
+INPUT_REQUIRED with `metadata["ranch.execution"].status = "ready"` (the reply as its status
+message and as its `reply` artifact) instead of COMPLETED; the agent ends the execution
+by marking its reply `metadata["ranch.done"] = true`. Its history is the room's (rooms
+build it from room messages), so the stored task keeps none, and each turn starts with
+no artifacts.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import AsyncIterator
-from contextlib import aclosing
-from dataclasses import dataclass, field
+from typing import TypeVar
 
 import anyio
-from a2a.server.context import ServerCallContext
 from a2a.types import (
+    Artifact,
     ListTasksRequest,
     ListTasksResponse,
     Message,
@@ -39,101 +46,55 @@ from a2a.utils.errors import (
     UnsupportedOperationError,
 )
 from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream
+from google.protobuf.struct_pb2 import Struct, Value
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from ranch.agents.base import Agent, Call, Event
-from ranch.exceptions import AgentTimeout, RanchError, StoreUnavailable
+from ranch.agents.fold import TaskFold, archive_status, state_name
+from ranch.agents.invoke import invoke
+from ranch.exceptions import RanchError, StoreUnavailable
 from ranch.ids import new_id
 from ranch.tasks import listing
 from ranch.tasks.push import PushNotifier
-from ranch.tasks.store import SqlTaskStore
+from ranch.tasks.run import RecentTasks, Run, RunSink
+from ranch.tasks.store import SqlTaskStore, owner_context
+from ranch.wire import keys
 from ranch.wire.events import (
     CANCELED,
     COMPLETED,
     FAILED,
+    INPUT_REQUIRED,
     INTERRUPTED,
     ROLE_AGENT,
     SUBMITTED,
     TERMINAL,
     WORKING,
-    apply_artifact,
-    merge_metadata,
 )
 
 logger = logging.getLogger(__name__)
+Proto = TypeVar("Proto", Task, Message)
 
 SAVE_ATTEMPTS = 3
 """Tries to store a task (50 ms, then 200 ms apart) before the caller is told it failed."""
-RECENT_TASKS = 1024
-RECENT_BYTES = 32 * 1024 * 1024
-"""Encoded bytes of the tasks kept in `recent`; the least recently stored go first."""
-SUBSCRIBER_BUFFER = 1024
-"""Events buffered per subscriber; one that falls this far behind is dropped (it can GetTask)."""
+STOP_GRACE = 10.0
+"""Seconds CancelTask waits for a stopped run to store its final state."""
+READY = "ready"
+"""An execution's status between messages (INPUT_REQUIRED on the wire, this in its metadata)."""
 
 
-def owner_of(context: ServerCallContext) -> str:
-    """The SDK store's owner resolver: ranch puts `agent/user` in the call state."""
-    return str(context.state.get("ranch.owner", ""))
+class TaskEngine:
+    """Creates, continues, watches, cancels and stores tasks for every served agent and room."""
 
-
-@dataclass
-class Run:
-    """One agent call for one task, and everyone watching it."""
-
-    task_id: str
-    context_id: str
-    owner: str
-    task: Task | None
-    """None until the agent's first task event (a direct Message reply never makes one)."""
-    reply: Message | None = None
-    done: anyio.Event = field(default_factory=anyio.Event)
-    subscribers: list[MemoryObjectSendStream[Event]] = field(default_factory=list)
-    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
-    canceled: bool = False
-    held: Event | None = None
-    """The event that ended the run, published once the final state is stored."""
-    shown: Task | None = None
-    """What readers see while the final state is being stored: the task just before it."""
-    error: StoreUnavailable | None = None
-    """Set when the task could not be stored: callers get this instead of an unstored state."""
-
-    @property
-    def visible(self) -> Task | None:
-        """The task as GetTask and ListTasks may show it: never a final state not yet stored."""
-        return self.shown if self.shown is not None else self.task
-
-    def subscribe(self) -> MemoryObjectReceiveStream[Event]:
-        send, receive = anyio.create_memory_object_stream[Event](SUBSCRIBER_BUFFER)
-        if self.done.is_set():
-            send.close()
-        else:
-            self.subscribers.append(send)
-        return receive
-
-    def publish(self, event: Event) -> None:
-        for stream in list(self.subscribers):
-            try:
-                stream.send_nowait(event)
-            except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                self.subscribers.remove(stream)
-                stream.close()
-
-    def close(self) -> None:
-        for stream in self.subscribers:
-            stream.close()
-        self.subscribers.clear()
-        self.done.set()
-
-
-class TaskCore:
-    """Creates, continues, watches, cancels and stores tasks for every served agent."""
-
-    def __init__(self, store: SqlTaskStore, group: TaskGroup, push: PushNotifier | None = None) -> None:
+    def __init__(
+        self, store: SqlTaskStore, group: TaskGroup, push: PushNotifier | None = None, *, runner: str = ""
+    ) -> None:
         self.store = store
         self.group = group
         self.push = push
         """Webhook deliveries; consulted per event only for tasks that have a push config."""
+        self.runner = runner or new_id()
+        """This process, as stored with the tasks it is running (a restart fails what it left running)."""
         self.live: dict[str, Run] = {}
         self.recent = RecentTasks()
         """Tasks stored lately, by id, with their owner: GetTask right after a turn skips the database."""
@@ -149,77 +110,93 @@ class TaskCore:
         push_config: TaskPushNotificationConfig | None = None,
         *,
         submit: bool = False,
+        task_id: str | None = None,
+        long_lived: bool = False,
+        sink: RunSink | None = None,
     ) -> Run:
         """Create or continue the task `message` belongs to and start the agent on it.
 
-        A `push_config` sent with the message is stored before the agent starts, so its
-        webhook hears every update. With `submit` (returnImmediately), the task is stored
-        before the agent starts, so `run.task` is there to answer with at once, whatever
-        the agent does first (a team may wait for another turn of the same context).
+        `task_id` names the task to continue, or to create when it does not exist yet (a room
+        execution's). A `push_config` sent with the message is stored before the agent starts,
+        so its webhook hears every update. With `submit` (returnImmediately), the task is stored
+        before the agent starts, so `run.task` is there to answer with at once, whatever the
+        agent does first (a team may wait for another turn of the same context).
         """
-        run = await self._prepare(message, owner)
+        run = await self._prepare(message, owner, task_id, long_lived)
+        run.sink = sink
         message.context_id, message.task_id = run.context_id, run.task_id
         if push_config is not None and self.push is not None:
-            await self.push.store.set_info(run.task_id, push_config, _ctx(owner))
-        if submit:
+            await self.push.store.set_info(run.task_id, push_config, owner_context(owner))
+        if submit or long_lived:
             await self._submit(run, message)
         self.live[run.task_id] = run
         self.group.start_soon(self._drive, run, agent, message, call)
         return run
 
-    async def _prepare(self, message: Message, owner: str) -> Run:
-        if not message.task_id:
+    async def _prepare(self, message: Message, owner: str, task_id: str | None, long_lived: bool) -> Run:
+        wanted = task_id or message.task_id
+        if not wanted:
             context_id = message.context_id or new_id()
             return Run(task_id=new_id(), context_id=context_id, owner=owner, task=None)
-        if message.task_id in self.live and self.live[message.task_id].owner == owner:
-            raise UnsupportedOperationError(
-                f"task {message.task_id} is still working; wait for it or cancel it"
+        running = self.live.get(wanted)
+        if running is not None and running.owner == owner:
+            raise UnsupportedOperationError(f"task {wanted} is still working; wait for it or cancel it")
+        task = await self._stored(wanted, owner)
+        if task is None and task_id is not None and await self.store.owner(task_id) is None:
+            # a room execution's first turn
+            return Run(
+                task_id=task_id, context_id=message.context_id, owner=owner, task=None, long_lived=True
             )
-        task = await self._stored(message.task_id, owner)
         if task is None:
-            raise TaskNotFoundError(f"task {message.task_id} not found")
+            raise TaskNotFoundError(f"task {wanted} not found")
         if task.status.state in TERMINAL:
-            state = TaskState.Name(task.status.state).removeprefix("TASK_STATE_").lower()
             raise UnsupportedOperationError(
-                f"task {task.id} is {state}; send a message without taskId to start a new task"
+                f"task {task.id} is {state_name(task.status.state)}; "
+                "send a message without taskId to start a new task"
             )
         if message.context_id and message.context_id != task.context_id:
             raise InvalidParamsError(f"message.contextId {message.context_id} does not match task {task.id}")
-        _archive_status(task)
-        task.history.append(message)
-        return Run(task_id=task.id, context_id=task.context_id, owner=owner, task=task)
+        archive_status(task)
+        if long_lived:
+            del task.artifacts[:]  # each turn of an execution starts with no artifacts
+            del task.history[:]  # its history is the room's
+        else:
+            task.history.append(message)
+        return Run(task_id=task.id, context_id=task.context_id, owner=owner, task=task, long_lived=long_lived)
 
     async def _submit(self, run: Run, message: Message) -> None:
         """Store the task before the agent starts: SUBMITTED when new, WORKING when continued."""
         if run.task is None:
-            await self._ensure_task(run, _copy_message(message))
-            return
+            await self._ensure_task(run, _copy(message))
+            if not run.long_lived:
+                return
+        assert run.task is not None
         task = _copy(run.task)
-        _archive_status(task)
+        archive_status(task)
         task.status.CopyFrom(TaskStatus(state=WORKING))
         _stamp(task.status)
-        await self._save(run.owner, task)
+        if run.long_lived:
+            del task.history[:]
+            _mark(task, "working")
+        await self._save(run, task)
         run.task = task
 
     async def _drive(self, run: Run, agent: Agent, message: Message, call: Call) -> None:
-        incoming = _copy_message(message)
+        incoming = _copy(message)
         error: str | None = None
         with run.scope:
             try:
-                with anyio.fail_after(agent.timeout):
-                    async with aclosing(agent.run(message, call)) as events:  # closing releases its locks
-                        async for event in events:
-                            if await self._apply(run, event, incoming):
-                                break
+                async with invoke(agent, message, call) as events:  # leaving it releases the agent's locks
+                    async for event in events:
+                        if await self._apply(run, event, incoming):
+                            break
             except StoreUnavailable as exc:  # the task could not even be created: nothing to settle
                 run.error = exc
-            except TimeoutError:
-                error = str(AgentTimeout(agent.id, agent.timeout))
-            except RanchError as exc:
+            except RanchError as exc:  # a timeout, or the agent failed
                 error = str(exc)
-            except Exception as exc:  # an agent's bug fails its task, never the server
-                logger.exception("agent %s failed", agent.id)
-                error = f"agent '{agent.id}' failed: {type(exc).__name__}: {exc}"
+            except Exception as exc:  # ranch's own part failed (a room sink): the task says so
+                logger.exception("the run of task %s failed", run.task_id)
+                error = f"ranch could not finish this task: {type(exc).__name__}: {exc}"
         try:
             if run.error is None:
                 await self._settle(run, incoming, error)
@@ -245,21 +222,22 @@ class TaskCore:
         if isinstance(event, Message):
             return await self._apply_message(run, event, incoming)
         task = await self._ensure_task(run, incoming)
+        if run.long_lived:
+            event = _as_execution(event)
         if _ends(event) and run.shown is None:
             run.shown = _copy(task)
-        if isinstance(event, Task):
-            _merge_task(task, event)
-            event = _copy(task)
-        elif isinstance(event, TaskStatusUpdateEvent):
+        if isinstance(event, TaskStatusUpdateEvent | TaskArtifactUpdateEvent):
             event.task_id, event.context_id = run.task_id, run.context_id
-            _archive_status(task)
-            task.status.CopyFrom(event.status)
+        final = TaskFold(run.task_id, task).fold(event)
+        if isinstance(event, Task | TaskStatusUpdateEvent):
             _stamp(task.status)
-            merge_metadata(task, event.metadata)
-        elif isinstance(event, TaskArtifactUpdateEvent):
-            event.task_id, event.context_id = run.task_id, run.context_id
-            apply_artifact(task, event)
-        if task.status.state in TERMINAL or task.status.state in INTERRUPTED:
+        if run.long_lived:
+            del task.history[:]  # an execution's history is the room's
+        if isinstance(event, Task):
+            event = _copy(task)
+        if run.sink is not None:
+            await run.sink.event(run, event)
+        if final:
             run.held = event
             return True
         run.shown = None
@@ -268,54 +246,81 @@ class TaskCore:
 
     async def _apply_message(self, run: Run, message: Message, incoming: Message) -> bool:
         message.context_id = run.context_id
-        if run.task is None:  # a direct reply: no task is created
+        if run.task is None and not run.long_lived:  # a direct reply: no task is created
             message.task_id = ""
             run.reply = message
+            if run.sink is not None:
+                await run.sink.event(run, message)
             run.publish(message)
             return True
         message.task_id = run.task_id
+        if run.long_lived:
+            await self._apply(
+                run,
+                TaskArtifactUpdateEvent(
+                    task_id=run.task_id,
+                    context_id=run.context_id,
+                    artifact=Artifact(artifact_id=f"{run.task_id}-reply", name="reply", parts=message.parts),
+                    last_chunk=True,
+                ),
+                incoming,
+            )
         await self._apply(run, _status_event(run, COMPLETED, message), incoming)
         return True
 
     async def _ensure_task(self, run: Run, incoming: Message) -> Task:
         if run.task is None:
-            task = Task(id=run.task_id, context_id=run.context_id, history=[incoming])
+            history = [] if run.long_lived else [incoming]
+            task = Task(id=run.task_id, context_id=run.context_id, history=history)
             task.status.state = SUBMITTED
             _stamp(task.status)
-            await self._save(run.owner, task)  # stored before anyone is told it exists
+            await self._save(run, task)  # stored before anyone is told it exists
             run.task = task
             self._publish(run, _copy(task))
         return run.task
 
     async def _settle(self, run: Run, incoming: Message, error: str | None) -> None:
         if run.task is None and run.reply is not None:
+            if run.sink is not None:
+                await run.sink.settled(run)
             return
         task = await self._ensure_task(run, incoming)
-        if run.canceled:
-            await self._apply(run, _status_event(run, CANCELED, _text(run, "canceled")), incoming)
+        if run.ending is not None:
+            state = CANCELED if run.ending == "canceled" else COMPLETED
+            ended = _text(run, run.ending_reason or run.ending)
+            ended.metadata.fields[keys.DONE].bool_value = True  # an execution ended from outside stays ended
+            await self._apply(run, _status_event(run, state, ended), incoming)
         elif error is not None:
             await self._apply(run, _status_event(run, FAILED, _text(run, error)), incoming)
         elif task.status.state not in TERMINAL | INTERRUPTED:
             why = "the agent stopped before its task reached a final state"
             await self._apply(run, _status_event(run, FAILED, _text(run, why)), incoming)
-        await self._save(run.owner, task)  # raises StoreUnavailable: the held event is never told
+        await self._save(run, task)  # raises StoreUnavailable: the held event is never told
         run.shown = None
+        if run.sink is not None:
+            try:
+                await run.sink.settled(run)
+            except Exception:  # the task is stored; the sink's failure is logged, not the caller's
+                logger.exception("the sink of task %s failed to settle", run.task_id)
         if run.held is not None:
             self._publish(run, run.held)
 
-    async def _save(self, owner: str, task: Task) -> None:
+    async def _save(self, run: Run, task: Task) -> None:
+        await self._store(run.owner, task, runner=None if _at_rest(task) else self.runner)
+
+    async def _store(self, owner: str, task: Task, runner: str | None = None) -> None:
         """Store `task` (retried), then remember it in `recent`; StoreUnavailable when it cannot be."""
         self.recent.pop(task.id)
         for attempt in range(SAVE_ATTEMPTS):
             try:
-                await self.store.save(task, _ctx(owner))
+                await self.store.save(task, owner_context(owner, runner))
                 break
             except Exception as exc:  # a busy or failing database: retried, then told to the caller
                 if attempt + 1 == SAVE_ATTEMPTS:
                     logger.error(
                         "could not store task %s after %d attempts", task.id, SAVE_ATTEMPTS, exc_info=True
                     )
-                    raise StoreUnavailable(task.id, _state_name(task), _cause(exc)) from exc
+                    raise StoreUnavailable(task.id, state_name(task.status.state), _cause(exc)) from exc
                 logger.warning("storing task %s failed; retrying", task.id, exc_info=True)
                 await anyio.sleep(0.05 * 4**attempt)
         self.recent.put(owner, _copy(task))
@@ -324,9 +329,55 @@ class TaskCore:
         cached = self.recent.get(task_id)
         if cached is not None and cached[0] == owner:
             return _copy(cached[1])
-        return await self.store.get(task_id, _ctx(owner))
+        return await self.store.get(task_id, owner_context(owner))
 
-    # -- reading and cancelling ------------------------------------------------------------------
+    # -- changing a task no run drives ------------------------------------------------------------
+
+    async def record(
+        self,
+        task_id: str,
+        owner: str,
+        state: TaskState,
+        text: str = "",
+        *,
+        context_id: str = "",
+        execution: str | None = None,
+    ) -> Task:
+        """Move a task that no run drives to `state` (created when new, in `context_id`) and store it.
+
+        Rooms use it for what happens to an execution outside a run: an external agent working on
+        a delivery (no process of ours runs it, so a restart leaves it working), a team's member
+        taking a hop, a cancel or completion while idle. `execution` is its status as executions
+        name it.
+        """
+        task = await self._stored(task_id, owner)
+        if task is None:
+            task = Task(id=task_id, context_id=context_id, status=TaskStatus(state=SUBMITTED))
+        archive_status(task)
+        message = None
+        if text:
+            message = Message(
+                message_id=new_id(), role=ROLE_AGENT, context_id=task.context_id, task_id=task_id
+            )
+            message.parts.append(Part(text=text))
+        task.status.CopyFrom(TaskStatus(state=state, message=message))
+        _stamp(task.status)
+        if execution is not None:
+            _mark(task, execution)
+        await self._store(owner, task, runner=None)
+        return task
+
+    # -- reading and stopping ---------------------------------------------------------------------
+
+    async def owner_of(self, task_id: str) -> str | None:
+        """Who owns `task_id`, for an access decision (None when there is no such task)."""
+        run = self.live.get(task_id)
+        if run is not None:
+            return run.owner
+        cached = self.recent.get(task_id)
+        if cached is not None:
+            return cached[0]
+        return await self.store.owner(task_id)
 
     async def get(self, task_id: str, owner: str) -> Task:
         run = self.live.get(task_id)
@@ -344,28 +395,34 @@ class TaskCore:
             for run in list(self.live.values())
             if run.owner == owner and run.visible is not None
         }
-        stored, total = await self.store.page(request, _ctx(owner), exclude=running.keys())
+        stored, total = await self.store.page(request, owner_context(owner), exclude=running.keys())
         return listing.merge(stored, total, running.values(), request)
 
-    async def cancel(self, task_id: str, owner: str) -> Task:
+    async def cancel(self, task_id: str, owner: str, reason: str = "canceled") -> Task:
         """Cancel the hop in flight (or a task waiting for input) and record CANCELED."""
+        return await self._stop(task_id, owner, "canceled", reason)
+
+    async def complete(self, task_id: str, owner: str, reason: str = "completed") -> Task:
+        """End a task COMPLETED from outside (an admin completing an execution, a room archived)."""
+        return await self._stop(task_id, owner, "completed", reason)
+
+    async def _stop(self, task_id: str, owner: str, ending: str, reason: str) -> Task:
         run = self.live.get(task_id)
         if run is not None and run.owner == owner:
-            run.canceled = True
+            run.ending, run.ending_reason = ending, reason
             run.scope.cancel()
-            with anyio.move_on_after(10):
+            with anyio.move_on_after(STOP_GRACE):
                 await run.done.wait()
             if run.error is not None:
                 raise run.error
             return await self.get(task_id, owner)
         task = await self.get(task_id, owner)
         if task.status.state in TERMINAL:
-            raise TaskNotCancelableError(f"task {task_id} already ended and cannot be canceled")
-        _archive_status(task)
-        task.status.CopyFrom(TaskStatus(state=CANCELED))
-        _stamp(task.status)
-        await self._save(owner, task)
-        return task
+            raise TaskNotCancelableError(f"task {task_id} already ended and cannot be {ending}")
+        state = CANCELED if ending == "canceled" else COMPLETED
+        return await self.record(
+            task_id, owner, state, reason, execution=ending if _execution(task) else None
+        )
 
     def watch(self, task_id: str, owner: str) -> tuple[Run, MemoryObjectReceiveStream[Event]] | None:
         run = self.live.get(task_id)
@@ -381,86 +438,78 @@ class TaskCore:
         if run.error is not None:
             raise run.error
 
+    # -- restarts ---------------------------------------------------------------------------------
 
-class RecentTasks:
-    """Tasks stored lately, bounded in number and in encoded bytes (least recently stored first)."""
+    async def fail_unfinished(self) -> dict[str, Task]:
+        """Fail the tasks a previous process left running (SUBMITTED or WORKING under a runner).
 
-    def __init__(self, max_count: int = RECENT_TASKS, max_bytes: int = RECENT_BYTES) -> None:
-        self.max_count = max_count
-        self.max_bytes = max_bytes
-        self.size = 0
-        """Encoded bytes of the tasks held."""
-        self._tasks: OrderedDict[str, tuple[str, Task, int]] = OrderedDict()
-
-    def get(self, task_id: str) -> tuple[str, Task] | None:
-        held = self._tasks.get(task_id)
-        return None if held is None else (held[0], held[1])
-
-    def put(self, owner: str, task: Task) -> None:
-        self.pop(task.id)
-        size = task.ByteSize()
-        if size > self.max_bytes:
-            return  # larger than the whole cache: read from the database when asked
-        self._tasks[task.id] = (owner, task, size)
-        self.size += size
-        while len(self._tasks) > self.max_count or self.size > self.max_bytes:
-            _, (_, _, dropped) = self._tasks.popitem(last=False)
-            self.size -= dropped
-
-    def pop(self, task_id: str) -> None:
-        held = self._tasks.pop(task_id, None)
-        if held is not None:
-            self.size -= held[2]
-
-    def __len__(self) -> int:
-        return len(self._tasks)
-
-    def __contains__(self, task_id: object) -> bool:
-        return task_id in self._tasks
-
-    def clear(self) -> None:
-        self._tasks.clear()
-        self.size = 0
+        A run lives in one process; after a restart nothing will ever finish those tasks, and a
+        task must not look like it is working forever. Tasks no process of ours was running (an
+        external agent's delivery) are left as they are. Returns each failed task, by id.
+        """
+        unfinished = await self.store.unfinished([TaskState.Name(SUBMITTED), TaskState.Name(WORKING)])
+        text = "the server stopped and restarted before this task finished; send the message again"
+        failed: dict[str, Task] = {}
+        for task_id, owner in unfinished:
+            task = await self.store.get(task_id, owner_context(owner))
+            if task is not None:
+                execution = "failed" if _execution(task) else None
+                failed[task_id] = await self.record(task_id, owner, FAILED, text, execution=execution)
+        return failed
 
 
-async def fail_unfinished(store: SqlTaskStore) -> int:
-    """Mark tasks a previous process left submitted or working as FAILED, with the reason.
-
-    A run lives in one process; after a restart nothing will ever finish those tasks,
-    and a task must not look like it is working forever.
-    """
-    unfinished = await store.unfinished([TaskState.Name(SUBMITTED), TaskState.Name(WORKING)])
-    for task_id, owner in unfinished:
-        task = await store.get(task_id, _ctx(owner))
-        if task is None:
-            continue
-        _archive_status(task)
-        text = "ranch restarted before this task finished; send the message again"
-        message = Message(message_id=new_id(), role=ROLE_AGENT, parts=[Part(text=text)])
-        message.context_id, message.task_id = task.context_id, task.id
-        task.status.CopyFrom(TaskStatus(state=FAILED, message=message))
-        _stamp(task.status)
-        await store.save(task, _ctx(owner))
-    return len(unfinished)
+def _as_execution(event: Event) -> Event:
+    """An event of a room execution's turn: its normal end leaves the execution ready, not completed."""
+    if not isinstance(event, TaskStatusUpdateEvent | Task):
+        return event
+    status = event.status
+    if status.state == COMPLETED and not _done(event):
+        status.state = INPUT_REQUIRED
+        _mark_metadata(event.metadata, READY)
+    elif status.state == COMPLETED:
+        _mark_metadata(event.metadata, "completed")
+    elif status.state in INTERRUPTED:
+        _mark_metadata(event.metadata, "input-required")
+    elif status.state in TERMINAL:
+        _mark_metadata(event.metadata, state_name(status.state))
+    elif status.state == WORKING:
+        _mark_metadata(event.metadata, "working")
+    return event
 
 
-def _ctx(owner: str) -> ServerCallContext:
-    return ServerCallContext(state={"ranch.owner": owner})
+def _done(event: TaskStatusUpdateEvent | Task) -> bool:
+    """The agent marked its reply `ranch.done`: on the status message, or on the event itself."""
+    for metadata in (event.status.message.metadata, event.metadata):
+        value = metadata.fields.get(keys.DONE)
+        if value is not None and value.WhichOneof("kind") == "bool_value" and value.bool_value:
+            return True
+    return False
 
 
-owner_context = _ctx
-"""The call context the stores read `owner` from (`owner_of`)."""
+def _mark_metadata(metadata: Struct, status: str) -> None:
+    """`metadata["ranch.execution"].status = status`, keeping its other fields."""
+    entry = metadata.fields[keys.EXECUTION]
+    if entry.WhichOneof("kind") != "struct_value":
+        entry.CopyFrom(Value(struct_value=Struct()))
+    entry.struct_value.fields["status"].string_value = status
 
 
-def _copy(task: Task) -> Task:
-    copy = Task()
-    copy.CopyFrom(task)
-    return copy
+def _mark(task: Task, status: str) -> None:
+    _mark_metadata(task.metadata, status)
 
 
-def _copy_message(message: Message) -> Message:
-    copy = Message()
-    copy.CopyFrom(message)
+def _execution(task: Task) -> bool:
+    return keys.EXECUTION in task.metadata.fields
+
+
+def _at_rest(task: Task) -> bool:
+    """No process works on it: it ended, or it waits for input."""
+    return task.status.state in TERMINAL or task.status.state in INTERRUPTED
+
+
+def _copy(value: Proto) -> Proto:
+    copy = type(value)()
+    copy.CopyFrom(value)
     return copy
 
 
@@ -469,10 +518,6 @@ def _ends(event: Event) -> bool:
     if isinstance(event, TaskStatusUpdateEvent) or (isinstance(event, Task) and event.HasField("status")):
         return event.status.state in TERMINAL or event.status.state in INTERRUPTED
     return False
-
-
-def _state_name(task: Task) -> str:
-    return str(TaskState.Name(task.status.state)).removeprefix("TASK_STATE_").lower()
 
 
 def _cause(exc: Exception) -> str:
@@ -487,23 +532,6 @@ def _stamp(status: TaskStatus) -> None:
         now = Timestamp()
         now.FromNanoseconds(time.time_ns())
         status.timestamp.CopyFrom(now)
-
-
-def _archive_status(task: Task) -> None:
-    """Move the current status message into history before the status changes."""
-    if task.status.HasField("message") and task.status.message.parts:
-        task.history.append(task.status.message)
-
-
-def _merge_task(task: Task, incoming: Task) -> None:
-    if incoming.HasField("status"):
-        _archive_status(task)
-        task.status.CopyFrom(incoming.status)
-        _stamp(task.status)
-    if incoming.artifacts:
-        del task.artifacts[:]
-        task.artifacts.extend(incoming.artifacts)
-    merge_metadata(task, incoming.metadata)
 
 
 def _text(run: Run, text: str) -> Message:

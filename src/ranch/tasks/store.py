@@ -36,6 +36,21 @@ from ranch.db.models import ranch_tasks as tasks
 from ranch.db.upsert import insert_for
 
 OwnerResolver = Callable[[ServerCallContext], str]
+OWNER_KEY = "ranch.owner"
+RUNNER_KEY = "ranch.runner"
+
+
+def owner_of(context: ServerCallContext) -> str:
+    """The SDK stores' owner resolver: who owns a task (the caller's `agent/principal`, or a room)."""
+    return str(context.state.get(OWNER_KEY, ""))
+
+
+def owner_context(owner: str, runner: str | None = None) -> ServerCallContext:
+    """The call context the stores read a task's owner (and, saving, its runner) from."""
+    state: dict[str, str] = {OWNER_KEY: owner}
+    if runner is not None:
+        state[RUNNER_KEY] = runner
+    return ServerCallContext(state=state)
 
 
 class SqlTaskStore(TaskStore):
@@ -54,6 +69,7 @@ class SqlTaskStore(TaskStore):
             "state": TaskState.Name(task.status.state),
             "updated_ns": updated_ns(task),
             "body": task.SerializeToString(),
+            "runner": context.state.get(RUNNER_KEY),
         }
         await self._writer.write(row)
 
@@ -103,9 +119,17 @@ class SqlTaskStore(TaskStore):
         async with self.engine.begin() as connection:
             await connection.execute(statement)
 
+    async def owner(self, task_id: str) -> str | None:
+        """Who owns `task_id` (None when it is not stored)."""
+        async with self.engine.connect() as connection:
+            owner = (await connection.execute(select(tasks.c.owner).where(tasks.c.id == task_id))).scalar()
+        return None if owner is None else str(owner)
+
     async def unfinished(self, states: Sequence[str]) -> Sequence[tuple[str, str]]:
-        """(task id, owner) of every stored task in one of `states`, across owners."""
-        query = select(tasks.c.id, tasks.c.owner).where(tasks.c.state.in_(states))
+        """(task id, owner) of every stored task in one of `states` that a process was running."""
+        query = select(tasks.c.id, tasks.c.owner).where(
+            tasks.c.state.in_(states), tasks.c.runner.is_not(None)
+        )
         async with self.engine.connect() as connection:
             return [(row.id, row.owner) for row in await connection.execute(query)]
 
@@ -114,7 +138,9 @@ def _upsert(dialect_name: str) -> Any:
     """The one save statement, built once: its row comes as parameters, so SQLAlchemy's compiled
     cache serves every save (building it per save cost more than the write itself)."""
     statement = insert_for(dialect_name)(tasks)
-    changes = {key: statement.excluded[key] for key in ("context_id", "state", "updated_ns", "body")}
+    changes = {
+        key: statement.excluded[key] for key in ("context_id", "state", "updated_ns", "body", "runner")
+    }
     # a task id belongs to its first owner: another owner's save never overwrites it
     return statement.on_conflict_do_update(
         index_elements=[tasks.c.id], set_=changes, where=tasks.c.owner == statement.excluded.owner

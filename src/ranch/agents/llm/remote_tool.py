@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import anyio
 from a2a.types import Message, Part, Role
 
 from ranch.agents.base import AgentInfo, Call
@@ -92,10 +91,7 @@ class RemoteAgentTool:
             message_id=new_id(), role=Role.ROLE_USER, context_id=context_id, parts=[Part(text=text)]
         )
         try:
-            with anyio.fail_after(self._timeout):
-                outcome = await collect(remote.id, remote.run(message, Call(owner=owner)))
-        except TimeoutError:
-            return ToolResult(f"agent '{agent}' gave no answer within {self._timeout:g}s", is_error=True)
+            outcome = await collect(remote, message, Call(owner=owner), seconds=self._timeout)
         except AgentError as exc:
             return ToolResult(str(exc), is_error=True)
         note = (

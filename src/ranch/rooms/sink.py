@@ -1,0 +1,254 @@
+"""What a run in a room leaves in the room: the engine's events as messages, states and live text.
+
+A `RoomSink` is told of every event of one execution's turn as the task engine folds it,
+and of the turn's end once the task is stored; it writes what people in the room see:
+
+- a team's hops: each member's reply as that member's message, a `routing.decided` event,
+  the member's own execution working then ready (its task recorded by the engine too);
+- an agent's tool calls, tool results and thoughts (status messages it reports while
+  working) as `tool_call` / `tool_result` / `thought` messages;
+- streamed text (artifact updates that are not a hop's reply) as live `message.delta`s;
+- at the end: the agent's reply as its message, or the error that ended the turn, and the
+  execution's row brought in line with its task.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+from a2a.types import Message, Task, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.struct_pb2 import Struct
+
+from ranch.agents.base import Event, text_of
+from ranch.agents.fold import reply_parts
+from ranch.db.models import Execution, Room, RoomMessage
+from ranch.rooms import executions
+from ranch.rooms.bus import Tx
+from ranch.tasks.run import Run
+from ranch.wire import client_routing, keys
+from ranch.wire.events import FAILED, INPUT_REQUIRED, UNSUCCESSFUL, WORKING
+
+if TYPE_CHECKING:
+    from ranch.rooms.service import Rooms
+
+logger = logging.getLogger(__name__)
+
+TYPED = ("tool_call", "tool_result", "thought")
+
+
+class RoomSink:
+    """The room side of one execution's turn (see the module docstring)."""
+
+    def __init__(
+        self, rooms: Rooms, room: Room, message: RoomMessage, execution: Execution, *, team: bool
+    ) -> None:
+        self.rooms = rooms
+        self.bus = rooms.bus
+        self.room = room
+        self.message = message
+        self.execution = execution
+        self.agent_id = execution.agent_id
+        self.team = team
+        self.chain = int(message.meta.get(keys.CHAIN, 0)) if message.sender_kind != "user" else 0
+        self.last_member: str | None = None
+
+    # -- as the engine folds each event ------------------------------------------------------------
+
+    async def event(self, run: Run, event: Event) -> None:
+        if isinstance(event, TaskStatusUpdateEvent):
+            if self.team:
+                await self._member_working(event)
+            else:
+                await self._typed_message(event)
+        elif isinstance(event, TaskArtifactUpdateEvent):
+            if _struct_value(event.artifact.metadata, keys.HOP) is not None:
+                await self._hop_reply(event)
+            else:
+                self._delta(event)
+
+    async def _member_working(self, event: TaskStatusUpdateEvent) -> None:
+        """A team's hop starts: its member's execution is working."""
+        if event.status.state != WORKING or not event.status.HasField("message"):
+            return
+        hop = _struct_value(event.status.message.metadata, keys.HOP)
+        if isinstance(hop, dict):
+            await self._member(str(hop["agent"]), WORKING, "working")
+
+    async def _member(
+        self, member: str, state: TaskState, status: str, reason: str = "", *, turn: bool = False
+    ) -> None:
+        """A team member's own execution in the room moves (its task recorded, its row following)."""
+        async with self.bus.transaction() as tx:
+            row = await executions.current(tx, self.room.id, member)
+        task = await self.rooms.tasks.record(
+            row.id, executions.owner(self.room.id), state, reason, context_id=self.room.id, execution=status
+        )
+        async with self.bus.transaction() as tx:
+            fresh = await executions.fresh(tx, row.id)
+            if fresh is not None:
+                await executions.project(tx, fresh, task, turn=turn)
+
+    async def _typed_message(self, event: TaskStatusUpdateEvent) -> None:
+        """A tool call, tool result or thought reported while working becomes a room message."""
+        if not event.status.HasField("message"):
+            return
+        status_message = event.status.message
+        kind = _string(status_message.metadata, keys.MESSAGE_TYPE)
+        if kind not in TYPED:
+            return
+        data = [MessageToDict(part.data) for part in status_message.parts if part.HasField("data")]
+        text = text_of(status_message) or (json.dumps(data[0], ensure_ascii=False) if data else "")
+        metadata: dict[str, Any] = {"data": data[0]} if data else {}
+        async with self.bus.transaction() as tx:
+            await self._write(tx, self.agent_id, text, kind=kind, metadata=metadata, wake=False)
+            if kind == "tool_call" and data:
+                row = await executions.fresh(tx, self.execution.id)
+                if row is not None:
+                    row.tool_calls = [*row.tool_calls, data[0]]
+
+    def _delta(self, event: TaskArtifactUpdateEvent) -> None:
+        text = "".join(part.text for part in event.artifact.parts if part.HasField("text"))
+        if text and event.artifact.artifact_id != f"{self.execution.id}-reply":
+            self.bus.live(
+                self.room.id,
+                "message.delta",
+                {
+                    "execution_id": self.execution.id,
+                    "agent": self.agent_id,
+                    "text": text,
+                    "append": event.append,
+                },
+            )
+
+    async def _hop_reply(self, event: TaskArtifactUpdateEvent) -> None:
+        """A team's hop ended: its member's reply, the routing decision, the member ready again."""
+        hop = _struct_value(event.artifact.metadata, keys.HOP)
+        if not isinstance(hop, dict):
+            return
+        member = str(hop.get("agent"))
+        self.last_member = member
+        text = "\n".join(part.text for part in event.artifact.parts if part.HasField("text"))
+        async with self.bus.transaction() as tx:
+            member_row = await executions.current(tx, self.room.id, member)
+            await self.rooms.write(
+                tx,
+                self.room,
+                "agent",
+                member,
+                text,
+                metadata={keys.HOP: hop, keys.TEAM: self.agent_id},
+                execution_id=member_row.id,
+                wake=False,
+            )
+            await tx.emit(
+                self.room.id,
+                "routing.decided",
+                {
+                    "team": self.agent_id,
+                    "execution_id": self.execution.id,
+                    "agent": member,
+                    "sender": hop.get("sender"),
+                    "recipient": hop.get("recipient"),
+                    "reason": hop.get("reason"),
+                    "hop": int(hop.get("hop", 0)),
+                    "ms": hop.get("ms"),
+                },
+            )
+        await self._member(member, INPUT_REQUIRED, "ready", turn=True)
+
+    # -- once the turn's task is stored -------------------------------------------------------------
+
+    async def settled(self, run: Run) -> None:
+        task = run.task
+        if task is None:  # pragma: no cover - a room's run always has its task
+            return
+        state = task.status.state
+        reason = text_of(task.status.message) if task.status.HasField("message") else ""
+        failed_member: str | None = None
+        async with self.bus.transaction() as tx:
+            if run.ending is None and state in UNSUCCESSFUL:
+                failed_member = await self._failed(tx, reason or "the turn failed", task)
+            elif run.ending is None and not self.team:  # ready, waiting for input, or done
+                reply = text_of(Message(parts=reply_parts(task)))
+                if reply:
+                    await self._write(tx, self.agent_id, reply, chain=self.chain + 1)
+            row = await executions.fresh(tx, self.execution.id)
+            if row is not None:
+                await executions.project(tx, row, task, turn=run.ending is None)
+        if failed_member is not None:
+            await self._member(failed_member, FAILED, "failed", reason)
+        if self.team and executions.status_of(task) == "input-required" and self.last_member:
+            await self._member(self.last_member, INPUT_REQUIRED, "input-required", reason)
+
+    async def _failed(self, tx: Tx, reason: str, task: Task) -> str | None:
+        """Say in the room why the turn failed; a team's failing member, when the team names one."""
+        if not self.team:
+            await self._write(
+                tx, "ranch", f"[ranch] {reason}", kind="error", sender_kind="system", wake=False
+            )
+            return None
+        await self._write(tx, self.agent_id, reason, kind="error", sender_kind="team", wake=False)
+        error = _struct_value(task.metadata, client_routing.URI)
+        member = (error or {}).get("error", {}).get("agent") if isinstance(error, dict) else None
+        return str(member) if member else None
+
+    async def _write(
+        self,
+        tx: Tx,
+        sender: str,
+        text: str,
+        *,
+        kind: str = "text",
+        metadata: dict[str, Any] | None = None,
+        sender_kind: str = "agent",
+        chain: int = 0,
+        wake: bool = True,
+    ) -> RoomMessage:
+        """A message of this turn in the room (the agent's, unless another sender is named)."""
+        return await self.rooms.write(
+            tx,
+            self.room,
+            sender_kind,
+            sender,
+            text,
+            kind=kind,
+            metadata=metadata,
+            execution_id=self.execution.id,
+            chain=chain,
+            wake=wake,
+        )
+
+
+async def fail_unstarted(rooms: Rooms, room: Room, execution: Execution, reason: str) -> None:
+    """A turn that could not start (the agent is not served here): the execution fails, saying why."""
+    task = await rooms.tasks.record(
+        execution.id, executions.owner(room.id), FAILED, reason, context_id=room.id, execution="failed"
+    )
+    async with rooms.bus.transaction() as tx:
+        await rooms.write(
+            tx,
+            room,
+            "system",
+            "ranch",
+            f"[ranch] {reason}",
+            kind="error",
+            execution_id=execution.id,
+            wake=False,
+        )
+        row = await executions.fresh(tx, execution.id)
+        if row is not None:
+            await executions.project(tx, row, task, turn=True)
+
+
+def _string(struct: Struct, key: str) -> str | None:
+    value = struct.fields.get(key)
+    return value.string_value if value is not None and value.HasField("string_value") else None
+
+
+def _struct_value(struct: Struct, key: str) -> Any:
+    if key not in struct.fields:
+        return None
+    return MessageToDict(struct).get(key)

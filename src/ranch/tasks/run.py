@@ -1,0 +1,131 @@
+"""One agent call for one task, and everyone watching it: subscribers, webhooks, a sink.
+
+A `Run` lives while the engine drives its agent. Subscribers (SendStreamingMessage,
+SubscribeToTask) read its events from bounded memory streams; a `RunSink` (a room's) is
+told of every event as it is folded, and of the settled task once it is stored.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import anyio
+from a2a.types import Message, Task
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from ranch.agents.base import Event
+from ranch.exceptions import StoreUnavailable
+
+SUBSCRIBER_BUFFER = 1024
+"""Events buffered per subscriber; one that falls this far behind is dropped (it can GetTask)."""
+RECENT_TASKS = 1024
+RECENT_BYTES = 32 * 1024 * 1024
+"""Encoded bytes of the tasks kept in `RecentTasks`; the least recently stored go first."""
+
+
+class RunSink(Protocol):
+    """Someone who must hear of a run's events in order, and of its end, before its caller does."""
+
+    async def event(self, run: Run, event: Event) -> None:
+        """One event, folded into `run.task` (or the direct reply), before subscribers get it."""
+
+    async def settled(self, run: Run) -> None:
+        """The run ended and its task (final, or waiting for input) is stored."""
+
+
+@dataclass(eq=False)
+class Run:
+    """One agent call for one task, and everyone watching it."""
+
+    task_id: str
+    context_id: str
+    owner: str
+    task: Task | None
+    """None until the agent's first task event (a direct Message reply never makes one)."""
+    long_lived: bool = False
+    """A room execution: a normal answer leaves the task waiting for the next message (see the engine)."""
+    sink: RunSink | None = None
+    reply: Message | None = None
+    done: anyio.Event = field(default_factory=anyio.Event)
+    subscribers: list[MemoryObjectSendStream[Event]] = field(default_factory=list)
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    ending: str | None = None
+    """How a stop from outside ends the task: `canceled` (CancelTask) or `completed` (an admin)."""
+    ending_reason: str = ""
+    """Why, as its final status message says."""
+    held: Event | None = None
+    """The event that ended the run, published once the final state is stored."""
+    shown: Task | None = None
+    """What readers see while the final state is being stored: the task just before it."""
+    error: StoreUnavailable | None = None
+    """Set when the task could not be stored: callers get this instead of an unstored state."""
+
+    @property
+    def visible(self) -> Task | None:
+        """The task as GetTask and ListTasks may show it: never a final state not yet stored."""
+        return self.shown if self.shown is not None else self.task
+
+    def subscribe(self) -> MemoryObjectReceiveStream[Event]:
+        send, receive = anyio.create_memory_object_stream[Event](SUBSCRIBER_BUFFER)
+        if self.done.is_set():
+            send.close()
+        else:
+            self.subscribers.append(send)
+        return receive
+
+    def publish(self, event: Event) -> None:
+        for stream in list(self.subscribers):
+            try:
+                stream.send_nowait(event)
+            except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self.subscribers.remove(stream)
+                stream.close()
+
+    def close(self) -> None:
+        for stream in self.subscribers:
+            stream.close()
+        self.subscribers.clear()
+        self.done.set()
+
+
+class RecentTasks:
+    """Tasks stored lately, bounded in number and in encoded bytes (least recently stored first)."""
+
+    def __init__(self, max_count: int = RECENT_TASKS, max_bytes: int = RECENT_BYTES) -> None:
+        self.max_count = max_count
+        self.max_bytes = max_bytes
+        self.size = 0
+        """Encoded bytes of the tasks held."""
+        self._tasks: OrderedDict[str, tuple[str, Task, int]] = OrderedDict()
+
+    def get(self, task_id: str) -> tuple[str, Task] | None:
+        held = self._tasks.get(task_id)
+        return None if held is None else (held[0], held[1])
+
+    def put(self, owner: str, task: Task) -> None:
+        self.pop(task.id)
+        size = task.ByteSize()
+        if size > self.max_bytes:
+            return  # larger than the whole cache: read from the database when asked
+        self._tasks[task.id] = (owner, task, size)
+        self.size += size
+        while len(self._tasks) > self.max_count or self.size > self.max_bytes:
+            _, (_, _, dropped) = self._tasks.popitem(last=False)
+            self.size -= dropped
+
+    def pop(self, task_id: str) -> None:
+        held = self._tasks.pop(task_id, None)
+        if held is not None:
+            self.size -= held[2]
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def __contains__(self, task_id: object) -> bool:
+        return task_id in self._tasks
+
+    def clear(self) -> None:
+        self._tasks.clear()
+        self.size = 0
