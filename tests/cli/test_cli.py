@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from ranch.db import migrate
 from servers import ServerProcess, free_port
 
 RANCH = [sys.executable, "-m", "ranch"]
