@@ -12,7 +12,9 @@ Options: `reply` (text; `{text}` is the incoming text), `route` (recipient strin
 `form` (`uri` default, `x-recipient`, `object`: how the decision is written),
 `reason`, `handoffs` (list), `sleep` (seconds before answering), `fail` (raise
 RuntimeError with this text), `replies` (list of replies used in turn, the last
-one repeating), `task` (answer with task events instead of a Message).
+one repeating), `task` (answer with task events instead of a Message), `chunks`
+(stream the reply as these artifact chunks, then complete the task), `done` (mark
+the reply `ranch.done`: in a room, it ends the agent's execution).
 
 Every message a probe receives is appended to `RECEIVED[agent_id]`, so tests
 can check exactly what an agent was shown.
@@ -40,6 +42,7 @@ from google.protobuf.json_format import MessageToDict
 
 from ranch.agents.base import Call, Event, reply, text_of
 from ranch.wire import client_routing
+from ranch.wire.keys import DONE
 
 RECEIVED: defaultdict[str, list[Message]] = defaultdict(list)
 CALLS: defaultdict[str, list[Call]] = defaultdict(list)
@@ -92,6 +95,12 @@ class Probe:
         text = str(replies[min(self.count, len(replies)) - 1]).replace("{text}", text_of(message))
         answer = reply(message, text)
         _decide(answer, opts)
+        if opts.get("done"):
+            answer.metadata.update({DONE: True})
+        if opts.get("chunks"):
+            async for event in _streamed(message, [str(chunk) for chunk in opts["chunks"]]):
+                yield event
+            return
         if opts.get("task"):
             async for event in _as_task(message, answer):
                 yield event
@@ -132,4 +141,27 @@ async def _as_task(message: Message, answer: Message) -> AsyncIterator[Event]:
         task_id=task_id,
         context_id=message.context_id,
         status=TaskStatus(state=TaskState.TASK_STATE_COMPLETED),
+    )
+
+
+async def _streamed(message: Message, chunks: list[str]) -> AsyncIterator[Event]:
+    """A reply streamed as one artifact, chunk by chunk, then the task completed with the whole text."""
+    task_id = message.task_id or str(uuid.uuid4())
+    yield Task(
+        id=task_id, context_id=message.context_id, status=TaskStatus(state=TaskState.TASK_STATE_WORKING)
+    )
+    for index, chunk in enumerate(chunks):
+        yield TaskArtifactUpdateEvent(
+            task_id=task_id,
+            context_id=message.context_id,
+            artifact=Artifact(artifact_id="streamed", parts=[Part(text=chunk)]),
+            append=index > 0,
+            last_chunk=index == len(chunks) - 1,
+        )
+        await anyio.sleep(0.01)
+    whole = reply(message, "".join(chunks))
+    yield TaskStatusUpdateEvent(
+        task_id=task_id,
+        context_id=message.context_id,
+        status=TaskStatus(state=TaskState.TASK_STATE_COMPLETED, message=whole),
     )

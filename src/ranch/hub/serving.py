@@ -252,17 +252,18 @@ class RanchRequestHandler(RequestHandler):
     async def on_create_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        self._refuse_push(self.registry.get(context.state.get(AGENT_KEY, "")))
         store, owner = await self._push_store(params.task_id, context)
+        if room_of(owner) is None:  # an execution notifies whatever its agent's kind; a plain task not always
+            self._refuse_push(self.registry.get(context.state.get(AGENT_KEY, "")))
         await self._check_push_config(params)
         with translated():
-            return await store.set_info(params.task_id, params, owner)
+            return await store.set_info(params.task_id, params, owner_context(owner))
 
     async def on_get_task_push_notification_config(
         self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
         store, owner = await self._push_store(params.task_id, context)
-        for config in await store.get_info(params.task_id, owner):
+        for config in await store.get_info(params.task_id, owner_context(owner)):
             if config.id == (params.id or params.task_id):
                 return config
         raise TaskNotFoundError(f"task {params.task_id} has no push notification config '{params.id}'")
@@ -271,13 +272,14 @@ class RanchRequestHandler(RequestHandler):
         self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
     ) -> ListTaskPushNotificationConfigsResponse:
         store, owner = await self._push_store(params.task_id, context)
-        return ListTaskPushNotificationConfigsResponse(configs=await store.get_info(params.task_id, owner))
+        configs = await store.get_info(params.task_id, owner_context(owner))
+        return ListTaskPushNotificationConfigsResponse(configs=configs)
 
     async def on_delete_task_push_notification_config(
         self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> None:
         store, owner = await self._push_store(params.task_id, context)
-        await store.delete_info(params.task_id, owner, params.id or None)
+        await store.delete_info(params.task_id, owner_context(owner), params.id or None)
 
     async def on_get_extended_agent_card(
         self, params: GetExtendedAgentCardRequest, context: ServerCallContext
@@ -286,10 +288,8 @@ class RanchRequestHandler(RequestHandler):
 
     # -- helpers ------------------------------------------------------------------------------
 
-    async def _push_store(
-        self, task_id: str, context: ServerCallContext
-    ) -> tuple[PushConfigStore, ServerCallContext]:
-        """The store and the owner's context, once the caller owns `task_id` (else TaskNotFound)."""
+    async def _push_store(self, task_id: str, context: ServerCallContext) -> tuple[PushConfigStore, str]:
+        """The store and the task's owner, once the caller may use `task_id` (else TaskNotFound)."""
         push = self.core.push
         if push is None:
             raise PushNotificationNotSupportedError()
@@ -297,7 +297,7 @@ class RanchRequestHandler(RequestHandler):
             raise InvalidParamsError("taskId is required")
         owner, _gateway = await self._task_owner(task_id, context)
         await self.core.get(task_id, owner)
-        return push.store, owner_context(owner)
+        return push.store, owner
 
     async def _check_push_config(self, config: TaskPushNotificationConfig) -> None:
         with translated():

@@ -19,9 +19,10 @@ import anyio
 from a2a.types import Message, Part, Role, Task
 from a2a.utils.errors import A2AError
 from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream
 from sqlalchemy import select
 
-from ranch.agents.base import Agent, Call
+from ranch.agents.base import Agent, Call, Event
 from ranch.catalog.registry import Registry
 from ranch.db.models import Delivery, Execution, Room, RoomMessage
 from ranch.exceptions import AgentNotFound
@@ -50,6 +51,9 @@ class DeliveryWatch:
     handled: anyio.Event = field(default_factory=anyio.Event)
     run: Run | None = None
     execution_id: str = ""
+    wants_events: bool = False
+    """Someone streams this turn (SendStreamingMessage into a room): subscribe as the run starts."""
+    events: MemoryObjectReceiveStream[Event] | None = None
 
 
 class Dispatcher:
@@ -137,6 +141,8 @@ class Dispatcher:
             await fail_unstarted(self.rooms, room, execution, f"the execution cannot take a turn: {exc}")
             return
         watch.run = run
+        if watch.wants_events:  # before the run's first event: nothing is missed
+            watch.events = run.subscribe()
         watch.started.set()
         await run.done.wait()
 

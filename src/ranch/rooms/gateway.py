@@ -65,21 +65,22 @@ class Gateway:
         self, agent_id: str, message: Message, caller: str, wait_s: float
     ) -> AsyncIterator[Event]:
         """Post, then the execution as a Task, the turn's events as they happen, and the execution again."""
-        watch, execution_id = await self._post(agent_id, message, caller)
+        watch, execution_id = await self._post(agent_id, message, caller, stream=True)
         yield await self.task(execution_id, None)
         if watch is not None:
             with anyio.fail_after(wait_s + SETTLE_MARGIN_S):
                 await watch.started.wait()
-            run = watch.run
-            if run is not None:
-                async for event in self.runtime.rooms.tasks.stream(run, run.subscribe()):
+            if watch.run is not None and watch.events is not None:
+                async for event in self.runtime.rooms.tasks.stream(watch.run, watch.events):
                     if not isinstance(event, Task):
                         yield event
         else:
             await self._turn_over(agent_id, watch, execution_id, wait_s)
         yield await self.task(execution_id, None)
 
-    async def _post(self, agent_id: str, message: Message, caller: str) -> tuple[DeliveryWatch | None, str]:
+    async def _post(
+        self, agent_id: str, message: Message, caller: str, *, stream: bool = False
+    ) -> tuple[DeliveryWatch | None, str]:
         """Post the message into its room addressed to `agent_id`: the delivery's watch, the execution."""
         text = text_of(message)
         if not text.strip():
@@ -106,6 +107,8 @@ class Gateway:
             execution = await executions.current(tx, room.id, agent_id)
             delivery = next((d for d in tx.deliveries if d.agent_id == agent_id), None)
         watch = rooms.dispatcher.watch(delivery.id) if delivery is not None else None
+        if watch is not None:
+            watch.wants_events = stream
         return watch, execution.id
 
     async def _turn_over(

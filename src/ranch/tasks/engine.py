@@ -157,6 +157,7 @@ class TaskEngine:
         if message.context_id and message.context_id != task.context_id:
             raise InvalidParamsError(f"message.contextId {message.context_id} does not match task {task.id}")
         archive_status(task)
+        task.status.ClearField("message")  # archived: the next status change must not archive it again
         if long_lived:
             del task.artifacts[:]  # each turn of an execution starts with no artifacts
             del task.history[:]  # its history is the room's
