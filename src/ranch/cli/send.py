@@ -26,6 +26,7 @@ from a2a.utils.errors import A2AError
 from google.protobuf.json_format import MessageToDict
 
 from ranch.agents.base import text_of
+from ranch.agents.fold import state_name
 from ranch.exceptions import RanchError
 from ranch.routing.router import HOP_KEY
 from ranch.wire import client_routing
@@ -123,7 +124,7 @@ class Printer:
             print("error: the server sent no task and no message", file=sys.stderr)
             return 1
         task = self.task
-        state = TaskState.Name(task.status.state).removeprefix("TASK_STATE_").lower().replace("_", "-")
+        state = state_name(task.status.state)
         text = text_of(task.status.message) if task.status.HasField("message") else ""
         if self.streaming:
             print()
