@@ -2,7 +2,7 @@
 
 Rooms' bodies and objects live with rooms (`rooms.requests`, `rooms.views`), registrations with
 the catalog (`catalog.requests`), the key body with the keys (`identity.keys`); the route table
-(api/routes.py) names each endpoint's models.
+(api/routes.py) names each endpoint's models, and the OpenAPI document is made from them.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """One REST operation: its route, the models it reads and answers, and the endpoint that runs it.
 
-The route table (api/routes.py) is a list of `Operation`s; the routes are made from it. A handler
-gets a `Call`: the caller (its key was looked up fresh), the API's services, and its body or query,
-read with the model its operation names (so what is declared is what is parsed). It answers a
-response model, or a `Response` of its own.
+The route table (api/routes.py) is a list of `Operation`s; the routes are made from it, and so is
+the OpenAPI document (api/openapi.py). A handler gets a `Call`: the caller (its key was looked up
+fresh), the API's services, and its body or query, read with the model its operation names (so
+what is documented is what is parsed). It answers a response model, or a `Response` of its own.
 """
 
 from __future__ import annotations

@@ -1,19 +1,22 @@
 """REST endpoints under /api/v1 (docs/api.md): the route table, and one handler per operation.
 
 A handler authorizes, reads its body or query with the model the table names, makes one service
-call and answers a response model; api/operations.py does the rest (the key, errors, JSON).
+call and answers a response model; api/operations.py does the rest (the key, errors, JSON). The
+OpenAPI document of the same table is served at /api/v1/openapi.json.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from google.protobuf.json_format import MessageToDict
 from sqlalchemy import select
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 
+from ranch.api import openapi
 from ranch.api.inbox import acknowledge, pending
 from ranch.api.models import (
     AgentDetail,
@@ -543,13 +546,19 @@ OPERATIONS: list[Operation] = [
 
 def routes(services: ApiServices) -> list[BaseRoute]:
     """Every REST route, each under a trace id and the per-caller rate limit, like the A2A bindings;
-    the WebSocket."""
+    the OpenAPI document (no key needed); the WebSocket."""
 
     def traced(answer: Any) -> Any:
         return trace_requests(limit_rate(services.rates, answer), debug=services.debug)
 
+    document = orjson.dumps(openapi.document(OPERATIONS, PREFIX))
+
+    async def serve_document(request: Request) -> Response:
+        return Response(document, media_type="application/json")
+
     served: list[BaseRoute] = [
         Route(f"{PREFIX}{o.path}", traced(endpoint(o, services)), methods=[o.method]) for o in OPERATIONS
     ]
+    served.append(Route(f"{PREFIX}{openapi.PATH}", traced(serve_document), methods=["GET"]))
     served.append(WebSocketRoute(f"{PREFIX}/ws", websocket_endpoint(services)))
     return served
