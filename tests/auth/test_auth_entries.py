@@ -126,7 +126,7 @@ async def _mcp_tools(base_url: str, key: str) -> tuple[set[str], Any]:
     ):
         await session.initialize()
         names = {tool.name for tool in (await session.list_tools()).tools}
-        refused = await session.call_tool("ask_secret", {"message": "hi"})
+        refused = await session.call_tool("ask_acme.secret", {"message": "hi"})
         return names, refused
 
 
@@ -146,7 +146,7 @@ def test_tenants_see_only_their_own_tasks_rooms_and_agents(database_url: str) ->
         assert [m["text"] for m in admin.messages(room["id"])][-1] != "hello?"  # not posted into the room
 
         # the org-private agent: its organization reaches it, the others get AgentNotFound
-        secret = hub.agent_url("secret")
+        secret = hub.agent_url("acme.secret")  # the organization's own id
         for headers in ({"X-API-Key": ADMIN_KEY}, {}):
             card = httpx.get(f"{secret}/.well-known/agent-card.json", headers=headers)
             assert card.status_code == 404, card.text
@@ -163,13 +163,13 @@ def test_tenants_see_only_their_own_tasks_rooms_and_agents(database_url: str) ->
         assert echoed.json()["result"]["message"]["parts"][0]["text"].endswith("ping"), echoed.text
         for key, sees in ((ADMIN_KEY, False), (acme_key, True), ("", False)):
             listed = httpx.get(f"{hub.url}/a2a/agents", headers={"X-API-Key": key} if key else {})
-            assert ("secret" in {a["id"] for a in listed.json()["agents"]}) is sees
+            assert ("acme.secret" in {a["id"] for a in listed.json()["agents"]}) is sees
 
         # MCP: the tools are the agents the caller may reach
         theirs_tools, answered = anyio.run(_mcp_tools, hub.url, acme_key)
         mine_tools, refused = anyio.run(_mcp_tools, hub.url, ADMIN_KEY)
-        assert "ask_secret" in theirs_tools and not answered.isError
-        assert "ask_secret" not in mine_tools and refused.isError and "ask_desk" in mine_tools
+        assert "ask_acme.secret" in theirs_tools and not answered.isError
+        assert "ask_acme.secret" not in mine_tools and refused.isError and "ask_desk" in mine_tools
 
         # REST and WebSocket: another tenant's room looks absent
         assert other.call("GET", f"/rooms/{room['id']}").status_code == 404

@@ -147,17 +147,17 @@ def test_keys_are_listed_without_the_key_and_only_to_whom_they_concern(hub: Runn
     agent = owner.post("/agents", {"id": "inbox", "kind": "external"})
 
     own = mia.post("/keys", {"expires_in": 3600})
-    assert own["key"]["owner"] == {"kind": "user", "id": "mia"} and own["key"]["expires_at"]
+    assert own["key"]["owner"] == {"kind": "user", "id": "acme.mia"} and own["key"]["expires_at"]
     for_agent = owner.post("/keys", {"owner": {"kind": "agent", "id": "inbox"}})
     assert (
         rest(hub, for_agent["api_key"]) == 200
-        and Api(hub.url, for_agent["api_key"]).get("/me")["id"] == "inbox"
+        and Api(hub.url, for_agent["api_key"]).get("/me")["id"] == "acme.inbox"
     )
     for_mia = owner.post("/keys", {"owner": {"kind": "user", "id": "mia"}})
 
     listed = mia.get("/keys")["items"]
     assert {own["key"]["id"], for_mia["key"]["id"]} < {k["id"] for k in listed}  # and her first key
-    assert len(listed) == 3 and all(k["owner"] == {"kind": "user", "id": "mia"} for k in listed)
+    assert len(listed) == 3 and all(k["owner"] == {"kind": "user", "id": "acme.mia"} for k in listed)
     assert {"id", "prefix", "owner", "created_at", "expires_at", "revoked"} <= set(listed[0])
     everything = owner.get("/keys")["items"]
     assert len(everything) == 6  # the owner's, mia's three, the agent's two (one from its registration)
@@ -165,9 +165,9 @@ def test_keys_are_listed_without_the_key_and_only_to_whom_they_concern(hub: Runn
     assert all(k not in text for k in (own["api_key"], for_agent["api_key"], agent["api_key"]))
 
     # a member may not act for others; another organization's keys are not there at all
-    denied = mia.call("POST", "/keys", {"owner": {"kind": "user", "id": "acme-owner"}})
+    denied = mia.call("POST", "/keys", {"owner": {"kind": "user", "id": "acme.owner"}})
     assert denied.status_code == 403, denied.text
-    owners_key = next(k for k in everything if k["owner"]["id"] == "acme-owner")
+    owners_key = next(k for k in everything if k["owner"]["id"] == "acme.owner")
     assert mia.call("POST", f"/keys/{owners_key['id']}/revoke").status_code == 404
     admin = Api(hub.url, ADMIN_KEY)
     assert admin.call("POST", f"/keys/{owners_key['id']}/revoke").status_code == 404

@@ -82,13 +82,13 @@ def test_a_card_naming_an_internal_interface_is_refused_and_never_called(
         # a card that turns inward after registration: the call itself is refused
         flip = {"id": "flip", "kind": "remote", "url": f"{faulty.url}/flipcard", "card_ttl": 0}
         assert tenant.call("POST", "/agents", flip).status_code == 201
-        assert "ok from faulty" in str(ask(hub.agent_url("flip"), tenant.headers["X-API-Key"]))
+        assert "ok from faulty" in str(ask(hub.agent_url("acme.flip"), tenant.headers["X-API-Key"]))
         faulty.flipped = True
         try:
-            text = failure(ask(hub.agent_url("flip"), tenant.headers["X-API-Key"]))
+            text = failure(ask(hub.agent_url("acme.flip"), tenant.headers["X-API-Key"]))
         finally:
             faulty.flipped = False
-        assert "agent 'flip'" in text and "refusing to connect to 127.0.0.1" in text, text
+        assert "agent 'acme.flip'" in text and "refusing to connect to 127.0.0.1" in text, text
         assert "loopback" in text and "may not call it" in text, text
         # the operator's own agents may call the same address (config agents are trusted)
         operator = Api(hub.url, ADMIN_KEY).call(
@@ -104,8 +104,8 @@ def test_a_tenant_provider_redirect_is_not_followed(tmp_path: Path, faulty: Faul
         tenant = _tenant(hub.url)
         body = {"id": "llmredir", "kind": "llm", "model": "m", "base_url": f"{faulty.url}/redir307/v1"}
         assert tenant.call("POST", "/agents", body).status_code == 201
-        text = failure(ask(hub.agent_url("llmredir"), tenant.headers["X-API-Key"]))
-    assert "agent 'llmredir'" in text and "HTTP 307" in text and "not followed" in text, text
+        text = failure(ask(hub.agent_url("acme.llmredir"), tenant.headers["X-API-Key"]))
+    assert "agent 'acme.llmredir'" in text and "HTTP 307" in text and "not followed" in text, text
     assert faulty.internal.hits == []
 
 
@@ -135,8 +135,10 @@ def test_dns_rebinding_cannot_reach_an_internal_address(tmp_path: Path, faulty: 
             "base_url": f"http://localhost:{internal_port}/v1",
         }
         assert tenant.call("POST", "/agents", body).status_code == 201  # public when it was checked
-        text = failure(ask(hub.agent_url("rebound"), tenant.headers["X-API-Key"]))
-    assert "agent 'rebound'" in text and "localhost resolves to 127.0.0.1, a loopback address" in text, text
+        text = failure(ask(hub.agent_url("acme.rebound"), tenant.headers["X-API-Key"]))
+    assert "agent 'acme.rebound'" in text and "localhost resolves to 127.0.0.1, a loopback address" in text, (
+        text
+    )
     assert faulty.internal.hits == []
 
 

@@ -72,8 +72,8 @@ def test_a_catastrophic_pattern_from_a_tenant_answers_a_40_character_input(
         {"match": "(?i)^(?P<first>A)", "reply": "starts with {first}"},
     ]
     assert register(url, key, "slowrules", rules).status_code == 201
-    assert ask(url, key, "slowrules", "a" * 39 + "b") == "starts with a"
-    assert ask(url, key, "slowrules", "a" * 40) == "all a"
+    assert ask(url, key, "acme.slowrules", "a" * 39 + "b") == "starts with a"  # the organization's own id
+    assert ask(url, key, "acme.slowrules", "a" * 40) == "all a"
     assert httpx.get(f"{url}/healthz", timeout=5).status_code == 200
 
 
@@ -102,5 +102,5 @@ def test_a_pattern_re2_cannot_run_is_refused_naming_the_field(
     first = register(url, key, "lookahead", [{"match": match, "reply": "x"}]).json()["error"]
     assert first["field"] == "rules[0].match"
     # nothing was registered, and the operator's config keeps Python's `re` (lookaheads included)
-    assert httpx.get(f"{url}/api/v1/agents/lookahead", headers=key, timeout=30).status_code == 404
+    assert httpx.get(f"{url}/api/v1/agents/acme.lookahead", headers=key, timeout=30).status_code == 404
     assert ask(url, key, "ops", "ops rule") == "lookaheads are fine in the operator's config: ops"

@@ -1,7 +1,8 @@
-"""Registering one agent id from two organizations at the same moment: the database decides.
+"""Registering one agent id twice at the same moment: the database decides.
 
-Exactly one registration wins (201), the other gets a clean 409 CONFLICT naming `id` (never a
-500), and the id serves the winner's agent. On SQLite and PostgreSQL.
+Within one organization exactly one registration wins (201), the other gets a clean 409 CONFLICT
+naming `id` (never a 500), and the id serves the winner's agent. Two organizations choosing the
+same name at the same moment both win: each gets its own id. On SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
@@ -39,23 +40,22 @@ PAIRS = 10
 V1 = {"A2A-Version": "1.0", "Content-Type": "application/json"}
 
 
-async def _register_all(base_url: str, keys: dict[str, str]) -> dict[str, list[tuple[str, int, Any]]]:
-    """Every pair's two registrations, all 2 x PAIRS at once."""
+async def _register_all(
+    base_url: str, keys: dict[str, str], ids: list[str]
+) -> dict[str, list[tuple[str, int, Any]]]:
+    """Every id registered with each key, all at once."""
     async with httpx.AsyncClient(timeout=60) as client:
 
-        async def register(agent_id: str, org: str) -> tuple[str, int, Any]:
-            body = {"id": agent_id, "kind": "rules", "rules": [{"reply": f"I am {org}'s agent"}]}
+        async def register(agent_id: str, who: str) -> tuple[str, int, Any]:
+            body = {"id": agent_id, "kind": "rules", "rules": [{"reply": f"I am {who}'s agent"}]}
             answer = await client.post(
-                f"{base_url}/api/v1/agents", json=body, headers={"X-API-Key": keys[org]}
+                f"{base_url}/api/v1/agents", json=body, headers={"X-API-Key": keys[who]}
             )
             is_json = answer.headers.get("content-type", "").startswith("application/json")
-            return org, answer.status_code, answer.json() if is_json else answer.text
+            return who, answer.status_code, answer.json() if is_json else answer.text
 
-        ids = [f"dup{number}" for number in range(PAIRS)]
-        results = await asyncio.gather(
-            *(register(agent_id, org) for agent_id in ids for org in ("acme", "beta"))
-        )
-    return {agent_id: [r for r in results[2 * i : 2 * i + 2]] for i, agent_id in enumerate(ids)}
+        results = await asyncio.gather(*(register(agent_id, who) for agent_id in ids for who in keys))
+    return {agent_id: list(results[len(keys) * i : len(keys) * (i + 1)]) for i, agent_id in enumerate(ids)}
 
 
 def ask(url: str, key: str) -> httpx.Response:
@@ -67,25 +67,39 @@ def ask(url: str, key: str) -> httpx.Response:
 def test_concurrent_registrations_of_one_id_give_one_201_and_one_409(database_url: str) -> None:
     with serve_hub(CONFIG, database_url, auth="keys", caller_rate=None) as hub:
         admin = Api(hub.url, ADMIN_KEY)
-        keys = {
-            org: admin.post("/organizations", {"id": org})["owner"]["api_key"] for org in ("acme", "beta")
-        }
-        pairs = asyncio.run(_register_all(hub.url, keys))
+        owner = admin.post("/organizations", {"id": "acme"})["owner"]["api_key"]
+        second = Api(hub.url, owner).post("/users", {"id": "ann", "name": "Ann", "role": "admin"})["api_key"]
+        keys = {"owner": owner, "ann": second}  # two admins of one organization
+        pairs = asyncio.run(_register_all(hub.url, keys, [f"dup{number}" for number in range(PAIRS)]))
         for agent_id, results in pairs.items():
             statuses = sorted(status for _, status, _ in results)
             assert statuses == [201, 409], (agent_id, results)
-            winner = next(org for org, status, _ in results if status == 201)
-            loser = next(org for org, status, _ in results if status == 409)
+            winner = next(who for who, status, _ in results if status == 201)
             refused = next(body for _, status, body in results if status == 409)
             assert refused["error"]["code"] == "CONFLICT" and refused["error"]["field"] == "id", refused
 
-            row = Api(hub.url, keys[winner]).get(f"/agents/{agent_id}")
-            assert row["org_id"] == winner
-            answer = ask(hub.agent_url(agent_id), keys[winner])
+            row = Api(hub.url, owner).get(f"/agents/acme.{agent_id}")
+            assert row["org_id"] == "acme"
+            answer = ask(hub.agent_url(f"acme.{agent_id}"), owner)
             assert answer.json()["result"]["message"]["parts"][0]["text"] == f"I am {winner}'s agent", (
                 answer.text
             )
-            assert ask(hub.agent_url(agent_id), keys[loser]).status_code == 404  # another org's private agent
+
+
+def test_two_organizations_choosing_one_name_at_once_both_get_it(database_url: str) -> None:
+    with serve_hub(CONFIG, database_url, auth="keys", caller_rate=None) as hub:
+        admin = Api(hub.url, ADMIN_KEY)
+        keys = {
+            org: admin.post("/organizations", {"id": org})["owner"]["api_key"] for org in ("acme", "beta")
+        }
+        pairs = asyncio.run(_register_all(hub.url, keys, [f"dup{number}" for number in range(PAIRS)]))
+        for agent_id, results in pairs.items():
+            assert sorted(status for _, status, _ in results) == [201, 201], (agent_id, results)
+            assert {body["agent"]["id"] for _, _, body in results} == {f"acme.{agent_id}", f"beta.{agent_id}"}
+            for org, other in (("acme", "beta"), ("beta", "acme")):
+                answer = ask(hub.agent_url(f"{org}.{agent_id}"), keys[org])
+                assert answer.json()["result"]["message"]["parts"][0]["text"] == f"I am {org}'s agent"
+                assert ask(hub.agent_url(f"{org}.{agent_id}"), keys[other]).status_code == 404  # private
 
 
 class Unstartable(Agent):

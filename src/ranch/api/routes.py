@@ -1,83 +1,64 @@
-"""REST endpoints under /api/v1 (docs/api.md); each is auth, parse, one service call, a view."""
+"""REST endpoints under /api/v1 (docs/api.md): the route table, and one handler per operation.
+
+A handler authorizes, reads its body or query with the model the table names, makes one service
+call and answers a response model; api/operations.py does the rest (the key, errors, JSON). The
+OpenAPI document of the same table is served at /api/v1/openapi.json.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
+import orjson
 from google.protobuf.json_format import MessageToDict
 from sqlalchemy import select
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 
-from ranch.api import errors
+from ranch.api import openapi
+from ranch.api.inbox import acknowledge, pending
+from ranch.api.models import (
+    AgentDetail,
+    AgentView,
+    CompleteExecution,
+    CreateOrg,
+    CreateUser,
+    KeyView,
+    Listing,
+    Me,
+    MeOrg,
+    NewKey,
+    NewOrganization,
+    NewUser,
+    OrganizationView,
+    Page,
+    Registered,
+    RegisteredExternal,
+    TaskQuery,
+    UpdateOrg,
+    UserView,
+    Window,
+)
+from ranch.api.operations import Call, Operation, endpoint
+from ranch.api.services import ApiServices
 from ranch.api.ws import websocket_endpoint
 from ranch.catalog import records
 from ranch.catalog.cards import served_card
-from ranch.db.models import AgentRecord, Delivery, Organization, RoomMessage, User
+from ranch.catalog.requests import REGISTRATION
+from ranch.db.models import AgentRecord, AgentSource, Organization, Role, User
 from ranch.edge.guards import limit_rate, trace_requests
-from ranch.exceptions import Conflict, Forbidden, InvalidInput, NotFound, RanchError
+from ranch.exceptions import Conflict, Forbidden, NotFound
 from ranch.identity import keys
-from ranch.identity.keys import issue_key
-from ranch.identity.principal import Principal
+from ranch.identity.keys import CreateKey, issue_key
+from ranch.identity.orgs import own_id
+from ranch.identity.principal import session_caller
 from ranch.identity.visibility import usable_agent, usable_agents
 from ranch.ids import new_id
-from ranch.policy.limits import MAX_INT, load_json
-from ranch.policy.ratelimit import RatePolicy
-from ranch.rooms import views
-from ranch.rooms.runtime import RoomsRuntime
+from ranch.rooms.requests import AddParticipant, CreateRoom, PostMessage, UpdateRoom
+from ranch.rooms.views import DeliveryView, EventView, ExecutionView, MessageView, ParticipantView, RoomView
 
 PREFIX = "/api/v1"
-DEFAULT_LIMIT = 50
-MAX_LIMIT = 200
-
-Handler = Callable[[Request, Principal, RoomsRuntime], Awaitable[Any]]
-
-
-def endpoint(handler: Handler, status: int = 200) -> Callable[[Request], Awaitable[Response]]:
-    """Authenticate, run the handler, and turn its result (or a RanchError) into JSON."""
-
-    async def wrapped(request: Request) -> Response:
-        runtime: RoomsRuntime = request.app.state.hub.rooms
-        try:
-            principal = await request.app.state.hub.security.keys.fresh(request)
-            result = await handler(request, principal, runtime)
-        except RanchError as exc:
-            return errors.response(exc, debug=request.app.state.hub.settings.debug)
-        if isinstance(result, Response):
-            return result
-        return JSONResponse(result, status_code=status)
-
-    return wrapped
-
-
-async def json_body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    try:
-        value = load_json(raw) if raw else None
-    except ValueError as exc:  # invalid UTF-8 or JSON, or nested too deep
-        raise InvalidInput(f"the body is not valid JSON: {exc}", "body") from exc
-    if not isinstance(value, dict):
-        raise InvalidInput("the body must be a JSON object", "body")
-    return value
-
-
-def int_param(request: Request, name: str, default: int, low: int, high: int = MAX_INT) -> int:
-    raw = request.query_params.get(name)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InvalidInput(f"{name} must be an integer", name) from None
-    if not low <= value <= high:
-        raise InvalidInput(f"{name} must be between {low} and {high}", name)
-    return value
-
-
-def page(items: list[Any], next_cursor: str | int | None) -> dict[str, Any]:
-    return {"items": items, "next_cursor": None if next_cursor is None else str(next_cursor)}
 
 
 def base_url(request: Request) -> str:
@@ -87,330 +68,514 @@ def base_url(request: Request) -> str:
 # -- identity, organizations, users ------------------------------------------------------------------
 
 
-async def me(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
-    async with rt.sessions() as session:
-        org = await session.get(Organization, who.org_id)
-    return {
-        "kind": who.kind,
-        "id": who.id,
-        "name": who.name,
-        "role": who.role if who.kind == "user" else None,
-        "org": {"id": who.org_id, "name": org.name if org else who.org_id},
-    }
-
-
-async def create_org(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
-    if not who.is_superuser:
-        raise Forbidden("only the server's superuser may create organizations")
-    body = await json_body(request)
-    org_id = records.check_id(body.get("id"))
-    urls = _urls(body.get("allowed_agent_urls", []))
-    async with rt.sessions() as session, session.begin():
-        if await session.get(Organization, org_id) is not None:
-            raise Conflict(f"the organization id '{org_id}' is taken", "id")
-        org = Organization(id=org_id, name=str(body.get("name") or org_id), allowed_agent_urls=urls)
-        session.add(org)
-        owner_id = str(body.get("owner_id") or f"{org_id}-owner")
-        if await session.get(User, owner_id) is not None:
-            raise Conflict(f"the user id '{owner_id}' is taken", "owner_id")
-        owner = User(id=owner_id, org_id=org_id, name=str(body.get("owner_name") or owner_id), role="owner")
-        session.add(owner)
-        await session.flush()
-        key = await issue_key(session, org_id, "user", owner_id)
-    return JSONResponse(
-        {"organization": views.organization(org), "owner": {"user": views.user(owner), "api_key": key}},
-        status_code=201,
+async def me(call: Call) -> Me:
+    caller = call.caller
+    async with call.runtime.sessions() as session:
+        org = await session.get(Organization, caller.org_id)
+    return Me(
+        kind=caller.kind,
+        id=caller.id,
+        name=caller.name,
+        role=caller.role if caller.kind == "user" else None,
+        org=MeOrg(id=caller.org_id, name=org.name if org else caller.org_id),
     )
 
 
-async def current_org(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
-    async with rt.sessions() as session:
-        org = await session.get(Organization, who.org_id)
+async def create_org(call: Call) -> NewOrganization:
+    if not call.caller.is_superuser:
+        raise Forbidden("only the server's superuser may create organizations")
+    body = await call.body(CreateOrg)
+    async with call.runtime.sessions() as session, session.begin():
+        if await session.get(Organization, body.id) is not None:
+            raise Conflict(f"the organization id '{body.id}' is taken", "id")
+        org = Organization(id=body.id, name=body.name or body.id, allowed_agent_urls=body.allowed_agent_urls)
+        session.add(org)
+        owner_id = own_id(body.id, body.owner_id or "owner", "owner_id")
+        if await session.get(User, owner_id) is not None:
+            raise Conflict(f"the user id '{owner_id}' is taken", "owner_id")
+        owner = User(id=owner_id, org_id=body.id, name=body.owner_name or owner_id, role=Role.OWNER)
+        session.add(owner)
+        await session.flush()
+        key = await issue_key(session, body.id, "user", owner_id)
+    owner_view = NewUser(user=UserView.model_validate(owner), api_key=key)
+    return NewOrganization(organization=OrganizationView.model_validate(org), owner=owner_view)
+
+
+async def current_org(call: Call) -> OrganizationView:
+    async with call.runtime.sessions() as session:
+        org = await session.get(Organization, call.caller.org_id)
         if org is None:
             raise NotFound("the organization no longer exists", None)
-        return views.organization(org)
+        return OrganizationView.model_validate(org)
 
 
-async def update_org(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
-    who.require_admin("change the organization")
-    body = await json_body(request)
-    async with rt.sessions() as session, session.begin():
-        org = await session.get(Organization, who.org_id)
+async def update_org(call: Call) -> OrganizationView:
+    call.caller.require_admin("change the organization")
+    body = await call.body(UpdateOrg)
+    async with call.runtime.sessions() as session, session.begin():
+        org = await session.get(Organization, call.caller.org_id)
         if org is None:
             raise NotFound("the organization no longer exists", None)
-        if "name" in body:
-            if not isinstance(body["name"], str) or not body["name"].strip():
-                raise InvalidInput("name must be a non-empty string", "name")
-            org.name = body["name"]
-        if "allowed_agent_urls" in body:
-            org.allowed_agent_urls = _urls(body["allowed_agent_urls"])
-        return views.organization(org)
+        if body.given("name"):
+            org.name = body.name
+        if body.given("allowed_agent_urls"):
+            org.allowed_agent_urls = body.allowed_agent_urls
+        return OrganizationView.model_validate(org)
 
 
-def _urls(value: Any) -> list[str]:
-    if not isinstance(value, list) or not all(
-        isinstance(u, str) and u.startswith(("http://", "https://")) for u in value
-    ):
-        raise InvalidInput("allowed_agent_urls must be a list of http(s) URL prefixes", "allowed_agent_urls")
-    return list(value)
+async def list_users(call: Call) -> Page[UserView]:
+    async with call.runtime.sessions() as session:
+        query = select(User).where(User.org_id == call.caller.org_id).order_by(User.id)
+        rows = (await session.scalars(query)).all()
+    return Page(items=[UserView.model_validate(row) for row in rows], next_cursor=None)
 
 
-async def list_users(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
-    async with rt.sessions() as session:
-        rows = (await session.scalars(select(User).where(User.org_id == who.org_id).order_by(User.id))).all()
-    return page([views.user(row) for row in rows], None)
-
-
-async def create_user(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
-    who.require_admin("create users")
-    body = await json_body(request)
-    user_id = records.check_id(body.get("id") or new_id())
-    name = body.get("name")
-    if not isinstance(name, str) or not name.strip():
-        raise InvalidInput("name must be a non-empty string", "name")
-    role = body.get("role", "member")
-    if role not in ("owner", "admin", "member"):
-        raise InvalidInput("role must be owner, admin or member", "role")
-    async with rt.sessions() as session, session.begin():
+async def create_user(call: Call) -> NewUser:
+    caller = call.caller
+    caller.require_admin("create users")
+    body = await call.body(CreateUser)
+    user_id = own_id(caller.org_id, body.id) if body.id else new_id()
+    async with call.runtime.sessions() as session, session.begin():
         if await session.get(User, user_id) is not None:
             raise Conflict(f"the user id '{user_id}' is taken", "id")
-        user = User(id=user_id, org_id=who.org_id, name=name, role=role)
+        user = User(id=user_id, org_id=caller.org_id, name=body.name, role=body.role)
         session.add(user)
         await session.flush()
-        key = await issue_key(session, who.org_id, "user", user_id)
-    return JSONResponse({"user": views.user(user), "api_key": key}, status_code=201)
+        key = await issue_key(session, caller.org_id, "user", user_id)
+    return NewUser(user=UserView.model_validate(user), api_key=key)
 
 
 # -- API keys ------------------------------------------------------------------------------------------
 
 
-async def create_key(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
-    body = await json_body(request)
-    async with rt.sessions() as session, session.begin():
-        row, key = await keys.create(session, who, body)
-    return JSONResponse({"key": views.api_key(row), "api_key": key}, status_code=201)
+async def create_key(call: Call) -> NewKey:
+    body = await call.body(CreateKey)
+    async with call.runtime.sessions() as session, session.begin():
+        row, key = await keys.create(session, call.caller, body)
+    return NewKey(key=KeyView.model_validate(row), api_key=key)
 
 
-async def list_keys(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
-    async with rt.sessions() as session:
-        rows = await keys.listed(session, who)
-    return page([views.api_key(row) for row in rows], None)
+async def list_keys(call: Call) -> Page[KeyView]:
+    async with call.runtime.sessions() as session:
+        rows = await keys.listed(session, call.caller)
+    return Page(items=[KeyView.model_validate(row) for row in rows], next_cursor=None)
 
 
-async def revoke_key(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
-    async with rt.sessions() as session, session.begin():
-        row = await keys.revoke(session, who, request.path_params["key_id"])
-    request.app.state.hub.security.keys.forget(row.id)  # cached on A2A and /mcp: gone at once
-    return views.api_key(row)
+async def revoke_key(call: Call) -> KeyView:
+    async with call.runtime.sessions() as session, session.begin():
+        row = await keys.revoke(session, call.caller, call.param("key_id"))
+    call.services.security.keys.forget(row.id)  # cached on A2A and /mcp: gone at once
+    return KeyView.model_validate(row)
 
 
 # -- agents --------------------------------------------------------------------------------------------
 
 
-async def list_agents(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
-    async with rt.sessions() as session:
-        rows = (
-            await session.scalars(select(AgentRecord).where(usable_agents(who)).order_by(AgentRecord.id))
-        ).all()
-    return page([views.agent(row, base_url(request)) for row in rows], None)
+async def list_agents(call: Call) -> Page[AgentView]:
+    async with call.runtime.sessions() as session:
+        query = select(AgentRecord).where(usable_agents(call.caller)).order_by(AgentRecord.id)
+        rows = (await session.scalars(query)).all()
+    base = base_url(call.request)
+    return Page(items=[AgentView.of(row, base) for row in rows], next_cursor=None)
 
 
-async def create_agent(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
-    body = await json_body(request)
-    guard = request.app.state.hub.guard
-    row, key = await records.register(rt.sessions, who, body, rt.registry, rt.group, guard)
-    result: dict[str, Any] = {"agent": views.agent(row, base_url(request))}
-    if key is not None:
-        result["api_key"] = key
-    return JSONResponse(result, status_code=201)
+async def create_agent(call: Call) -> Registered:
+    call.caller.require_admin("register agents")
+    body = await call.body(REGISTRATION)
+    runtime = call.runtime
+    row, key = await records.register(
+        runtime.sessions, call.caller, body, runtime.registry, runtime.group, call.services.guard
+    )
+    agent = AgentView.of(row, base_url(call.request))
+    return Registered(agent=agent) if key is None else RegisteredExternal(agent=agent, api_key=key)
 
 
-async def get_agent(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
-    async with rt.sessions() as session, session.begin():
-        row = await usable_agent(session, who, request.path_params["agent_id"], "agent_id")
-        await records.refresh_card(row, rt.registry)
-    view = views.agent(row, base_url(request))
-    view["card"] = row.card
-    if row.id in rt.registry and row.card is None:
-        view["card"] = MessageToDict(await served_card(rt.registry.get(row.id), base_url(request)))
-    return view
+async def get_agent(call: Call) -> AgentDetail:
+    runtime = call.runtime
+    async with runtime.sessions() as session, session.begin():
+        row = await usable_agent(session, call.caller, call.param("agent_id"), "agent_id")
+        await records.refresh_card(row, runtime.registry)
+    base = base_url(call.request)
+    card = row.card
+    if row.id in runtime.registry and card is None:
+        card = MessageToDict(await served_card(runtime.registry.get(row.id), base))
+    return AgentDetail.model_validate({**AgentView.of(row, base).model_dump(), "card": card})
 
 
-async def delete_agent(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
-    who.require_admin("remove agents")
-    agent_id = request.path_params["agent_id"]
-    async with rt.sessions() as session, session.begin():
+async def delete_agent(call: Call) -> Response:
+    caller = call.caller
+    caller.require_admin("remove agents")
+    agent_id = call.param("agent_id")
+    async with call.runtime.sessions() as session, session.begin():
         row = await session.get(AgentRecord, agent_id)
-        if row is None or row.org_id != who.org_id or row.source != "api":
-            raise NotFound(f"no agent '{agent_id}' registered by organization '{who.org_id}'", "agent_id")
+        if row is None or row.org_id != caller.org_id or row.source != AgentSource.API:
+            raise NotFound(f"no agent '{agent_id}' registered by organization '{caller.org_id}'", "agent_id")
         await session.delete(row)
-    await rt.registry.remove(agent_id)
-    request.app.state.hub.security.access.forget(agent_id)  # its visibility is not cached past removal
+    await call.runtime.registry.remove(agent_id)
+    call.services.security.access.forget(agent_id)  # its visibility is not cached past removal
     return Response(status_code=204)
 
 
 # -- rooms ---------------------------------------------------------------------------------------------
 
 
-async def list_rooms(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
-    limit = int_param(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
-    rows, next_cursor = await rt.rooms.list_rooms(who, limit, request.query_params.get("cursor"))
-    return page([views.room(row) for row in rows], next_cursor)
+async def list_rooms(call: Call) -> Page[RoomView]:
+    query = call.query(Listing)
+    rows, next_cursor = await call.runtime.rooms.list_rooms(call.caller, query.limit, query.cursor)
+    return Page(items=[RoomView.model_validate(row) for row in rows], next_cursor=next_cursor)
 
 
-async def create_room(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
-    room = await rt.rooms.create(who, await json_body(request))
-    return JSONResponse(views.room(room), status_code=201)
+async def create_room(call: Call) -> RoomView:
+    room = await call.runtime.rooms.create(call.caller, await call.body(CreateRoom))
+    return RoomView.model_validate(room)
 
 
-async def get_room(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
-    return views.room(await rt.rooms.get(who, request.path_params["room_id"]))
+async def get_room(call: Call) -> RoomView:
+    return RoomView.model_validate(await call.runtime.rooms.get(call.caller, call.param("room_id")))
 
 
-async def update_room(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
-    return views.room(await rt.rooms.update(who, request.path_params["room_id"], await json_body(request)))
+async def update_room(call: Call) -> RoomView:
+    body = await call.body(UpdateRoom)
+    return RoomView.model_validate(await call.runtime.rooms.update(call.caller, call.param("room_id"), body))
 
 
-async def list_participants(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
-    return page(await rt.rooms.participants(who, request.path_params["room_id"]), None)
+async def list_participants(call: Call) -> Page[ParticipantView]:
+    items = await call.runtime.rooms.participants(call.caller, call.param("room_id"))
+    return Page(items=items, next_cursor=None)
 
 
-async def add_participant(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
-    added = await rt.rooms.add_participant(who, request.path_params["room_id"], await json_body(request))
-    return JSONResponse(added, status_code=201)
+async def add_participant(call: Call) -> ParticipantView:
+    body = await call.body(AddParticipant)
+    return await call.runtime.rooms.add_participant(call.caller, call.param("room_id"), body)
 
 
-async def remove_participant(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
-    params = request.path_params
-    await rt.rooms.remove_participant(who, params["room_id"], params["kind"], params["ref"])
+async def remove_participant(call: Call) -> Response:
+    rooms = call.runtime.rooms
+    await rooms.remove_participant(call.caller, call.param("room_id"), call.param("kind"), call.param("ref"))
     return Response(status_code=204)
 
 
-async def post_message(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
-    sessions = request.app.state.hub.security.sessions
+async def post_message(call: Call) -> MessageView:
+    room_id = call.param("room_id")
+    sessions = call.services.security.sessions
     if sessions is not None:  # the room is the context: one session per (caller, room), as on A2A
-        sessions.touch(f"{who.kind}:{who.id}", request.path_params["room_id"])
-    message = await rt.rooms.post(who, request.path_params["room_id"], await json_body(request))
-    return JSONResponse(views.message(message), status_code=201)
+        sessions.touch(session_caller(call.caller), room_id)
+    message = await call.runtime.rooms.post(call.caller, room_id, await call.body(PostMessage))
+    return MessageView.model_validate(message)
 
 
-async def list_messages(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
-    since = int_param(request, "since", 0, 0)
-    limit = int_param(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
-    rows = await rt.rooms.messages(who, request.path_params["room_id"], since, limit)
-    return page([views.message(row) for row in rows], rows[-1].seq if len(rows) == limit else None)
+async def list_messages(call: Call) -> Page[MessageView]:
+    window = call.query(Window)
+    rows = await call.runtime.rooms.messages(call.caller, call.param("room_id"), window.since, window.limit)
+    next_cursor = str(rows[-1].seq) if len(rows) == window.limit else None
+    return Page(items=[MessageView.model_validate(row) for row in rows], next_cursor=next_cursor)
 
 
-async def list_events(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
-    since = int_param(request, "since", 0, 0)
-    limit = int_param(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
-    items = await rt.rooms.events(who, request.path_params["room_id"], since, limit)
-    return page(items, items[-1]["cursor"] if len(items) == limit else None)
+async def list_events(call: Call) -> Page[EventView]:
+    window = call.query(Window)
+    items = await call.runtime.rooms.events(call.caller, call.param("room_id"), window.since, window.limit)
+    next_cursor = str(items[-1]["cursor"]) if len(items) == window.limit else None
+    return Page(items=[EventView.model_validate(item) for item in items], next_cursor=next_cursor)
 
 
 # -- executions ----------------------------------------------------------------------------------------
 
 
-async def room_executions(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
-    rows = await rt.rooms.executions(who, request.path_params["room_id"])
-    return page([views.execution(row) for row in rows], None)
+async def room_executions(call: Call) -> Page[ExecutionView]:
+    rows = await call.runtime.rooms.executions(call.caller, call.param("room_id"))
+    return Page(items=[ExecutionView.model_validate(row) for row in rows], next_cursor=None)
 
 
-async def get_execution(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
-    return views.execution(await rt.rooms.execution(who, request.path_params["execution_id"]))
+async def get_execution(call: Call) -> ExecutionView:
+    return ExecutionView.model_validate(
+        await call.runtime.rooms.execution(call.caller, call.param("execution_id"))
+    )
 
 
-async def execution_task(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
-    raw = request.query_params.get("history_length")
-    limit = None if raw is None else int_param(request, "history_length", 0, 0)
-    task = await rt.rooms.task(who, request.path_params["execution_id"], limit)
-    return MessageToDict(task)
+async def execution_task(call: Call) -> dict[str, Any]:
+    query = call.query(TaskQuery)
+    task = await call.runtime.rooms.task(call.caller, call.param("execution_id"), query.history_length)
+    answer: dict[str, Any] = MessageToDict(task)
+    return answer
 
 
-async def cancel_execution(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
-    return views.execution(await rt.rooms.cancel(who, request.path_params["execution_id"]))
+async def cancel_execution(call: Call) -> ExecutionView:
+    return ExecutionView.model_validate(
+        await call.runtime.rooms.cancel(call.caller, call.param("execution_id"))
+    )
 
 
-async def complete_execution(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
-    raw = await request.body()
-    body = await json_body(request) if raw.strip() else {}
-    reason = body.get("reason", "")
-    if not isinstance(reason, str) or len(reason) > 1000:
-        raise InvalidInput("reason must be a string of at most 1000 characters", "reason")
-    return views.execution(await rt.rooms.complete(who, request.path_params["execution_id"], reason))
+async def complete_execution(call: Call) -> ExecutionView:
+    body = await call.body(CompleteExecution) if (await call.request.body()).strip() else CompleteExecution()
+    return ExecutionView.model_validate(
+        await call.runtime.rooms.complete(call.caller, call.param("execution_id"), body.reason)
+    )
 
 
 # -- external agents' inbox ----------------------------------------------------------------------------
 
 
-async def next_delivery(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
-    if who.kind != "agent":
+async def next_delivery(call: Call) -> DeliveryView | Response:
+    if call.caller.kind != "agent":
         raise Forbidden("only an agent's key has an inbox")
-    async with rt.sessions() as session:
-        row = await session.scalar(
-            select(Delivery)
-            .where(Delivery.agent_id == who.id, Delivery.status == "pending")
-            .order_by(Delivery.message_seq)
-            .limit(1)
-        )
-        if row is None:
-            return Response(status_code=204)
-        message = await session.get(RoomMessage, row.message_seq)
-        if message is None:  # pragma: no cover - messages are never deleted without their room
-            raise NotFound("the message was removed", None)
-    return views.delivery(row, message)
+    oldest = await pending(call.runtime.sessions, call.caller.id, limit=1)
+    return oldest[0] if oldest else Response(status_code=204)
 
 
-async def ack_delivery(request: Request, who: Principal, rt: RoomsRuntime) -> Any:
-    await acknowledge(rt, who, request.path_params["delivery_id"])
+async def ack_delivery(call: Call) -> Response:
+    await acknowledge(call.runtime.sessions, call.caller, call.param("delivery_id"))
     return Response(status_code=204)
 
 
-async def acknowledge(rt: RoomsRuntime, who: Principal, delivery_id: str) -> None:
-    async with rt.sessions() as session, session.begin():
-        row = await session.get(Delivery, delivery_id)
-        if row is None or row.agent_id != who.id:
-            raise NotFound(f"no delivery '{delivery_id}' for agent '{who.id}'", "delivery_id")
-        row.status = "done"
+OPERATIONS: list[Operation] = [
+    Operation("GET", "/me", me, "Who the key belongs to", response=Me),
+    Operation(
+        "POST",
+        "/organizations",
+        create_org,
+        "Create an organization and its owner (the superuser)",
+        body=CreateOrg,
+        response=NewOrganization,
+        status=201,
+        errors=(403, 409),
+    ),
+    Operation(
+        "GET", "/organizations/current", current_org, "The caller's organization", response=OrganizationView
+    ),
+    Operation(
+        "PATCH",
+        "/organizations/current",
+        update_org,
+        "Change the organization (owner or admin)",
+        body=UpdateOrg,
+        response=OrganizationView,
+        errors=(403,),
+    ),
+    Operation("GET", "/users", list_users, "The organization's users", response=Page[UserView]),
+    Operation(
+        "POST",
+        "/users",
+        create_user,
+        "Create a user and its first key (owner or admin)",
+        body=CreateUser,
+        response=NewUser,
+        status=201,
+        errors=(403, 409),
+    ),
+    Operation(
+        "GET", "/keys", list_keys, "The caller's keys (an owner or admin: all)", response=Page[KeyView]
+    ),
+    Operation(
+        "POST",
+        "/keys",
+        create_key,
+        "A new key for the caller, or (owner or admin) for a user or agent",
+        body=CreateKey,
+        response=NewKey,
+        status=201,
+        errors=(403, 404),
+    ),
+    Operation(
+        "POST",
+        "/keys/{key_id}/revoke",
+        revoke_key,
+        "Revoke a key, at once on every entry",
+        response=KeyView,
+        errors=(404,),
+    ),
+    Operation(
+        "GET",
+        "/agents",
+        list_agents,
+        "The agents and teams the organization can use",
+        response=Page[AgentView],
+    ),
+    Operation(
+        "POST",
+        "/agents",
+        create_agent,
+        "Register an agent or team (owner or admin)",
+        body=REGISTRATION,
+        response=Registered | RegisteredExternal,
+        status=201,
+        errors=(403, 404, 409, 422),
+    ),
+    Operation(
+        "GET",
+        "/agents/{agent_id}",
+        get_agent,
+        "One agent, with its card",
+        response=AgentDetail,
+        errors=(404,),
+    ),
+    Operation(
+        "DELETE",
+        "/agents/{agent_id}",
+        delete_agent,
+        "Remove an agent the organization registered (owner or admin)",
+        status=204,
+        errors=(403, 404),
+    ),
+    Operation(
+        "GET",
+        "/rooms",
+        list_rooms,
+        "The rooms the caller takes part in (owners and admins: all)",
+        query=Listing,
+        response=Page[RoomView],
+    ),
+    Operation(
+        "POST",
+        "/rooms",
+        create_room,
+        "Create a room; the creator joins as its owner",
+        body=CreateRoom,
+        response=RoomView,
+        status=201,
+        errors=(404, 409),
+    ),
+    Operation("GET", "/rooms/{room_id}", get_room, "One room", response=RoomView, errors=(404,)),
+    Operation(
+        "PATCH",
+        "/rooms/{room_id}",
+        update_room,
+        "Change a room; archiving or closing it completes its executions",
+        body=UpdateRoom,
+        response=RoomView,
+        errors=(404,),
+    ),
+    Operation(
+        "GET",
+        "/rooms/{room_id}/participants",
+        list_participants,
+        "The room's participants",
+        response=Page[ParticipantView],
+        errors=(404,),
+    ),
+    Operation(
+        "POST",
+        "/rooms/{room_id}/participants",
+        add_participant,
+        "Add a person, an agent or a team",
+        body=AddParticipant,
+        response=ParticipantView,
+        status=201,
+        errors=(404, 409),
+    ),
+    Operation(
+        "DELETE",
+        "/rooms/{room_id}/participants/{kind}/{ref}",
+        remove_participant,
+        "Remove a participant",
+        status=204,
+        errors=(404,),
+    ),
+    Operation(
+        "POST",
+        "/rooms/{room_id}/messages",
+        post_message,
+        "Post a message; it wakes the agents it mentions, else the default agent",
+        body=PostMessage,
+        response=MessageView,
+        status=201,
+        errors=(404, 409, 413),
+    ),
+    Operation(
+        "GET",
+        "/rooms/{room_id}/messages",
+        list_messages,
+        "Messages after a cursor, oldest first",
+        query=Window,
+        response=Page[MessageView],
+        errors=(404,),
+    ),
+    Operation(
+        "GET",
+        "/rooms/{room_id}/events",
+        list_events,
+        "The room's events after a cursor (what the WebSocket sends), oldest first",
+        query=Window,
+        response=Page[EventView],
+        errors=(404,),
+    ),
+    Operation(
+        "GET",
+        "/rooms/{room_id}/executions",
+        room_executions,
+        "The room's executions, newest first",
+        response=Page[ExecutionView],
+        errors=(404,),
+    ),
+    Operation(
+        "GET",
+        "/executions/{execution_id}",
+        get_execution,
+        "One execution",
+        response=ExecutionView,
+        errors=(404,),
+    ),
+    Operation(
+        "GET",
+        "/executions/{execution_id}/task",
+        execution_task,
+        "The execution as an A2A Task (JSON, as on the wire)",
+        query=TaskQuery,
+        response=dict[str, Any],
+        errors=(404,),
+    ),
+    Operation(
+        "POST",
+        "/executions/{execution_id}/cancel",
+        cancel_execution,
+        "Cancel an execution",
+        response=ExecutionView,
+        errors=(404, 409),
+    ),
+    Operation(
+        "POST",
+        "/executions/{execution_id}/complete",
+        complete_execution,
+        "Complete an execution (a room admin): its agent's next message starts a new one",
+        body=CompleteExecution,
+        response=ExecutionView,
+        errors=(403, 404, 409),
+    ),
+    Operation(
+        "GET",
+        "/agent/messages/next",
+        next_delivery,
+        "An external agent's oldest unacknowledged delivery",
+        response=DeliveryView,
+        errors=(403,),
+        empty="no delivery is waiting",
+    ),
+    Operation(
+        "POST",
+        "/agent/messages/{delivery_id}/ack",
+        ack_delivery,
+        "Acknowledge a delivery",
+        status=204,
+        errors=(404,),
+    ),
+]
+"""Every REST operation under /api/v1, in the order docs/api.md lists them."""
 
 
-def routes(rates: RatePolicy, *, debug: bool) -> list[BaseRoute]:
-    """Every REST route, each under a trace id and the per-caller rate limit, like the A2A bindings."""
+def routes(services: ApiServices) -> list[BaseRoute]:
+    """Every REST route, each under a trace id and the per-caller rate limit, like the A2A bindings;
+    the OpenAPI document (no key needed); the WebSocket."""
 
-    def r(path: str, handler: Handler, methods: list[str], status: int = 200) -> Route:
-        wrapped = trace_requests(limit_rate(rates, endpoint(handler, status)), debug=debug)
-        return Route(f"{PREFIX}{path}", wrapped, methods=methods)
+    def traced(answer: Any) -> Any:
+        return trace_requests(limit_rate(services.rates, answer), debug=services.debug)
 
-    return [
-        r("/me", me, ["GET"]),
-        r("/organizations", create_org, ["POST"]),
-        r("/organizations/current", current_org, ["GET"]),
-        r("/organizations/current", update_org, ["PATCH"]),
-        r("/users", list_users, ["GET"]),
-        r("/users", create_user, ["POST"]),
-        r("/keys", list_keys, ["GET"]),
-        r("/keys", create_key, ["POST"]),
-        r("/keys/{key_id}/revoke", revoke_key, ["POST"]),
-        r("/agents", list_agents, ["GET"]),
-        r("/agents", create_agent, ["POST"]),
-        r("/agents/{agent_id}", get_agent, ["GET"]),
-        r("/agents/{agent_id}", delete_agent, ["DELETE"]),
-        r("/rooms", list_rooms, ["GET"]),
-        r("/rooms", create_room, ["POST"]),
-        r("/rooms/{room_id}", get_room, ["GET"]),
-        r("/rooms/{room_id}", update_room, ["PATCH"]),
-        r("/rooms/{room_id}/participants", list_participants, ["GET"]),
-        r("/rooms/{room_id}/participants", add_participant, ["POST"]),
-        r("/rooms/{room_id}/participants/{kind}/{ref}", remove_participant, ["DELETE"]),
-        r("/rooms/{room_id}/messages", post_message, ["POST"]),
-        r("/rooms/{room_id}/messages", list_messages, ["GET"]),
-        r("/rooms/{room_id}/events", list_events, ["GET"]),
-        r("/rooms/{room_id}/executions", room_executions, ["GET"]),
-        r("/executions/{execution_id}", get_execution, ["GET"]),
-        r("/executions/{execution_id}/task", execution_task, ["GET"]),
-        r("/executions/{execution_id}/cancel", cancel_execution, ["POST"]),
-        r("/executions/{execution_id}/complete", complete_execution, ["POST"]),
-        r("/agent/messages/next", next_delivery, ["GET"]),
-        r("/agent/messages/{delivery_id}/ack", ack_delivery, ["POST"]),
-        WebSocketRoute(f"{PREFIX}/ws", websocket_endpoint),
+    document = orjson.dumps(openapi.document(OPERATIONS, PREFIX))
+
+    async def serve_document(request: Request) -> Response:
+        return Response(document, media_type="application/json")
+
+    served: list[BaseRoute] = [
+        Route(f"{PREFIX}{o.path}", traced(endpoint(o, services)), methods=[o.method]) for o in OPERATIONS
     ]
+    served.append(Route(f"{PREFIX}{openapi.PATH}", traced(serve_document), methods=["GET"]))
+    served.append(WebSocketRoute(f"{PREFIX}/ws", websocket_endpoint(services)))
+    return served

@@ -10,14 +10,17 @@ with 1003, an unexpected failure an error frame and a close with 1011.
 from __future__ import annotations
 
 import logging
-from typing import Any, NoReturn
+from collections.abc import Awaitable, Callable
+from typing import Any, NoReturn, assert_never, cast
 
 import anyio
-from sqlalchemy import select
+from pydantic import TypeAdapter
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ranch.api import errors
-from ranch.db.models import Delivery, RoomMessage
+from ranch.api.inbox import acknowledge, pending
+from ranch.api.models import Ack, Frame, Ping, Subscribe, Unsubscribe
+from ranch.api.services import ApiServices
 from ranch.exceptions import (
     InvalidInput,
     NotFound,
@@ -26,9 +29,8 @@ from ranch.exceptions import (
     RateLimited,
     Unauthorized,
 )
-from ranch.identity.principal import Principal
-from ranch.policy.limits import MAX_INT, load_json
-from ranch.rooms import views
+from ranch.identity.principal import Principal, session_caller
+from ranch.policy.limits import load_json
 from ranch.rooms.access import visible_room
 from ranch.rooms.bus import Watcher
 from ranch.rooms.runtime import RoomsRuntime
@@ -41,13 +43,23 @@ CLOSE = "ranch.close"
 """Internal frame: the reader asks the writer to close the socket with `code` (never sent)."""
 UNSUPPORTED_DATA = 1003
 INTERNAL_ERROR = 1011
+FRAMES: TypeAdapter[Frame] = TypeAdapter(cast(Any, Frame))  # an Annotated union
 logger = logging.getLogger(__name__)
 
 
-async def websocket_endpoint(websocket: WebSocket) -> None:
-    runtime: RoomsRuntime = websocket.app.state.hub.rooms
+def websocket_endpoint(services: ApiServices) -> Callable[[WebSocket], Awaitable[None]]:
+    """The endpoint of /api/v1/ws, over `services`."""
+
+    async def endpoint(websocket: WebSocket) -> None:
+        await serve(websocket, services)
+
+    return endpoint
+
+
+async def serve(websocket: WebSocket, services: ApiServices) -> None:
+    runtime = services.runtime()
     try:
-        principal = await websocket.app.state.hub.security.keys.fresh(websocket)
+        principal = await services.security.keys.fresh(websocket)
     except RanchError as exc:
         await websocket.accept()
         await websocket.send_json({"type": "error", **errors.body(exc)})
@@ -60,11 +72,11 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
     watcher = runtime.bus.watch(principal.id if principal.kind == "agent" else None)
     try:
         if principal.kind == "agent":
-            for payload in await _pending(runtime, principal.id):
-                await websocket.send_json(payload)
+            for delivery in await pending(runtime.sessions, principal.id):
+                await websocket.send_json(delivery.model_dump(mode="json"))
         async with anyio.create_task_group() as group:
             group.start_soon(_write, websocket, runtime, watcher, group.cancel_scope)
-            await _read(websocket, runtime, principal, watcher)
+            await _read(websocket, services, principal, watcher)
             group.cancel_scope.cancel()
     except WebSocketDisconnect:
         pass
@@ -75,9 +87,9 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
         runtime.bus.unwatch(watcher)
 
 
-async def _read(websocket: WebSocket, runtime: RoomsRuntime, principal: Principal, watcher: Watcher) -> None:
-    hub = websocket.app.state.hub
-    limit = hub.settings.max_message_bytes
+async def _read(websocket: WebSocket, services: ApiServices, principal: Principal, watcher: Watcher) -> None:
+    runtime = services.runtime()
+    limit = services.max_frame_bytes
     while True:
         message = await websocket.receive()
         if message["type"] == "websocket.disconnect":
@@ -87,7 +99,7 @@ async def _read(websocket: WebSocket, runtime: RoomsRuntime, principal: Principa
             refused = InvalidInput("frames must be text (JSON); binary frames are not accepted", "frame")
             await _close_after(watcher, refused, UNSUPPORTED_DATA, "binary frames are not accepted")
         try:
-            await hub.security.keys(websocket)  # a key revoked or expired since connecting ends it here
+            await services.security.keys(websocket)  # a key revoked or expired since connecting ends it here
         except RateLimited:
             pass  # the address's refused-keys budget is spent (by others): this key was valid; go on
         except Unauthorized as exc:
@@ -95,7 +107,7 @@ async def _read(websocket: WebSocket, runtime: RoomsRuntime, principal: Principa
             await websocket.close(code=4401, reason="unauthenticated")
             return
         try:
-            key, decision = await hub.rates.admit(f"{principal.kind}:{principal.id}", "")
+            key, decision = await services.rates.admit(session_caller(principal), "")
             if not decision.allowed:
                 raise RateLimited(key, decision.retry_after)
             if len(raw) > limit:
@@ -127,47 +139,35 @@ async def _handle(
     runtime: RoomsRuntime, principal: Principal, watcher: Watcher, raw: str
 ) -> dict[str, Any] | None:
     try:
-        frame = load_json(raw)
+        value = load_json(raw)
     except ValueError as exc:  # not JSON, or nested too deep
         raise InvalidInput(f"a frame must be JSON: {exc}", "frame") from exc
-    if not isinstance(frame, dict):
+    if not isinstance(value, dict):
         raise InvalidInput("a frame must be a JSON object", "frame")
-    kind = frame.get("type")
-    if kind == "ping":
-        return {"type": "pong"}
-    if kind == "subscribe":
-        rooms = _rooms(frame)
-        cursor = frame.get("cursor", 0)
-        if not isinstance(cursor, int) or isinstance(cursor, bool) or not 0 <= cursor <= MAX_INT:
-            raise InvalidInput(f"cursor must be an integer between 0 and {MAX_INT}", "cursor")
-        if len(set(watcher.rooms) | set(rooms)) > MAX_ROOMS:
-            raise InvalidInput(f"at most {MAX_ROOMS} rooms per connection", "rooms")
-        async with runtime.sessions() as session:
+    frame = errors.parsed(FRAMES, value)
+    match frame:
+        case Ping():
+            return {"type": "pong"}
+        case Subscribe():
+            rooms = list(dict.fromkeys(frame.rooms))
+            if len(set(watcher.rooms) | set(rooms)) > MAX_ROOMS:
+                raise InvalidInput(f"at most {MAX_ROOMS} rooms per connection", "rooms")
+            async with runtime.sessions() as session:
+                for room in rooms:
+                    await visible_room(session, principal, room)
+            return {"type": SUBSCRIBE, "rooms": rooms, "cursor": frame.cursor}  # the writer replays, in order
+        case Unsubscribe():
+            rooms = list(dict.fromkeys(frame.rooms))
             for room in rooms:
-                await visible_room(session, principal, room)
-        return {"type": SUBSCRIBE, "rooms": rooms, "cursor": cursor}  # the writer replays, in order
-    if kind == "unsubscribe":
-        for room in _rooms(frame):
-            watcher.rooms.pop(room, None)
-        return {"type": "unsubscribed", "rooms": _rooms(frame)}
-    if kind == "ack":
-        from ranch.api.routes import acknowledge
-
-        delivery_id = frame.get("delivery_id")
-        if not isinstance(delivery_id, str):
-            raise InvalidInput("delivery_id must be a string", "delivery_id")
-        if principal.kind != "agent":
-            raise NotFound(f"no delivery '{delivery_id}'", "delivery_id")
-        await acknowledge(runtime, principal, delivery_id)
-        return {"type": "acked", "delivery_id": delivery_id}
-    raise InvalidInput("type must be subscribe, unsubscribe, ack or ping", "type")
-
-
-def _rooms(frame: dict[str, Any]) -> list[str]:
-    rooms = frame.get("rooms")
-    if not isinstance(rooms, list) or not rooms or not all(isinstance(r, str) for r in rooms):
-        raise InvalidInput("rooms must be a non-empty list of room ids", "rooms")
-    return list(dict.fromkeys(rooms))
+                watcher.rooms.pop(room, None)
+            return {"type": "unsubscribed", "rooms": rooms}
+        case Ack():
+            if principal.kind != "agent":
+                raise NotFound(f"no delivery '{frame.delivery_id}'", "delivery_id")
+            await acknowledge(runtime.sessions, principal, frame.delivery_id)
+            return {"type": "acked", "delivery_id": frame.delivery_id}
+        case _:
+            assert_never(frame)
 
 
 async def _write(
@@ -210,20 +210,3 @@ async def _fail(websocket: WebSocket, exc: BaseException) -> None:
         await websocket.close(code=INTERNAL_ERROR, reason="internal error")
     except (WebSocketDisconnect, RuntimeError, OSError):
         pass  # the client left; there is no one to tell
-
-
-async def _pending(runtime: RoomsRuntime, agent_id: str) -> list[dict[str, Any]]:
-    async with runtime.sessions() as session:
-        rows = (
-            await session.scalars(
-                select(Delivery)
-                .where(Delivery.agent_id == agent_id, Delivery.status == "pending")
-                .order_by(Delivery.message_seq)
-            )
-        ).all()
-        result = []
-        for row in rows:
-            message = await session.get(RoomMessage, row.message_seq)
-            if message is not None:
-                result.append(views.delivery(row, message))
-        return result

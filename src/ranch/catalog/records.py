@@ -2,9 +2,10 @@
 
 Config agents and teams are written to the `agents` table on every start (in the
 organization `default`, visible to every organization). Agents registered over
-the API are validated with the same models as the config file, built, and served
-at /a2a/agents/{id} like the others; external agents (no A2A server) are only
-rows: they read their messages over the API. An organization's agents call out
+the API are read with the config file's models (catalog/requests.py), get their
+organization's id (`<org>.<id>`), are built from the spec stored for them, and are
+served at /a2a/agents/{id} like the others; external agents (no A2A server) are
+only rows: they read their messages over the API. An organization's agents call out
 through the registry's tenant pool, whose every connection the URL guard judges;
 only the config's and the superuser's (`spec["_operator"]`) use the operator's.
 """
@@ -17,7 +18,6 @@ from typing import Any
 from a2a.types import AgentCard
 from anyio.abc import TaskGroup
 from google.protobuf.json_format import MessageToDict
-from pydantic import ValidationError
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -26,16 +26,22 @@ from ranch.agents.base import Agent
 from ranch.agents.remote import RemoteAgent
 from ranch.catalog.build import build_agent, build_team
 from ranch.catalog.registry import Registry
-from ranch.config import _AGENT_ADAPTER, ID_PATTERN, RESERVED_IDS, RanchConfig, TeamConfig
-from ranch.db.models import AgentRecord, Organization, now
+from ranch.catalog.requests import (
+    RegisterExternal,
+    RegisterLlm,
+    RegisterRemote,
+    RegisterTeam,
+    Registration,
+)
+from ranch.config import _AGENT_ADAPTER, RanchConfig, StdioMcpServerConfig, TeamConfig
+from ranch.db.models import AgentKind, AgentRecord, AgentSource, Organization, Visibility, now
 from ranch.exceptions import Conflict, InvalidInput, PolicyError, RanchError, Unprocessable, UnsafeUrl
 from ranch.identity.keys import issue_key
-from ranch.identity.orgs import DEFAULT_ORG
+from ranch.identity.orgs import DEFAULT_ORG, SEPARATOR, own_id
 from ranch.identity.principal import Principal
-from ranch.identity.visibility import usable_agent
+from ranch.identity.visibility import named_agent
 from ranch.policy.ssrf import UrlGuard
 
-API_KINDS = ("remote", "external", "rules", "echo", "llm", "team")
 OPERATOR = "_operator"
 """Set in the stored spec of an agent the superuser registered: it may call internal addresses."""
 
@@ -49,8 +55,8 @@ async def sync_config(session: AsyncSession, config: RanchConfig, registry: Regi
     specs += [(t.id, "team", t.model_dump(mode="json"), t.display_name, t.description) for t in config.teams]
     for agent_id, kind, spec, name, description in specs:
         row = await session.get(AgentRecord, agent_id) or AgentRecord(id=agent_id)
-        row.org_id, row.kind, row.name, row.description = DEFAULT_ORG, kind, name, description
-        row.visibility, row.source, row.spec = "global", "config", spec
+        row.org_id, row.kind, row.name, row.description = DEFAULT_ORG, AgentKind(kind), name, description
+        row.visibility, row.source, row.spec = Visibility.GLOBAL, AgentSource.CONFIG, spec
         row.history_length = spec.get("history_length")
         row.url = spec.get("url")
         row.model = spec.get("model")
@@ -79,7 +85,9 @@ async def load_registered(session: AsyncSession, registry: Registry, group: Task
     """Build the API-registered agents (teams after their members); the ids that could not be built."""
     rows = (
         await session.scalars(
-            select(AgentRecord).where(AgentRecord.source == "api", AgentRecord.is_external.is_(False))
+            select(AgentRecord).where(
+                AgentRecord.source == AgentSource.API, AgentRecord.is_external.is_(False)
+            )
         )
     ).all()
     failed = []
@@ -87,7 +95,7 @@ async def load_registered(session: AsyncSession, registry: Registry, group: Task
     while pending:
         progress = False
         for row in list(pending):
-            members = row.spec.get("members", []) if row.kind == "team" else []
+            members = row.spec.get("members", []) if row.kind == AgentKind.TEAM else []
             if all(member in registry for member in members):
                 try:
                     agent = build(row.kind, row.spec, registry)
@@ -120,30 +128,36 @@ def _narrow(agent: Agent, prefixes: list[str]) -> None:
 
 
 def build(kind: str, spec: dict[str, Any], registry: Registry) -> Agent:
+    """An agent or team from its stored spec (a config entry, its id perhaps `<org>.<name>`)."""
     spec = dict(spec)
     pool = registry.pool if spec.pop(OPERATOR, False) is True else registry.tenant_pool
-    if kind == "team":
-        config = TeamConfig.model_validate(spec)
-        return build_team(config, {member: registry.get(member) for member in config.members})
-    return build_agent(_AGENT_ADAPTER.validate_python(spec), pool, tenant=True)
+    agent_id = str(spec.get("id", ""))
+    spec["id"] = agent_id.rpartition(SEPARATOR)[2]  # the config's id rule holds for the name chosen
+    if kind == AgentKind.TEAM:
+        team = TeamConfig.model_validate(spec).model_copy(update={"id": agent_id})
+        return build_team(team, {member: registry.get(member) for member in team.members})
+    config = _AGENT_ADAPTER.validate_python(spec).model_copy(update={"id": agent_id})
+    return build_agent(config, pool, tenant=True)
 
 
 async def register(
     sessions: async_sessionmaker[AsyncSession],
     principal: Principal,
-    body: dict[str, Any],
+    request: Registration,
     registry: Registry,
     group: TaskGroup,
     guard: UrlGuard | None = None,
 ) -> tuple[AgentRecord, str | None]:
-    """Validate, build, record and serve one agent; returns it and, for an external agent, its new key.
+    """Authorize, build, record and serve one agent; returns it and, for an external agent, its new key.
 
-    The database decides who gets an id: the row is committed first (a second registration of the
-    same id, even at the same moment, is a 409 CONFLICT), and only then is the agent served. If it
-    cannot be served after all, its row is removed again and the error says why.
+    The id is the organization's (`<org>.<id>`, bare in the default one). The database decides
+    who gets it: the row is committed first (a second registration of the same id, even at the same
+    moment, is a 409 CONFLICT), and only then is the agent served. If it cannot be served after all,
+    its row is removed again and the error says why.
     """
+    principal.require_admin("register agents")
     async with sessions() as session:
-        row, agent, prefixes = await _prepare(session, principal, body, registry, guard)
+        row, agent, prefixes = await _prepare(session, principal, request, registry, guard)
     key = None
     try:
         async with sessions() as session, session.begin():
@@ -181,159 +195,125 @@ async def _serve(
 async def _prepare(
     session: AsyncSession,
     principal: Principal,
-    body: dict[str, Any],
+    request: Registration,
     registry: Registry,
     guard: UrlGuard | None,
 ) -> tuple[AgentRecord, Agent | None, list[str]]:
     """Everything short of recording and serving: checks, the built agent (not served yet) and its
     row, and the organization's allow-list."""
-    principal.require_admin("register agents")
-    agent_id = check_id(body.get("id"))
-    kind = body.get("kind")
-    if kind not in API_KINDS:
-        why = " (python agents come from the config file only)" if kind == "python" else ""
-        raise InvalidInput(f"kind must be one of {', '.join(API_KINDS)}{why}", "kind")
+    agent_id = own_id(principal.org_id, request.id)
     if await session.get(AgentRecord, agent_id) is not None or agent_id in registry:
         raise Conflict(f"the id '{agent_id}' is taken", "id")
-    visibility = body.get("visibility", "org")
-    if visibility not in ("personal", "org", "global"):
-        raise InvalidInput("visibility must be personal, org or global", "visibility")
-    if visibility == "global" and not principal.is_superuser:
+    if request.visibility == Visibility.GLOBAL and not principal.is_superuser:
         raise InvalidInput("only the server's superuser may register global agents", "visibility")
-    if "api_key" in body:
-        raise InvalidInput(
-            "the hub does not store keys: give api_key_env, naming an environment variable of the server",
-            "api_key",
-        )
-    _history_length(body)  # every kind: the column holds 32 bits
     tenant_guard = None if principal.is_superuser else guard or UrlGuard()
-    spec = await _spec(body, tenant_guard)
+    if tenant_guard is not None:
+        await _tenant_safe(request, tenant_guard)
     row = AgentRecord(
         id=agent_id,
         org_id=principal.org_id,
-        kind=kind,
-        name=str(body.get("name") or agent_id),
-        description=str(body.get("description") or ""),
-        visibility=visibility,
-        owner_user_id=principal.id if visibility == "personal" else None,
-        tools=list(body.get("tools") or []),
-        source="api",
-        spec=spec,
-        is_external=kind == "external",
+        kind=AgentKind(request.kind),
+        name=request.name or agent_id,
+        description=request.description,
+        visibility=request.visibility,
+        owner_user_id=principal.id if request.visibility == Visibility.PERSONAL else None,
+        tools=list(request.tools),
+        source=AgentSource.API,
+        history_length=request.history_length,
+        model=request.model if isinstance(request, RegisterExternal | RegisterLlm) else None,
+        is_external=isinstance(request, RegisterExternal),
     )
-    if kind == "external":
-        _only(body, {"id", "kind", "name", "description", "visibility", "history_length", "tools", "model"})
-        row.model = body.get("model")
-        row.history_length = _history_length(body)
+    if isinstance(request, RegisterExternal):
+        row.spec = request.model_dump(mode="json", exclude_unset=True, exclude={"visibility", "tools"})
+        row.spec["id"] = agent_id
         return row, None, []
-    if kind == "remote":
-        await _check_url(session, principal, str(body.get("url") or ""))
-    if kind == "team":
-        for index, member in enumerate(body.get("members") or []):
-            await usable_agent(session, principal, str(member), f"members[{index}]")
-    agent = _build_checked(kind, spec, registry)
-    if isinstance(agent, RemoteAgent):
+    if isinstance(request, RegisterRemote):
+        await _check_url(session, principal, request.url)
+    members = await _members(session, principal, request) if isinstance(request, RegisterTeam) else {}
+    row.spec = _spec(request, agent_id, members, operator=tenant_guard is None)
+    agent = _built(row.kind, row.spec, registry)
+    if isinstance(agent, RemoteAgent) and isinstance(request, RegisterRemote):
         card = await _fetch_card(agent, tenant_guard)
         row.card, row.card_fetched_at = MessageToDict(card), now()
-        row.url, row.card_ttl = spec["url"], float(spec.get("card_ttl", 300.0))
-        if not body.get("name"):
+        row.url, row.card_ttl = request.url, request.card_ttl
+        if not request.name:
             row.name = card.name or agent_id
-        if not body.get("description"):
+        if not request.description:
             row.description = card.description
     row.history_length = agent.history_length
-    row.model = body.get("model")
     org = await session.get(Organization, principal.org_id)
     return row, agent, org.allowed_agent_urls if org is not None else []
+
+
+async def _members(session: AsyncSession, principal: Principal, team: RegisterTeam) -> dict[str, str]:
+    """Each member name of the team -> the id of the usable agent it stands for (own ones first)."""
+    members = {}
+    for index, name in enumerate(team.members):
+        members[name] = (await named_agent(session, principal, name, f"members[{index}]")).id
+    if len(set(members.values())) != len(members):
+        raise InvalidInput("two member names stand for one agent", "members")
+    return members
+
+
+def _spec(request: Registration, agent_id: str, members: dict[str, str], *, operator: bool) -> dict[str, Any]:
+    """The stored spec: the config entry the agent is built from (again after a restart), with its
+    full id and its members' ids; the superuser's marked (it may call internal addresses)."""
+    spec = request.model_dump(mode="json", exclude_unset=True, exclude={"visibility", "tools"})
+    spec["id"] = agent_id
+    if isinstance(request, RegisterTeam):
+        del spec["kind"]  # a team's config entry has none
+        spec["members"] = [members[name] for name in request.members]
+        spec["default_agent"] = members[request.default_agent]
+        if request.routes:
+            spec["routes"] = {members[a]: members.get(b, b) for a, b in request.routes.items()}
+    if operator:
+        spec[OPERATOR] = True
+    return spec
+
+
+def _built(kind: str, spec: dict[str, Any], registry: Registry) -> Agent:
+    """`build`, its refusals as the caller's error (a rules regex RE2 refuses names its field)."""
+    try:
+        return build(kind, spec, registry)
+    except PolicyError:
+        raise
+    except RanchError as exc:
+        raise InvalidInput(str(exc)) from exc
 
 
 TENANT_KEY_ENV = re.compile(r"^RANCH_KEY_[A-Z0-9_]+$")
 """Environment variables a tenant's llm agent may read its provider key from (the operator sets them)."""
 
 
-async def _spec(body: dict[str, Any], tenant_guard: UrlGuard | None) -> dict[str, Any]:
-    """The agent's stored spec; an organization's (`tenant_guard` given) checked, the superuser's marked."""
-    spec = {k: v for k, v in body.items() if k not in ("visibility", "tools", "model_type", OPERATOR)}
-    if tenant_guard is None:
-        spec[OPERATOR] = True
-    else:
-        await _tenant_safe(body, tenant_guard)
-    return spec
-
-
-async def _tenant_safe(body: dict[str, Any], guard: UrlGuard) -> None:
+async def _tenant_safe(request: Registration, guard: UrlGuard) -> None:
     """What an organization's admin may not ask of the server: start processes, read any of its
     environment variables, or make it call addresses inside its network (docs/api.md)."""
-    for index, server in enumerate(body.get("mcp_servers") or []):
-        if isinstance(server, dict) and "command" in server:
+    urls: list[tuple[str, str]] = []
+    if isinstance(request, RegisterRemote):
+        urls.append(("url", request.url))
+    if isinstance(request, RegisterLlm):
+        for index, server in enumerate(request.mcp_servers):
+            if isinstance(server, StdioMcpServerConfig):
+                raise InvalidInput(
+                    "MCP servers started as processes (command) come from the config file only; give a url",
+                    f"mcp_servers[{index}].command",
+                )
+            urls.append((f"mcp_servers[{index}].url", server.url))
+        if request.api_key_env is not None and not TENANT_KEY_ENV.match(request.api_key_env):
             raise InvalidInput(
-                "MCP servers started as processes (command) come from the config file only; give a url",
-                f"mcp_servers[{index}].command",
+                "api_key_env must name a RANCH_KEY_* variable (the server's operator provides those)",
+                "api_key_env",
             )
-    key_env = body.get("api_key_env")
-    if key_env is not None and not (isinstance(key_env, str) and TENANT_KEY_ENV.match(key_env)):
-        raise InvalidInput(
-            "api_key_env must name a RANCH_KEY_* variable (the server's operator provides those)",
-            "api_key_env",
-        )
-    urls: list[tuple[str, Any]] = [("url", body.get("url")), ("base_url", body.get("base_url"))]
-    urls += [
-        (f"mcp_servers[{i}].url", s.get("url"))
-        for i, s in enumerate(body.get("mcp_servers") or [])
-        if isinstance(s, dict)
-    ]
-    urls += [
-        (f"remote_agents[{i}]", r.get("url") if isinstance(r, dict) else r)
-        for i, r in enumerate(body.get("remote_agents") or [])
-    ]
+        if "base_url" in request.model_fields_set:  # the default is the public OpenAI API
+            urls.append(("base_url", request.base_url))
+        for index, entry in enumerate(request.remote_agents):
+            urls.append((f"remote_agents[{index}]", entry if isinstance(entry, str) else entry.url))
     for field, url in urls:
-        if isinstance(url, str) and url.startswith(("http://", "https://")):
+        if url.startswith(("http://", "https://")):
             try:
                 await guard.check(url)
             except UnsafeUrl as exc:
                 raise Unprocessable(str(exc), field) from exc
-
-
-def check_id(value: Any) -> str:
-    if not isinstance(value, str) or not re.match(ID_PATTERN, value) or len(value) > 64:
-        raise InvalidInput("id must match [a-z0-9][a-z0-9_-]* (at most 64 characters)", "id")
-    if value in RESERVED_IDS:
-        raise InvalidInput(f"'{value}' is reserved for routing", "id")
-    return value
-
-
-MAX_HISTORY_LENGTH = 2**31 - 1
-"""The largest `history_length` the agents table holds (a 32-bit column)."""
-
-
-def _history_length(body: dict[str, Any]) -> int | None:
-    value = body.get("history_length")
-    if value is not None and (
-        not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_HISTORY_LENGTH
-    ):
-        message = f"history_length must be an integer from 0 to {MAX_HISTORY_LENGTH}"
-        raise InvalidInput(message, "history_length")
-    return value
-
-
-def _only(body: dict[str, Any], allowed: set[str]) -> None:
-    extra = sorted(set(body) - allowed)
-    if extra:
-        raise InvalidInput(f"unknown field '{extra[0]}' for this kind", extra[0])
-
-
-def _build_checked(kind: str, spec: dict[str, Any], registry: Registry) -> Agent:
-    try:
-        return build(kind, spec, registry)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        loc = [str(part) for part in error["loc"]]
-        if loc and loc[0] == kind:
-            loc = loc[1:]  # the union's tag
-        raise InvalidInput(error["msg"], ".".join(loc) or None) from exc
-    except PolicyError:
-        raise  # already names its field (a rules regex RE2 refuses)
-    except RanchError as exc:
-        raise InvalidInput(str(exc)) from exc
 
 
 async def _check_url(session: AsyncSession, principal: Principal, url: str) -> None:
@@ -368,7 +348,7 @@ async def _card_safe(card: AgentCard, guard: UrlGuard) -> None:
 
 async def refresh_card(row: AgentRecord, registry: Registry) -> None:
     """Re-read a remote card older than `card_ttl`; keep the old one when the agent is unreachable."""
-    if row.kind != "remote" or row.id not in registry:
+    if row.kind != AgentKind.REMOTE or row.id not in registry:
         return
     if row.card_fetched_at is not None and now() - row.card_fetched_at < row.card_ttl:
         return

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any, ClassVar
 
 from sqlalchemy import (
@@ -17,6 +18,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
+    Enum,
     Float,
     ForeignKey,
     Index,
@@ -39,6 +41,109 @@ def iso(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
 
 
+# -- the stored vocabularies: each column holds the member's value, as the migrations made it (VARCHAR) --
+
+
+class RoomType(StrEnum):
+    DIRECT = "direct"
+    GROUP = "group"
+    TASK = "task"
+
+
+class RoomStatus(StrEnum):
+    ACTIVE = "active"
+    """Messages are posted and agents woken."""
+    ARCHIVED = "archived"
+    """Read-only; its executions were completed."""
+    CLOSED = "closed"
+    """Read-only, ended for good; its executions were completed."""
+
+
+class ParticipantKind(StrEnum):
+    USER = "user"
+    AGENT = "agent"
+    TEAM = "team"
+
+
+class Role(StrEnum):
+    """A person's role in an organization, and anyone's in a room."""
+
+    OWNER = "owner"
+    ADMIN = "admin"
+    MEMBER = "member"
+
+
+class Visibility(StrEnum):
+    """Who may use an agent (identity/visibility.py)."""
+
+    PERSONAL = "personal"
+    """Its organization's user who registered it."""
+    ORG = "org"
+    """Its organization."""
+    GLOBAL = "global"
+    """Every organization (config agents; the superuser's registrations)."""
+
+
+class AgentKind(StrEnum):
+    RULES = "rules"
+    ECHO = "echo"
+    REMOTE = "remote"
+    LLM = "llm"
+    PYTHON = "python"
+    """From the config file only."""
+    TEAM = "team"
+    EXTERNAL = "external"
+    """No A2A server: it reads its messages over the API (registered over REST only)."""
+
+
+class AgentSource(StrEnum):
+    CONFIG = "config"
+    API = "api"
+
+
+class MessageType(StrEnum):
+    TEXT = "text"
+    """Wakes the agents it addresses."""
+    THOUGHT = "thought"
+    ERROR = "error"
+    TASK = "task"
+    TOOL_CALL = "tool_call"
+    TOOL_RESULT = "tool_result"
+
+
+class ExecutionStatus(StrEnum):
+    """The statuses of an execution (their meaning and moves: rooms/adapters.py, docs/api.md)."""
+
+    SUBMITTED = "submitted"
+    WORKING = "working"
+    READY = "ready"
+    INPUT_REQUIRED = "input-required"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELED = "canceled"
+
+
+class DeliveryStatus(StrEnum):
+    PENDING = "pending"
+    """Waiting for its agent (or, for an external agent, for its acknowledgement)."""
+    RUNNING = "running"
+    """Its agent is working on it."""
+    DONE = "done"
+    """Handled or acknowledged."""
+
+
+def vocabulary(enum: type[StrEnum], length: int) -> Enum:
+    """A column of `enum`'s values in a VARCHAR(`length`): reads give members; writes take both."""
+    return Enum(
+        enum,
+        native_enum=False,
+        create_constraint=False,
+        length=length,
+        values_callable=lambda members: [member.value for member in members],
+        validate_strings=True,
+    )
+
+
 class Base(DeclarativeBase):
     type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JSON, list[Any]: JSON, list[str]: JSON}
 
@@ -59,8 +164,8 @@ class User(Base):
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"), index=True)
     name: Mapped[str] = mapped_column(String(200))
-    role: Mapped[str] = mapped_column(String(16), default="member")
-    """owner | admin | member, within the organization."""
+    role: Mapped[Role] = mapped_column(vocabulary(Role, 16), default=Role.MEMBER)
+    """Within the organization."""
     is_superuser: Mapped[bool] = mapped_column(Boolean, default=False)
     """May create organizations (the bootstrap user)."""
     created_at: Mapped[float] = mapped_column(Float, default=now)
@@ -92,14 +197,12 @@ class AgentRecord(Base):
     org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"), index=True)
     name: Mapped[str] = mapped_column(String(200))
     description: Mapped[str] = mapped_column(Text, default="")
-    kind: Mapped[str] = mapped_column(String(16))
-    """rules | echo | remote | llm | python | team | external"""
+    kind: Mapped[AgentKind] = mapped_column(vocabulary(AgentKind, 16))
     model: Mapped[str | None] = mapped_column(String(200), nullable=True)
     is_external: Mapped[bool] = mapped_column(Boolean, default=False)
     """Brings its own model and has no A2A server: it reads messages over the API."""
     tools: Mapped[list[Any]] = mapped_column(default=list)
-    visibility: Mapped[str] = mapped_column(String(16), default="org")
-    """personal | org | global"""
+    visibility: Mapped[Visibility] = mapped_column(vocabulary(Visibility, 16), default=Visibility.ORG)
     owner_user_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     history_length: Mapped[int | None] = mapped_column(Integer, nullable=True)
     url: Mapped[str | None] = mapped_column(String(2000), nullable=True)
@@ -108,8 +211,7 @@ class AgentRecord(Base):
     card_ttl: Mapped[float] = mapped_column(Float, default=300.0)
     spec: Mapped[dict[str, Any]] = mapped_column(default=dict)
     """The agent's config entry (as in the YAML file), so the hub can rebuild it after a restart."""
-    source: Mapped[str] = mapped_column(String(8), default="api")
-    """config | api"""
+    source: Mapped[AgentSource] = mapped_column(vocabulary(AgentSource, 8), default=AgentSource.API)
     created_at: Mapped[float] = mapped_column(Float, default=now)
 
 
@@ -119,10 +221,8 @@ class Room(Base):
     __tablename__ = "rooms"
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"), index=True)
-    type: Mapped[str] = mapped_column(String(8), default="group")
-    """direct | group | task"""
-    status: Mapped[str] = mapped_column(String(10), default="active")
-    """active | archived | closed"""
+    type: Mapped[RoomType] = mapped_column(vocabulary(RoomType, 8), default=RoomType.GROUP)
+    status: Mapped[RoomStatus] = mapped_column(vocabulary(RoomStatus, 10), default=RoomStatus.ACTIVE)
     title: Mapped[str] = mapped_column(String(300), default="")
     default_agent: Mapped[str | None] = mapped_column(String(64), nullable=True)
     created_by: Mapped[str | None] = mapped_column(String(64), nullable=True)
@@ -132,11 +232,9 @@ class Room(Base):
 class Participant(Base):
     __tablename__ = "participants"
     room_id: Mapped[str] = mapped_column(ForeignKey("rooms.id", ondelete="CASCADE"), primary_key=True)
-    kind: Mapped[str] = mapped_column(String(8), primary_key=True)
-    """user | agent | team"""
+    kind: Mapped[ParticipantKind] = mapped_column(vocabulary(ParticipantKind, 8), primary_key=True)
     ref: Mapped[str] = mapped_column(String(64), primary_key=True)
-    role: Mapped[str] = mapped_column(String(8), default="member")
-    """owner | admin | member"""
+    role: Mapped[Role] = mapped_column(vocabulary(Role, 8), default=Role.MEMBER)
     joined_at: Mapped[float] = mapped_column(Float, default=now)
 
 
@@ -145,8 +243,7 @@ class RoomMessage(Base):
     seq: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
     id: Mapped[str] = mapped_column(String(64), unique=True)
     room_id: Mapped[str] = mapped_column(ForeignKey("rooms.id", ondelete="CASCADE"))
-    type: Mapped[str] = mapped_column(String(12), default="text")
-    """text | thought | error | task | tool_call | tool_result"""
+    type: Mapped[MessageType] = mapped_column(vocabulary(MessageType, 12), default=MessageType.TEXT)
     sender_kind: Mapped[str] = mapped_column(String(8))
     """user | agent | team | system"""
     sender_id: Mapped[str] = mapped_column(String(64))
@@ -167,8 +264,8 @@ class Execution(Base):
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     room_id: Mapped[str] = mapped_column(ForeignKey("rooms.id", ondelete="CASCADE"))
     agent_id: Mapped[str] = mapped_column(String(64))
-    status: Mapped[str] = mapped_column(String(16), default="submitted")
-    """submitted | working | ready | input-required | completed | failed | canceled"""
+    status: Mapped[str] = mapped_column(vocabulary(ExecutionStatus, 16), default=ExecutionStatus.SUBMITTED)
+    """An `ExecutionStatus` (the column takes no other word); typed `str` for the writers of plain words."""
     reason: Mapped[str] = mapped_column(Text, default="")
     """Why it is in its status (the error of a failed one)."""
     tool_calls: Mapped[list[Any]] = mapped_column(default=list)
@@ -186,8 +283,8 @@ class Delivery(Base):
     message_seq: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"))
     room_id: Mapped[str] = mapped_column(ForeignKey("rooms.id", ondelete="CASCADE"))
     agent_id: Mapped[str] = mapped_column(String(64))
-    status: Mapped[str] = mapped_column(String(8), default="pending")
-    """pending | done (handled or acknowledged)"""
+    status: Mapped[str] = mapped_column(vocabulary(DeliveryStatus, 8), default=DeliveryStatus.PENDING)
+    """A `DeliveryStatus` (the column takes no other word); typed `str` for the writers of plain words."""
     created_at: Mapped[float] = mapped_column(Float, default=now)
     __table_args__ = (
         Index("deliveries_agent_status", "agent_id", "status", "message_seq"),

@@ -29,6 +29,7 @@ from starlette.routing import BaseRoute, Route
 from ranch._version import __version__
 from ranch.agents.base import gather_infos
 from ranch.api.routes import routes as api_routes
+from ranch.api.services import ApiServices
 from ranch.catalog.cards import served_card
 from ranch.catalog.registry import Registry
 from ranch.config import RanchConfig
@@ -309,7 +310,7 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
                 create_rest_routes(handler, context_builder=ContextBuilder(), enable_v0_3_compat=True),
             )
         )
-    routes.extend(api_routes(hub.rates, debug=hub.settings.debug))
+    routes.extend(api_routes(_api_services(hub)))
     routes.extend(mcp_routes(hub))
     routes.extend(web_routes())  # the browser page; last, so it never shadows /a2a or /api
     # the fast path serves what needs no Request: no keys to check, no bodies to log
@@ -328,6 +329,18 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
     )
     app.state.hub = hub
     return app
+
+
+def _api_services(hub: Hub) -> ApiServices:
+    """What the REST API and the WebSocket use of the hub."""
+    return ApiServices(
+        runtime=lambda: hub.rooms,
+        security=hub.security,
+        rates=hub.rates,
+        guard=hub.guard,
+        max_frame_bytes=hub.settings.max_message_bytes,
+        debug=hub.settings.debug,
+    )
 
 
 def _rest_routes(hub: Hub, rest: list[BaseRoute]) -> list[BaseRoute]:

@@ -9,15 +9,28 @@ from __future__ import annotations
 import hashlib
 import secrets
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any, Literal
 
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    Strict,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ranch.db.models import AgentRecord, ApiKey, User, now
-from ranch.exceptions import InvalidInput, NotFound
+from ranch.exceptions import NotFound
+from ranch.identity.orgs import candidates
 from ranch.identity.principal import Principal
 from ranch.ids import new_id
+from ranch.policy.fields import Body, Ref
 
 MAX_LIFETIME = 10 * 365 * 24 * 3600.0
 """The furthest ahead a key's expiry may be set, in seconds."""
@@ -52,11 +65,72 @@ def add_key(
     return row, key
 
 
-async def create(session: AsyncSession, who: Principal, body: dict[str, Any]) -> tuple[ApiKey, str]:
+class KeyOwner(Body):
+    kind: Literal["user", "agent"]
+    id: Ref
+    """In full, or (as an organization names its own) the short name."""
+
+
+def _one_owner(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """A malformed owner is refused as a whole: `owner` is the field at fault."""
+    try:
+        return handler(value)
+    except ValidationError:
+        raise PydanticCustomError("owner", 'must be {"kind": "user" | "agent", "id": "..."}') from None
+
+
+def _moment(value: Any) -> Any:
+    """An ISO 8601 time, UTC unless it names a zone (only strings: no epoch numbers)."""
+    try:
+        moment = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        moment = None
+    if moment is None:
+        raise PydanticCustomError("iso_time", "must be an ISO 8601 time, e.g. 2027-01-31T12:00:00Z")
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _ahead(moment: datetime) -> datetime:
+    if not now() < moment.timestamp() <= now() + MAX_LIFETIME:
+        raise PydanticCustomError("expiry", "must be in the future, within 10 years")
+    return moment
+
+
+class CreateKey(Body):
+    """`POST /api/v1/keys`: whose key (the caller's when omitted), and when it expires (never)."""
+
+    owner: Annotated[KeyOwner | None, WrapValidator(_one_owner)] = None
+    """A user or agent of the caller's organization; only an owner or admin may name another."""
+    expires_at: Annotated[datetime, BeforeValidator(_moment), AfterValidator(_ahead)] | None = None
+    """When the key stops working: ISO 8601, UTC unless it says otherwise; at most 10 years ahead."""
+    expires_in: Annotated[float, Strict(), Field(gt=0, le=MAX_LIFETIME)] | None = None
+    """Seconds from now; instead of `expires_at`."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_both(cls, data: Any) -> Any:
+        """Checked first: with both given, neither one's own value is the problem."""
+        if (
+            isinstance(data, dict)
+            and data.get("expires_at") is not None
+            and data.get("expires_in") is not None
+        ):
+            both = PydanticCustomError("both", "give expires_at or expires_in, not both")
+            detail = InitErrorDetails(type=both, loc=("expires_in",), input=data["expires_in"])
+            raise ValidationError.from_exception_data(cls.__name__, [detail])
+        return data
+
+    def expiry(self) -> float | None:
+        """Seconds since the epoch, or None: the key does not expire."""
+        if self.expires_in is not None:
+            return now() + self.expires_in
+        return None if self.expires_at is None else self.expires_at.timestamp()
+
+
+async def create(session: AsyncSession, who: Principal, request: CreateKey) -> tuple[ApiKey, str]:
     """`POST /api/v1/keys`: a key for the caller, or (owner/admin) for a user or agent of its org."""
-    owner_kind, owner_id = await _owner(session, who, body.get("owner"))
-    expires_at = _expiry(body)
-    return add_key(session, who.org_id, owner_kind, owner_id, expires_at=expires_at)
+    owner_kind, owner_id = await _owner(session, who, request.owner)
+    return add_key(session, who.org_id, owner_kind, owner_id, expires_at=request.expiry())
 
 
 async def listed(session: AsyncSession, who: Principal) -> list[ApiKey]:
@@ -78,48 +152,19 @@ async def revoke(session: AsyncSession, who: Principal, key_id: str) -> ApiKey:
     return row
 
 
-async def _owner(session: AsyncSession, who: Principal, owner: Any) -> tuple[str, str]:
+async def _owner(session: AsyncSession, who: Principal, owner: KeyOwner | None) -> tuple[str, str]:
     if owner is None:
         return who.kind, who.id
-    if (
-        not isinstance(owner, dict)
-        or owner.get("kind") not in ("user", "agent")
-        or not isinstance(owner.get("id"), str)
-    ):
-        raise InvalidInput('owner must be {"kind": "user" | "agent", "id": "..."}', "owner")
-    kind, owner_id = owner["kind"], owner["id"]
-    if (kind, owner_id) == (who.kind, who.id):
-        return kind, owner_id
+    for owner_id in candidates(who.org_id, owner.id):
+        if (owner.kind, owner_id) == (who.kind, who.id):
+            return owner.kind, owner_id
     who.require_admin("create keys for others")
-    found: User | AgentRecord | None = await session.get(User if kind == "user" else AgentRecord, owner_id)
-    if found is None or found.org_id != who.org_id:
-        raise NotFound(f"no {kind} '{owner_id}' in organization '{who.org_id}'", "owner.id")
-    return kind, owner_id
-
-
-def _expiry(body: dict[str, Any]) -> float | None:
-    """`expires_at` (ISO 8601, UTC unless it says otherwise) or `expires_in` (seconds), or None."""
-    at, within = body.get("expires_at"), body.get("expires_in")
-    if at is not None and within is not None:
-        raise InvalidInput("give expires_at or expires_in, not both", "expires_in")
-    if within is not None:
-        if isinstance(within, bool) or not isinstance(within, int | float) or not 0 < within <= MAX_LIFETIME:
-            raise InvalidInput(
-                f"expires_in must be a number of seconds, above 0 and at most {MAX_LIFETIME:g}", "expires_in"
-            )
-        return now() + float(within)
-    if at is None:
-        return None
-    try:
-        moment = datetime.fromisoformat(at) if isinstance(at, str) else None
-    except ValueError:
-        moment = None
-    if moment is None:
-        raise InvalidInput("expires_at must be an ISO 8601 time, e.g. 2027-01-31T12:00:00Z", "expires_at")
-    stamp = (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
-    if not now() < stamp <= now() + MAX_LIFETIME:
-        raise InvalidInput("expires_at must be in the future, within 10 years", "expires_at")
-    return stamp
+    table = User if owner.kind == "user" else AgentRecord
+    for owner_id in candidates(who.org_id, owner.id):
+        found: User | AgentRecord | None = await session.get(table, owner_id)
+        if found is not None and found.org_id == who.org_id:
+            return owner.kind, owner_id
+    raise NotFound(f"no {owner.kind} '{owner.id}' in organization '{who.org_id}'", "owner.id")
 
 
 async def issue_key(

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from starlette.authentication import BaseUser
 
+from ranch.db.models import Role
 from ranch.exceptions import Forbidden
 
 PRINCIPAL_KEY = "ranch.principal"
@@ -25,12 +26,12 @@ class Principal:
     id: str
     org_id: str
     name: str = ""
-    role: str = "member"
+    role: str = Role.MEMBER
     is_superuser: bool = False
 
     @property
     def is_admin(self) -> bool:
-        return self.kind == "user" and self.role in ("owner", "admin")
+        return self.kind == "user" and self.role in (Role.OWNER, Role.ADMIN)
 
     @property
     def participant_kinds(self) -> tuple[str, ...]:

@@ -15,8 +15,9 @@ from typing import Any
 from sqlalchemy import and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from ranch.db.models import AgentRecord
+from ranch.db.models import AgentRecord, Visibility
 from ranch.exceptions import NotFound
+from ranch.identity.orgs import candidates
 from ranch.identity.principal import Principal
 
 ACCESS_CACHE_TTL = 5.0
@@ -25,11 +26,11 @@ ACCESS_CACHE_TTL = 5.0
 def usable_agents(principal: Principal) -> Any:
     """SQL condition: the agents the caller's organization may use."""
     return or_(
-        AgentRecord.visibility == "global",
-        and_(AgentRecord.org_id == principal.org_id, AgentRecord.visibility == "org"),
+        AgentRecord.visibility == Visibility.GLOBAL,
+        and_(AgentRecord.org_id == principal.org_id, AgentRecord.visibility == Visibility.ORG),
         and_(
             AgentRecord.org_id == principal.org_id,
-            AgentRecord.visibility == "personal",
+            AgentRecord.visibility == Visibility.PERSONAL,
             or_(AgentRecord.owner_user_id == principal.id, AgentRecord.owner_user_id.is_(None)),
         ),
     )
@@ -37,11 +38,11 @@ def usable_agents(principal: Principal) -> Any:
 
 def may_use(principal: Principal | None, visibility: str, org_id: str, owner_user_id: str | None) -> bool:
     """`usable_agents`, for one row, in Python (callers without a key reach global agents only)."""
-    if visibility == "global":
+    if visibility == Visibility.GLOBAL:
         return True
     if principal is None or principal.org_id != org_id:
         return False
-    return visibility == "org" or owner_user_id in (None, principal.id)
+    return visibility == Visibility.ORG or owner_user_id in (None, principal.id)
 
 
 async def usable_agent(session: AsyncSession, principal: Principal, agent_id: str, field: str) -> AgentRecord:
@@ -51,6 +52,17 @@ async def usable_agent(session: AsyncSession, principal: Principal, agent_id: st
     if row is None:
         raise NotFound(f"no agent or team '{agent_id}'", field)
     return row
+
+
+async def named_agent(session: AsyncSession, principal: Principal, name: str, field: str) -> AgentRecord:
+    """The usable agent `name` stands for: the organization's own `<org>.<name>` first, then `name`."""
+    for agent_id in candidates(principal.org_id, name):
+        row = await session.scalar(
+            select(AgentRecord).where(AgentRecord.id == agent_id, usable_agents(principal))
+        )
+        if row is not None:
+            return row
+    raise NotFound(f"no agent or team '{name}'", field)
 
 
 @dataclass

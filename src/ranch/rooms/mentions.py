@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-MENTION = re.compile(r"(?<![\w@.])@([a-z0-9][a-z0-9_-]*)")
+MENTION = re.compile(r"(?<![\w@.])@([a-z0-9][a-z0-9_-]*(?:\.[a-z0-9][a-z0-9_-]*)?)")
+"""`@id`, or `@org.id` for an organization's own agent in full (a trailing `.` ends the sentence)."""
 
 
 def mentioned(text: str, explicit: list[str] | None = None) -> list[str]:

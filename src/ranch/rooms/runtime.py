@@ -19,13 +19,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from ranch.catalog import records
 from ranch.catalog.registry import Registry
 from ranch.config import RanchConfig
-from ranch.db.models import AgentRecord, ApiKey, Room, User
+from ranch.db.models import AgentRecord, ApiKey, ParticipantKind, Role, Room, User
 from ranch.identity.keys import digest, issue_key
 from ranch.identity.orgs import DEFAULT_ORG, ensure_org
 from ranch.identity.principal import SYSTEM
 from ranch.policy.limits import Limits
 from ranch.rooms.bus import Bus
 from ranch.rooms.delivery import Dispatcher, recover
+from ranch.rooms.requests import AddParticipant, CreateRoom
 from ranch.rooms.service import Rooms
 from ranch.tasks.engine import TaskEngine
 
@@ -89,7 +90,7 @@ async def _bootstrap_admin(
     """The first start creates `admin` (superuser, owner of `default`) and shows its key once."""
     admin = await session.get(User, "admin")
     if admin is None:
-        admin = User(id="admin", org_id=DEFAULT_ORG, name="Admin", role="owner", is_superuser=True)
+        admin = User(id="admin", org_id=DEFAULT_ORG, name="Admin", role=Role.OWNER, is_superuser=True)
         session.add(admin)
         await session.flush()
         if admin_key is None:
@@ -112,7 +113,7 @@ async def _demo_room(
     """The built-in demo's user `demo` (key rk_demo) and room `demo` with the helpdesk team."""
     async with sessions() as session, session.begin():
         if await session.get(User, "demo") is None:
-            session.add(User(id="demo", org_id=DEFAULT_ORG, name="Demo user", role="owner"))
+            session.add(User(id="demo", org_id=DEFAULT_ORG, name="Demo user", role=Role.OWNER))
             await session.flush()
         exists = await session.scalar(
             select(func.count()).select_from(ApiKey).where(ApiKey.digest == digest(DEMO_KEY))
@@ -122,18 +123,13 @@ async def _demo_room(
         room = await session.get(Room, DEMO_ROOM)
     if room is None:
         team = config.teams[0]
-        participants = [{"kind": "user", "id": "demo", "role": "owner"}, {"kind": "team", "id": team.id}]
-        participants += [{"kind": "agent", "id": member} for member in team.members]
-        await rooms.create(
-            SYSTEM,
-            {
-                "id": DEMO_ROOM,
-                "org_id": DEFAULT_ORG,
-                "title": "Helpdesk demo",
-                "participants": participants,
-                "default_agent": team.id,
-            },
+        participants = [AddParticipant(kind=ParticipantKind.USER, id="demo", role=Role.OWNER)]
+        participants.append(AddParticipant(kind=ParticipantKind.TEAM, id=team.id))
+        participants += [AddParticipant(kind=ParticipantKind.AGENT, id=member) for member in team.members]
+        request = CreateRoom(
+            id=DEMO_ROOM, title="Helpdesk demo", participants=participants, default_agent=team.id
         )
+        await rooms.create(SYSTEM, request, org_id=DEFAULT_ORG)
     announce(
         f"ranch: demo room '{DEMO_ROOM}' is ready; sign in with the API key {DEMO_KEY} "
         f"(e.g. curl -H 'X-API-Key: {DEMO_KEY}' .../api/v1/rooms/{DEMO_ROOM}/messages)"

@@ -19,12 +19,27 @@ from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ranch.catalog.registry import Registry
-from ranch.db.models import AgentRecord, Delivery, Execution, Participant, Room, RoomEvent, RoomMessage, User
+from ranch.db.models import (
+    AgentKind,
+    AgentRecord,
+    Delivery,
+    Execution,
+    ExecutionStatus,
+    Participant,
+    ParticipantKind,
+    Role,
+    Room,
+    RoomEvent,
+    RoomMessage,
+    RoomStatus,
+    User,
+)
 from ranch.exceptions import Conflict, InvalidInput, NotFound, PayloadTooLarge
+from ranch.identity.orgs import DEFAULT_ORG, candidates, own_id
 from ranch.identity.principal import SYSTEM, Principal
-from ranch.identity.visibility import usable_agent
+from ranch.identity.visibility import named_agent
 from ranch.ids import new_id
-from ranch.policy.limits import Limits, check_id, check_text, check_value_keys
+from ranch.policy.limits import Limits, check_id, check_value_keys
 from ranch.rooms import executions, views
 from ranch.rooms.access import require_room_admin, visible_room
 from ranch.rooms.adapters import execution_view
@@ -32,14 +47,12 @@ from ranch.rooms.bus import Bus, Tx, frame
 from ranch.rooms.delivery import Dispatcher
 from ranch.rooms.executions import FINAL
 from ranch.rooms.mentions import mentioned
+from ranch.rooms.requests import AddParticipant, CreateRoom, PostMessage, UpdateRoom
+from ranch.rooms.views import ParticipantView
 from ranch.tasks.engine import TaskEngine
 from ranch.wire import keys
 from ranch.wire.events import CANCELED, COMPLETED, INPUT_REQUIRED, SUBMITTED, WORKING
 
-ROOM_TYPES = ("direct", "group", "task")
-ROOM_STATUSES = ("active", "archived", "closed")
-ROLES = ("owner", "admin", "member")
-POSTABLE_TYPES = ("text", "thought")
 MAX_AGENT_CHAIN = 10
 """Agent-to-agent messages in a row (by mention) before the room stops waking agents."""
 CHAIN_KEY = keys.CHAIN
@@ -67,38 +80,33 @@ class Rooms:
 
     # -- rooms ---------------------------------------------------------------------------------
 
-    async def create(self, principal: Principal, body: dict[str, Any]) -> Room:
-        room_id = body.get("id") or new_id()
-        _text_field(body, "title", 300, required=False)
-        kind = body.get("type", "group")
-        if kind not in ROOM_TYPES:
-            raise InvalidInput(f"type must be one of {', '.join(ROOM_TYPES)}", "type")
-        participants = body.get("participants") or []
-        if not isinstance(participants, list):
-            raise InvalidInput("participants must be a list of {kind, id, role}", "participants")
+    async def create(self, principal: Principal, request: CreateRoom, org_id: str | None = None) -> Room:
+        """A room of the caller's organization (`org_id`: ranch itself creating one for an organization)."""
+        org = org_id if principal is SYSTEM and org_id is not None else principal.org_id
+        room_id = own_id(org, request.id) if request.id else new_id()
         async with self.bus.transaction() as tx:
-            if not isinstance(room_id, str) or not room_id or len(room_id) > 64:
-                raise InvalidInput("id must be a string of 1 to 64 characters", "id")
             if await tx.session.get(Room, room_id) is not None:
                 raise Conflict(f"the room id '{room_id}' is taken", "id")
             room = Room(
                 id=room_id,
-                org_id=str(body["org_id"]) if principal is SYSTEM else principal.org_id,
-                type=kind,
-                status="active",
-                title=str(body.get("title") or ""),
+                org_id=org or DEFAULT_ORG,
+                type=request.type,
+                status=RoomStatus.ACTIVE,
+                title=request.title or "",
                 created_by=principal.id,
             )
             tx.session.add(room)
             await tx.session.flush()
             tx.after.append(lambda: self.known.__setitem__(room.id, room.org_id))
             if principal is not SYSTEM:
-                await self._join(tx, room, principal.kind, principal.id, "owner", principal)
-            for index, entry in enumerate(participants):
-                kind_, ref, role = _participant_fields(entry, f"participants[{index}]")
-                await self._join(tx, room, kind_, ref, role, principal, field=f"participants[{index}].id")
-            if body.get("default_agent") is not None:
-                room.default_agent = await self._default_agent(tx, room, body["default_agent"])
+                creator = ParticipantKind(principal.kind)
+                await self._join(
+                    tx, room, AddParticipant(kind=creator, id=principal.id, role=Role.OWNER), principal
+                )
+            for index, member in enumerate(request.participants or []):
+                await self._join(tx, room, member, principal, field=f"participants[{index}].id")
+            if request.default_agent is not None:
+                room.default_agent = await self._default_agent(tx, room, request.default_agent)
             return room
 
     async def get(self, principal: Principal, room_id: str) -> Room:
@@ -123,20 +131,18 @@ class Rooms:
             rows = list((await session.scalars(query.order_by(Room.id).limit(limit + 1))).all())
         return rows[:limit], (rows[limit - 1].id if len(rows) > limit else None)
 
-    async def update(self, principal: Principal, room_id: str, body: dict[str, Any]) -> Room:
+    async def update(self, principal: Principal, room_id: str, request: UpdateRoom) -> Room:
         async with self.bus.transaction() as tx:
             room = await visible_room(tx.session, principal, room_id)
-            if "title" in body:
-                room.title = _text_field(body, "title", 300, required=True)
-            if "default_agent" in body:
-                value = body["default_agent"]
+            if request.given("title"):
+                room.title = request.title
+            if request.given("default_agent"):
+                value = request.default_agent
                 room.default_agent = None if value is None else await self._default_agent(tx, room, value)
-            if "status" in body:
-                status = body["status"]
-                if status not in ROOM_STATUSES:
-                    raise InvalidInput(f"status must be one of {', '.join(ROOM_STATUSES)}", "status")
+            if request.given("status"):
+                status = request.status
                 room.status = status
-                if status != "active":
+                if status != RoomStatus.ACTIVE:
                     open_ = await tx.session.scalars(
                         select(Execution).where(Execution.room_id == room.id, Execution.status.not_in(FINAL))
                     )
@@ -147,7 +153,7 @@ class Rooms:
 
     # -- participants --------------------------------------------------------------------------
 
-    async def participants(self, principal: Principal, room_id: str) -> list[dict[str, Any]]:
+    async def participants(self, principal: Principal, room_id: str) -> list[ParticipantView]:
         async with self.bus.sessions() as session:
             await visible_room(session, principal, room_id)
             rows = (
@@ -155,88 +161,75 @@ class Rooms:
                     select(Participant).where(Participant.room_id == room_id).order_by(Participant.joined_at)
                 )
             ).all()
-            return [views.participant(row, await _name(session, row)) for row in rows]
+            return [ParticipantView.of(row, await _name(session, row)) for row in rows]
 
     async def add_participant(
-        self, principal: Principal, room_id: str, body: dict[str, Any]
-    ) -> dict[str, Any]:
-        kind, ref, role = _participant_fields(body, None)
+        self, principal: Principal, room_id: str, request: AddParticipant
+    ) -> ParticipantView:
         async with self.bus.transaction() as tx:
             room = await visible_room(tx.session, principal, room_id)
-            row = await self._join(tx, room, kind, ref, role, principal, field="id")
-            return views.participant(row, await _name(tx.session, row))
+            row = await self._join(tx, room, request, principal, field="id")
+            return ParticipantView.of(row, await _name(tx.session, row))
 
     async def remove_participant(self, principal: Principal, room_id: str, kind: str, ref: str) -> None:
         async with self.bus.transaction() as tx:
             room = await visible_room(tx.session, principal, room_id)
-            row = await tx.session.get(Participant, (room.id, kind, ref))
+            row = await _participant(tx.session, room, kind, ref)
             if row is None:
                 raise NotFound(f"'{ref}' is not a participant of room '{room_id}'", "id")
             data = views.participant(row, await _name(tx.session, row))
             await tx.session.delete(row)
-            if room.default_agent == ref:
+            if room.default_agent == row.ref:
                 room.default_agent = None
             await tx.emit(room.id, "participant.left", data)
 
     async def _join(
-        self, tx: Tx, room: Room, kind: str, ref: str, role: str, principal: Principal, field: str = "id"
+        self, tx: Tx, room: Room, member: AddParticipant, principal: Principal, field: str = "id"
     ) -> Participant:
-        if kind == "user":
-            user = await tx.session.get(User, ref)
-            if user is None or user.org_id != room.org_id:
-                raise NotFound(f"no user '{ref}'", field)
+        """Add `member` (a short name is the organization's own first, then as given)."""
+        kind = member.kind
+        if kind == ParticipantKind.USER:
+            ref = await _user_of(tx.session, room.org_id, member.id, field)
         elif principal is SYSTEM:
-            if await tx.session.get(AgentRecord, ref) is None:
-                raise NotFound(f"no agent or team '{ref}'", field)
+            if await tx.session.get(AgentRecord, member.id) is None:
+                raise NotFound(f"no agent or team '{member.id}'", field)
+            ref = member.id
         else:
-            record = await usable_agent(tx.session, principal, ref, field)
-            kind = "team" if record.kind == "team" else "agent"
+            record = await named_agent(tx.session, principal, member.id, field)
+            kind = ParticipantKind.TEAM if record.kind == AgentKind.TEAM else ParticipantKind.AGENT
+            ref = record.id
         existing = await tx.session.get(Participant, (room.id, kind, ref))
         if existing is not None:
             raise Conflict(f"'{ref}' is already in room '{room.id}'", field)
-        row = Participant(room_id=room.id, kind=kind, ref=ref, role=role)
+        row = Participant(room_id=room.id, kind=kind, ref=ref, role=member.role)
         tx.session.add(row)
         await tx.session.flush()
         await tx.emit(room.id, "participant.joined", views.participant(row, await _name(tx.session, row)))
         return row
 
-    async def _default_agent(self, tx: Tx, room: Room, value: Any) -> str:
-        if not isinstance(value, str):
-            raise InvalidInput("default_agent must be an agent or team id", "default_agent")
-        member = await tx.session.scalar(
-            select(Participant.ref).where(
-                Participant.room_id == room.id,
-                Participant.kind.in_(("agent", "team")),
-                Participant.ref == value,
+    async def _default_agent(self, tx: Tx, room: Room, name: str) -> str:
+        """The room's agent or team `name` stands for (its organization's own first)."""
+        for agent_id in candidates(room.org_id, name):
+            member = await tx.session.scalar(
+                select(Participant.ref).where(
+                    Participant.room_id == room.id,
+                    Participant.kind.in_((ParticipantKind.AGENT, ParticipantKind.TEAM)),
+                    Participant.ref == agent_id,
+                )
             )
-        )
-        if member is None:
-            raise InvalidInput(
-                f"default_agent '{value}' is not an agent or team of this room", "default_agent"
-            )
-        return value
+            if member is not None:
+                return member
+        raise InvalidInput(f"default_agent '{name}' is not an agent or team of this room", "default_agent")
 
     # -- messages ------------------------------------------------------------------------------
 
-    async def post(self, principal: Principal, room_id: str, body: dict[str, Any]) -> RoomMessage:
+    async def post(self, principal: Principal, room_id: str, request: PostMessage) -> RoomMessage:
         """A person's or an agent's message; wakes the agents it addresses."""
-        text = _text_field(body, "text", None, required=True)
-        kind = body.get("type", "text")
-        if kind not in POSTABLE_TYPES:
-            raise InvalidInput(f"type must be one of {', '.join(POSTABLE_TYPES)}", "type")
-        explicit = body.get("mentions") or []
-        if not isinstance(explicit, list) or not all(isinstance(m, str) for m in explicit):
-            raise InvalidInput("mentions must be a list of agent ids", "mentions")
-        metadata = body.get("metadata") or {}
-        if not isinstance(metadata, dict):
-            raise InvalidInput("metadata must be an object", "metadata")
-        thread = body.get("thread_id")
-        if thread is not None and not isinstance(thread, str):
-            raise InvalidInput("thread_id must be a string", "thread_id")
-        self._check_content(text, metadata, thread)
+        metadata = request.metadata or {}
+        self._check_content(request.text, metadata, request.thread_id)
         async with self.bus.transaction() as tx:
             room = await visible_room(tx.session, principal, room_id)
-            if room.status != "active":
+            if room.status != RoomStatus.ACTIVE:
                 raise Conflict(f"room '{room_id}' is {room.status}", "room_id")
             sender_kind = "user" if principal.kind == "user" else await _agent_kind(tx.session, principal.id)
             if principal.kind == "agent":
@@ -246,18 +239,18 @@ class Rooms:
                 room,
                 sender_kind,
                 principal.id,
-                text,
-                kind=kind,
-                mentions=explicit,
+                request.text,
+                kind=request.type,
+                mentions=request.mentions or [],
                 metadata=metadata,
-                thread_id=thread,
+                thread_id=request.thread_id,
             )
             if principal.kind == "agent":  # an external agent answering: its execution is idle again
                 row = await tx.session.scalar(
                     select(Execution).where(
                         Execution.room_id == room.id,
                         Execution.agent_id == principal.id,
-                        Execution.status == "working",
+                        Execution.status == ExecutionStatus.WORKING,
                     )
                 )
                 if row is not None:
@@ -273,11 +266,11 @@ class Rooms:
         )
 
     def _check_content(self, text: str, metadata: dict[str, Any], thread: str | None) -> None:
-        """The same limits as every A2A entry: size, control characters, metadata keys, ids."""
+        """The same limits as every A2A entry: size, metadata keys, ids (the request model checked
+        the text's characters)."""
         size = len(text.encode()) + len(json.dumps(metadata, ensure_ascii=False).encode())
         if size > self.limits.max_message_bytes:
             raise PayloadTooLarge(size, self.limits.max_message_bytes, "text")
-        check_text(text, "text")
         check_value_keys(metadata, "metadata", self.limits)
         if thread is not None:
             check_id(thread, "thread_id", self.limits)
@@ -300,6 +293,8 @@ class Rooms:
     ) -> RoomMessage:
         """Store a message with its event, and a delivery for each agent it wakes."""
         names = mentioned(text, list(mentions)) if kind == "text" else []
+        if names and room.org_id != DEFAULT_ORG:
+            names = await _own_names(tx.session, room.id, room.org_id, names)
         meta = dict(metadata or {})
         if chain:
             meta[CHAIN_KEY] = chain
@@ -521,27 +516,30 @@ async def _name(session: AsyncSession, row: Participant) -> str:
     return agent.name if agent else row.ref
 
 
-def _participant_fields(entry: Any, where: str | None) -> tuple[str, str, str]:
-    prefix = f"{where}." if where else ""
-    if not isinstance(entry, dict):
-        raise InvalidInput("a participant is an object {kind, id, role}", where or "body")
-    kind, ref, role = entry.get("kind"), entry.get("id"), entry.get("role", "member")
-    if kind not in ("user", "agent", "team"):
-        raise InvalidInput("kind must be user, agent or team", f"{prefix}kind")
-    if not isinstance(ref, str) or not ref:
-        raise InvalidInput("id must be a non-empty string", f"{prefix}id")
-    if role not in ROLES:
-        raise InvalidInput(f"role must be one of {', '.join(ROLES)}", f"{prefix}role")
-    return kind, ref, role
+async def _user_of(session: AsyncSession, org_id: str, name: str, field: str) -> str:
+    """The id of the organization's user `name` stands for (its own `<org>.<name>` first)."""
+    for user_id in candidates(org_id, name):
+        user = await session.get(User, user_id)
+        if user is not None and user.org_id == org_id:
+            return user.id
+    raise NotFound(f"no user '{name}'", field)
 
 
-def _text_field(body: dict[str, Any], name: str, max_length: int | None, *, required: bool) -> str:
-    value = body.get(name)
-    if value is None and not required:
-        return ""
-    if not isinstance(value, str) or (required and not value.strip()):
-        raise InvalidInput(f"{name} must be a non-empty string", name)
-    if max_length is not None and len(value) > max_length:
-        raise InvalidInput(f"{name} is longer than {max_length} characters", name)
-    check_text(value, name)
-    return value
+async def _participant(session: AsyncSession, room: Room, kind: str, ref: str) -> Participant | None:
+    """The room's participant `ref` names (its organization's own `<org>.<ref>` first)."""
+    if kind not in tuple(ParticipantKind):
+        return None
+    for candidate in candidates(room.org_id, ref):
+        row = await session.get(Participant, (room.id, kind, candidate))
+        if row is not None:
+            return row
+    return None
+
+
+async def _own_names(session: AsyncSession, room_id: str, org_id: str, names: list[str]) -> list[str]:
+    """Mentions as participant ids: `@helper` in a room of `acme` is `acme.helper` when it takes part."""
+    present = set(
+        (await session.scalars(select(Participant.ref).where(Participant.room_id == room_id))).all()
+    )
+    resolved = (next((c for c in candidates(org_id, name) if c in present), name) for name in names)
+    return list(dict.fromkeys(resolved))

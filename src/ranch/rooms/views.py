@@ -1,136 +1,148 @@
-"""The JSON shapes of docs/api.md, one function per object."""
+"""The JSON shapes of rooms' objects (docs/api.md), as response models read from the rows.
+
+Each model reads its row (`from_attributes`), so the REST answers, the WebSocket's events and the
+OpenAPI document's schemas are one definition. The functions below give the JSON of a row, for
+the events a change writes.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, computed_field
 
 from ranch.db.models import (
-    AgentRecord,
-    ApiKey,
     Delivery,
     Execution,
-    Organization,
+    ExecutionStatus,
+    MessageType,
     Participant,
-    Room,
+    ParticipantKind,
+    Role,
     RoomMessage,
-    User,
+    RoomStatus,
+    RoomType,
     iso,
 )
-from ranch.wire.cards import agent_url
 
 
-def organization(org: Organization) -> dict[str, Any]:
-    return {
-        "id": org.id,
-        "name": org.name,
-        "allowed_agent_urls": org.allowed_agent_urls,
-        "created_at": iso(org.created_at),
-    }
+def _iso(value: Any) -> Any:
+    return iso(value) if isinstance(value, int | float) else value
 
 
-def user(row: User) -> dict[str, Any]:
-    return {
-        "id": row.id,
-        "org_id": row.org_id,
-        "name": row.name,
-        "role": row.role,
-        "created_at": iso(row.created_at),
-    }
+Timestamp = Annotated[str, BeforeValidator(_iso), WithJsonSchema({"type": "string", "format": "date-time"})]
+"""A stored time (seconds since the epoch) as the API shows it: ISO 8601 in UTC."""
 
 
-def api_key(row: ApiKey) -> dict[str, Any]:
-    """A key as listed: never the key itself, only its first characters."""
-    return {
-        "id": row.id,
-        "prefix": row.prefix,
-        "owner": {"kind": row.owner_kind, "id": row.owner_id},
-        "org_id": row.org_id,
-        "created_at": iso(row.created_at),
-        "expires_at": iso(row.expires_at) if row.expires_at is not None else None,
-        "revoked": row.revoked,
-        "revoked_at": iso(row.revoked_at) if row.revoked_at is not None else None,
-    }
+class View(BaseModel):
+    """A response model, read from a row's attributes."""
+
+    model_config = ConfigDict(from_attributes=True)
 
 
-def agent(row: AgentRecord, base_url: str) -> dict[str, Any]:
-    a2a = agent_url(base_url, row.id)
-    return {
-        "id": row.id,
-        "org_id": row.org_id,
-        "name": row.name,
-        "description": row.description,
-        "kind": row.kind,
-        "model": row.model,
-        "is_external": row.is_external,
-        "tools": row.tools,
-        "visibility": row.visibility,
-        "history_length": row.history_length,
-        "url": row.url,
-        "members": row.spec.get("members") if row.kind == "team" else None,
-        "a2a_url": None if row.is_external else a2a,
-        "card_url": None if row.is_external else f"{a2a}/.well-known/agent-card.json",
-        "created_at": iso(row.created_at),
-    }
+class RoomView(View):
+    id: str
+    """Also the room's A2A contextId."""
+    org_id: str
+    type: RoomType
+    status: RoomStatus
+    title: str
+    default_agent: str | None
+    created_by: str | None
+    created_at: Timestamp
 
 
-def room(row: Room) -> dict[str, Any]:
-    return {
-        "id": row.id,
-        "org_id": row.org_id,
-        "type": row.type,
-        "status": row.status,
-        "title": row.title,
-        "default_agent": row.default_agent,
-        "created_by": row.created_by,
-        "created_at": iso(row.created_at),
-    }
+class ParticipantView(View):
+    kind: ParticipantKind
+    id: str = Field(validation_alias="ref")
+    role: Role
+    name: str
+    """The person's or agent's display name."""
+    joined_at: Timestamp
+
+    @classmethod
+    def of(cls, row: Participant, name: str | None = None) -> ParticipantView:
+        fields = {"kind": row.kind, "ref": row.ref, "role": row.role, "joined_at": row.joined_at}
+        return cls.model_validate({**fields, "name": name or row.ref})
+
+
+class Sender(BaseModel):
+    kind: Literal["user", "agent", "team", "system"]
+    id: str
+
+
+class MessageView(View):
+    id: str
+    cursor: int = Field(validation_alias="seq")
+    """Its place in the room; page with `since=<cursor>`."""
+    room_id: str
+    type: MessageType
+    sender_kind: Literal["user", "agent", "team", "system"] = Field(exclude=True)
+    sender_id: str = Field(exclude=True)
+    text: str
+    mentions: list[str]
+    """The ids it addresses: its `@id`s and the explicit ones."""
+    metadata: dict[str, Any] = Field(validation_alias="meta")
+    thread_id: str | None
+    execution_id: str | None
+    """The execution that wrote it (agent messages)."""
+    created_at: Timestamp
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def sender(self) -> Sender:
+        return Sender(kind=self.sender_kind, id=self.sender_id)
+
+
+class ExecutionView(View):
+    id: str
+    """Also the A2A task id."""
+    room_id: str
+    agent_id: str
+    status: ExecutionStatus
+    reason: str
+    turns: int
+    tool_calls: list[Any]
+    created_at: Timestamp
+    updated_at: Timestamp
+
+
+class DeliveryView(View):
+    """What an external agent receives for a message addressed to it."""
+
+    type: Literal["delivery"] = "delivery"
+    delivery_id: str
+    room_id: str
+    message: MessageView
+
+    @classmethod
+    def of(cls, row: Delivery, message: RoomMessage) -> DeliveryView:
+        return cls(delivery_id=row.id, room_id=row.room_id, message=MessageView.model_validate(message))
+
+
+class EventView(BaseModel):
+    """A room event: a WebSocket frame, and an item of `GET .../events`."""
+
+    type: str
+    """`message.created`, `execution.updated`, `routing.decided`, `participant.joined`, ..."""
+    room_id: str
+    cursor: int | None
+    """Its place in the events of every room (null: a live-only event)."""
+    at: str | None = None
+    data: dict[str, Any]
 
 
 def participant(row: Participant, name: str | None = None) -> dict[str, Any]:
-    return {
-        "kind": row.kind,
-        "id": row.ref,
-        "role": row.role,
-        "name": name or row.ref,
-        "joined_at": iso(row.joined_at),
-    }
+    return ParticipantView.of(row, name).model_dump(mode="json")
 
 
 def message(row: RoomMessage) -> dict[str, Any]:
-    return {
-        "id": row.id,
-        "cursor": row.seq,
-        "room_id": row.room_id,
-        "type": row.type,
-        "sender": {"kind": row.sender_kind, "id": row.sender_id},
-        "text": row.text,
-        "mentions": row.mentions,
-        "metadata": row.meta,
-        "thread_id": row.thread_id,
-        "execution_id": row.execution_id,
-        "created_at": iso(row.created_at),
-    }
+    return MessageView.model_validate(row).model_dump(mode="json")
 
 
 def execution(row: Execution) -> dict[str, Any]:
-    return {
-        "id": row.id,
-        "room_id": row.room_id,
-        "agent_id": row.agent_id,
-        "status": row.status,
-        "reason": row.reason,
-        "turns": row.turns,
-        "tool_calls": row.tool_calls,
-        "created_at": iso(row.created_at),
-        "updated_at": iso(row.updated_at),
-    }
+    return ExecutionView.model_validate(row).model_dump(mode="json")
 
 
 def delivery(row: Delivery, message_row: RoomMessage) -> dict[str, Any]:
-    """What an external agent receives for a message addressed to it."""
-    return {
-        "type": "delivery",
-        "delivery_id": row.id,
-        "room_id": row.room_id,
-        "message": message(message_row),
-    }
+    return DeliveryView.of(row, message_row).model_dump(mode="json")

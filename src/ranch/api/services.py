@@ -1,0 +1,29 @@
+"""What the REST API and the WebSocket use of the hub: one typed object, built by hub/app.py."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ranch.identity.security import Security
+from ranch.policy.ratelimit import RatePolicy
+from ranch.policy.ssrf import UrlGuard
+from ranch.rooms.runtime import RoomsRuntime
+
+
+@dataclass(frozen=True)
+class ApiServices:
+    """The hub's parts the API calls; the rooms runtime exists only while the app's lifespan runs."""
+
+    runtime: Callable[[], RoomsRuntime]
+    """The rooms side (database sessions, rooms, catalog); raises until the app has started."""
+    security: Security
+    """Keys (looked up fresh on every REST call and WebSocket frame), visibility, sessions."""
+    rates: RatePolicy
+    """The per-caller rate limit; a WebSocket frame costs one request."""
+    guard: UrlGuard
+    """Judges the URLs an organization's agents are registered with."""
+    max_frame_bytes: int
+    """Largest WebSocket frame (the server's `max_message_bytes`)."""
+    debug: bool = False
+    """Internal errors' details in answers."""
