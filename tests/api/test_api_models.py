@@ -13,7 +13,7 @@ import pytest
 from pydantic import BaseModel, TypeAdapter
 
 from ranch.api.errors import parsed, spelled
-from ranch.api.models import CreateOrg, CreateUser, Listing, TaskQuery, UpdateOrg, Window
+from ranch.api.models import CompleteExecution, CreateOrg, CreateUser, Listing, TaskQuery, UpdateOrg, Window
 from ranch.api.routes import OPERATIONS
 from ranch.api.ws import FRAMES
 from ranch.catalog.requests import REGISTRATION, RegisterExternal, RegisterRules, RegisterTeam
@@ -24,6 +24,9 @@ from ranch.rooms.requests import AddParticipant, CreateRoom, PostMessage, Update
 Model = type[BaseModel] | TypeAdapter[Any]
 
 REFUSALS: list[tuple[Model, dict[str, Any], str | None]] = [
+    (CompleteExecution, {"reason": "x" * 1001}, "reason"),
+    (CompleteExecution, {"reason": 5}, "reason"),
+    (CompleteExecution, {"why": "no"}, "why"),
     (CreateRoom, {"id": 5}, "id"),
     (CreateRoom, {"id": "acme.ops"}, "id"),
     (CreateRoom, {"id": "x" * 65}, "id"),

@@ -174,6 +174,7 @@ def test_real_answers_validate_against_their_documented_schemas(
     acme.call("GET", f"/executions/{execution}", status=200)
     acme.call("GET", f"/executions/{execution}/task", status=200, history_length=1)
     acme.call("POST", f"/executions/{execution}/cancel", status=200)
+    acme.call("POST", f"/executions/{execution}/complete", {"reason": "over"}, status=409)
     inbox = Checked(document, Api(hub.url, scout["api_key"]), seen)
     delivery = inbox.call("GET", "/agent/messages/next", status=200)
     inbox.call("POST", f"/agent/messages/{delivery['delivery_id']}/ack", status=204)
