@@ -226,6 +226,18 @@ def test_tenants_never_see_each_other(database_url: str, peer: RunningPeer) -> N
             refused = other.call("POST", "/agents", {"id": "sneaky", "kind": "llm", "model": "m", **body})
             assert refused.status_code == status, refused.text
             assert refused.json()["error"]["field"] == field
+        keyed = other.call(
+            "POST",
+            "/agents",
+            {
+                "id": "keyed",
+                "kind": "remote",
+                "url": peer.url,
+                "verify_card": True,
+                "trusted_keys": ["/etc/passwd"],
+            },
+        )
+        assert keyed.status_code == 400 and keyed.json()["error"]["field"] == "trusted_keys"
         inward = other.call("POST", "/agents", {"id": "inward", "kind": "remote", "url": peer.url})
         assert inward.status_code == 422 and "loopback" in inward.json()["error"]["message"]
         live = Live(hub.url, acme["owner"]["api_key"])

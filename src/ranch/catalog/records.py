@@ -287,10 +287,14 @@ TENANT_KEY_ENV = re.compile(r"^RANCH_KEY_[A-Z0-9_]+$")
 
 async def _tenant_safe(request: Registration, guard: UrlGuard) -> None:
     """What an organization's admin may not ask of the server: start processes, read any of its
-    environment variables, or make it call addresses inside its network (docs/api.md)."""
+    environment variables or files, or make it call addresses inside its network (docs/api.md)."""
     urls: list[tuple[str, str]] = []
     if isinstance(request, RegisterRemote):
         urls.append(("url", request.url))
+        if request.trusted_keys:  # paths of files on the server: the operator's to name, in the config
+            raise InvalidInput(
+                "trusted_keys name files on the server; they come from the config file only", "trusted_keys"
+            )
     if isinstance(request, RegisterLlm):
         for index, server in enumerate(request.mcp_servers):
             if isinstance(server, StdioMcpServerConfig):
