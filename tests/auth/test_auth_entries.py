@@ -126,7 +126,7 @@ async def _mcp_tools(base_url: str, key: str) -> tuple[set[str], Any]:
     ):
         await session.initialize()
         names = {tool.name for tool in (await session.list_tools()).tools}
-        refused = await session.call_tool("ask_acme.secret", {"message": "hi"})
+        refused = await session.call_tool("ask_acme__secret", {"message": "hi"})
         return names, refused
 
 
@@ -168,8 +168,8 @@ def test_tenants_see_only_their_own_tasks_rooms_and_agents(database_url: str) ->
         # MCP: the tools are the agents the caller may reach
         theirs_tools, answered = anyio.run(_mcp_tools, hub.url, acme_key)
         mine_tools, refused = anyio.run(_mcp_tools, hub.url, ADMIN_KEY)
-        assert "ask_acme.secret" in theirs_tools and not answered.isError
-        assert "ask_acme.secret" not in mine_tools and refused.isError and "ask_desk" in mine_tools
+        assert "ask_acme__secret" in theirs_tools and not answered.isError
+        assert "ask_acme__secret" not in mine_tools and refused.isError and "ask_desk" in mine_tools
 
         # REST and WebSocket: another tenant's room looks absent
         assert other.call("GET", f"/rooms/{room['id']}").status_code == 404

@@ -53,6 +53,12 @@ if TYPE_CHECKING:
     from ranch.identity.security import Security
 
 PREFIX = "ask_"
+
+
+def tool_name(agent_id: str) -> str:
+    """`ask_<id>`; an organization's agent `acme.helper` is `ask_acme__helper` (clients such as model
+    APIs accept only letters, digits, `_` and `-` in tool names)."""
+    return PREFIX + agent_id.replace(".", "__")
 MCP_PATH = "/mcp"
 
 INPUT_SCHEMA: dict[str, Any] = {
@@ -108,11 +114,10 @@ def build_server(
     async def call_tool(
         name: str, arguments: dict[str, Any]
     ) -> tuple[list[types.ContentBlock], dict[str, Any]]:
-        agent_id = name.removeprefix(PREFIX)
-        allowed = await tools()
-        if not name.startswith(PREFIX) or agent_id not in {agent.id for agent in allowed}:
-            names = ", ".join(PREFIX + agent.id for agent in allowed)
-            raise ValueError(f"no tool '{name}'; the tools are {names}")
+        allowed = {tool_name(agent.id): agent.id for agent in await tools()}
+        agent_id = allowed.get(name)
+        if agent_id is None:
+            raise ValueError(f"no tool '{name}'; the tools are {', '.join(allowed)}")
         text, context_id = arguments.get("message"), arguments.get("context_id")
         if not isinstance(text, str) or not (context_id is None or isinstance(context_id, str)):
             raise ValueError("message must be a string, and context_id a string when given")
@@ -196,7 +201,7 @@ def _askable(registry: Registry) -> list[Agent]:
 def _tool(agent: Agent, info: AgentInfo) -> types.Tool:
     about = info.description or info.name
     return types.Tool(
-        name=PREFIX + agent.id,
+        name=tool_name(agent.id),
         title=info.name,
         description=f"Ask {info.name} ({agent.id}): {about}. Returns its reply and the route the turn took.",
         inputSchema=INPUT_SCHEMA,
