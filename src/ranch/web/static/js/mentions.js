@@ -4,7 +4,7 @@
 
 import { h, replace } from "./dom.js";
 
-const TOKEN = /(?:^|\s)@([a-z0-9_-]*)$/i;
+const TOKEN = /(?:^|\s)@([a-z0-9_.-]*)$/i;
 const MAX = 8;
 
 export class MentionCompleter {
@@ -111,7 +111,7 @@ export class MentionCompleter {
     const choice = this.matches[index];
     if (!choice) return;
     const caret = this.input.selectionStart ?? this.input.value.length;
-    const before = this.input.value.slice(0, caret).replace(/@([a-z0-9_-]*)$/i, `@${choice.id} `);
+    const before = this.input.value.slice(0, caret).replace(/@([a-z0-9_.-]*)$/i, `@${choice.id} `);
     const after = this.input.value.slice(caret).replace(/^\s+/, "");
     this.input.value = before + after;
     this.input.setSelectionRange(before.length, before.length);
