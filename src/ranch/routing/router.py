@@ -112,8 +112,9 @@ class Turn:
         if waiting is not None and waiting in self.team.members:
             return waiting, "answering its question"
         asked = client_routing.read_decision(self.message)
-        if asked is not None and asked.recipient in self.team.members:
-            return asked.recipient, asked.reason or "named by the caller"
+        named = self.team.member(asked.recipient) if asked is not None else None
+        if asked is not None and named is not None:
+            return named, asked.reason or "named by the caller"
         return self.team.default_agent, "default agent"
 
     def check_hop_budget(self, target: str) -> None:
@@ -177,8 +178,9 @@ class Turn:
             return Next(client_routing.USER, reason)
         if decision.recipient == client_routing.SENDER:
             return Next(sender, reason)
-        if decision.recipient != target and decision.recipient in self.team.members:
-            return Next(decision.recipient, reason)
+        named = self.team.member(decision.recipient)
+        if named is not None and named != target:
+            return Next(named, reason)
         error = InvalidRecipient(target, decision.recipient, self.team.id)
         if self.team.on_invalid_recipient == "error":
             raise error

@@ -93,6 +93,15 @@ class Team(Agent):
         """Its conversations by (owner, contextId), bounded in number and in bytes."""
         self._roster: Roster | None = None
 
+    def member(self, name: str) -> str | None:
+        """The member `name` names: its id, or in an organization's team (`acme.desk`) the short name
+        of one of its own members (`helper` for `acme.helper`); None when it names none."""
+        if name in self.members:
+            return name
+        org, dot, _ = self.id.rpartition(".")
+        full = f"{org}.{name}" if dot else ""
+        return full if full in self.members else None
+
     async def info(self) -> AgentInfo:
         infos = (await self.roster()).infos.values()
         skills: dict[str, AgentSkill] = {}
