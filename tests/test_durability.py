@@ -72,7 +72,7 @@ def test_sigkill_mid_turn_keeps_finished_tasks_and_fails_the_working_one(tmp_pat
         failed = rpc(f"{second.url}/a2a/agents/patient", "GetTask", {"id": working["id"]})["result"]
         assert failed["status"]["state"] == "TASK_STATE_FAILED"  # type: ignore[index]
         reason = failed["status"]["message"]["parts"][0]["text"]  # type: ignore[index]
-        assert "restarted before this task finished" in reason
+        assert "stopped before it finished" in reason and "replica" in reason
         assert failed["history"][0]["parts"][0]["text"] == "take your time"  # type: ignore[index]
         listed = rpc(f"{second.url}/a2a/agents/patient", "ListTasks", {})["result"]["tasks"]  # type: ignore[index]
         assert [task["id"] for task in listed] == [working["id"]]

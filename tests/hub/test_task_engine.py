@@ -180,7 +180,7 @@ async def test_a_room_execution_stays_ready_between_messages_until_its_agent_is_
         assert MessageToDict(done.metadata)[EXECUTION]["status"] == "completed"
 
 
-async def test_a_restart_fails_only_what_a_process_was_running(tmp_path: Path) -> None:
+async def test_a_stopped_replicas_running_tasks_fail_and_nothing_else(tmp_path: Path) -> None:
     async with engine(tmp_path, runner="first") as tasks:
         run = await tasks.start(Scripted(sleep=30), message("long"), Call(), OWNER, submit=True)
         external = await tasks.record("ex-9", "room:r", TaskState.TASK_STATE_WORKING, context_id="r")
@@ -188,8 +188,10 @@ async def test_a_restart_fails_only_what_a_process_was_running(tmp_path: Path) -
         # the process dies here: its group is cancelled without settling anything
         tasks.group.cancel_scope.cancel()
     async with engine(tmp_path, runner="second") as tasks:
-        failed = await tasks.fail_unfinished()
+        assert await tasks.take_over({"first", "second"}) == {}  # "first" is still alive: nothing to take
+        failed = await tasks.take_over({"second"})
         assert list(failed) == [run.task_id]
-        assert "stopped and restarted" in text_of(failed[run.task_id].status.message)
+        assert "(replica first) stopped before it finished" in text_of(failed[run.task_id].status.message)
+        assert await tasks.take_over({"second"}) == {}  # taken once
         kept = await tasks.get("ex-9", "room:r")  # an outside party works on it: left as it was
         assert kept.status.state == TaskState.TASK_STATE_WORKING

@@ -71,7 +71,7 @@ def test_sigkill_mid_conversation_loses_nothing(database_url: str, tmp_path: Pat
         executions = admin.get(f"/rooms/{room}/executions")["items"]
         slow = [row for row in executions if row["agent_id"] == "slow"]
         failed = [row for row in slow if row["status"] == "failed"]
-        assert len(failed) == 1 and "server stopped" in failed[0]["reason"]
+        assert len(failed) == 1 and "stopped before it finished" in failed[0]["reason"]
         assert admin.executions(room)["greeter"]["status"] == "ready"
         # the message queued behind the interrupted one is handled after the restart
         resumed = wait_until(
@@ -85,7 +85,7 @@ def test_sigkill_mid_conversation_loses_nothing(database_url: str, tmp_path: Pat
         assert resumed[0]["id"] != failed[0]["id"]
         task = admin.get(f"/executions/{failed[0]['id']}/task")
         assert task["status"]["state"] == "TASK_STATE_FAILED"
-        assert "server stopped" in task["status"]["message"]["parts"][0]["text"]
+        assert "stopped before it finished" in task["status"]["message"]["parts"][0]["text"]
         assert queued["text"] in [
             m["parts"][0]["text"] for m in admin.get(f"/executions/{resumed[0]['id']}/task")["history"]
         ]

@@ -13,6 +13,7 @@ from ranch.cli import policy_flags
 from ranch.cli.demo import DEMO_PROMPT, DEMO_TEAM, demo_config
 from ranch.config import RanchConfig, load_config
 from ranch.db.engine import SQLITE_BUSY_TIMEOUT_S
+from ranch.db.replicas import DEFAULT_LEASE
 from ranch.exceptions import ConfigError
 from ranch.hub.app import DEFAULT_DATABASE_URL, DEFAULT_MAX_BODY, Settings, create_app
 from ranch.policy.logs import configure_logging
@@ -36,6 +37,14 @@ def register(commands: Any) -> None:
         metavar="S",
         help="seconds a SQLite write waits for a lock held elsewhere before it fails "
         f"(env RANCH_SQLITE_BUSY_TIMEOUT; default {SQLITE_BUSY_TIMEOUT_S})",
+    )
+    parser.add_argument(
+        "--lease",
+        type=float,
+        default=float(os.environ.get("RANCH_LEASE", DEFAULT_LEASE)),
+        metavar="S",
+        help="seconds a replica may stay silent before another takes its work over "
+        f"(env RANCH_LEASE; default {DEFAULT_LEASE:g}; docs/deploy.md)",
     )
     parser.add_argument(
         "--max-body", type=int, default=DEFAULT_MAX_BODY, help="largest request body in bytes"
@@ -72,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings(
         database_url=args.db,
         sqlite_busy_timeout=args.sqlite_busy_timeout,
+        lease=args.lease,
         root=args.root,
         max_body_bytes=args.max_body,
         admin_key=os.environ.get("RANCH_ADMIN_KEY") or None,

@@ -304,6 +304,18 @@ class RoomEvent(Base):
     __table_args__ = (Index("events_room_seq", "room_id", "seq"),)
 
 
+class Replica(Base):
+    """One running process of a hub (a replica): who it is, and when it last said it was alive."""
+
+    __tablename__ = "replicas"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    host: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[float] = mapped_column(Float, default=now)
+    heartbeat_at: Mapped[float] = mapped_column(Float, default=now)
+    """Written every few seconds; a replica silent for longer than the lease is gone."""
+
+
 # -- tables written with SQLAlchemy Core (protobuf bodies; one prebuilt upsert per save) --
 
 ranch_tasks = Table(

@@ -35,6 +35,7 @@ from ranch.catalog.registry import Registry
 from ranch.config import RanchConfig
 from ranch.db import migrate
 from ranch.db.engine import SQLITE_BUSY_TIMEOUT_S, open_engine
+from ranch.db.replicas import DEFAULT_LEASE, Replicas
 from ranch.edge.guards import (
     Endpoint,
     check_list_query,
@@ -142,6 +143,8 @@ class Settings:
     """Also serve this agent at the root: its card at /.well-known/agent-card.json, its bindings at /."""
     sqlite_busy_timeout: float = SQLITE_BUSY_TIMEOUT_S
     """Seconds a SQLite write waits for another connection's lock before it fails (and is retried)."""
+    lease: float = DEFAULT_LEASE
+    """Seconds a replica may stay silent before another takes its work over (docs/deploy.md)."""
 
     def limits(self) -> Limits:
         return Limits(max_message_bytes=self.max_message_bytes)
@@ -228,13 +231,12 @@ class Hub:
             await migrate.upgrade(engine)
             push_store = PushConfigStore(engine, owner_resolver=owner_of)
             await push_store.initialize()
+            replicas = await stack.enter_async_context(Replicas(engine, lease=self.settings.lease))
             webhooks = await stack.enter_async_context(webhook_client(self.guard))
             group = await stack.enter_async_context(anyio.create_task_group())
             push = PushNotifier(push_store, PushSender(webhooks), group)
-            self._core = TaskEngine(store, group, push)
-            failed = await self._core.fail_unfinished()
-            if failed:
-                logger.warning("marked %d task(s) left unfinished by a previous run as failed", len(failed))
+            self._core = TaskEngine(store, group, push, runner=replicas.id)
+            failed = await self._core.take_over(await replicas.alive())
             self._rooms = await start_rooms(
                 engine,
                 self.config,
@@ -248,6 +250,7 @@ class Hub:
                 limits=self.settings.limits(),
             )
             self._gateway = Gateway(self._rooms)
+            group.start_soon(self._take_over, replicas)
             for service in self.services:
                 await stack.enter_async_context(service())
             try:
@@ -257,6 +260,17 @@ class Hub:
                 self._core = None
                 self._rooms = None
                 self._gateway = None
+
+    async def _take_over(self, replicas: Replicas) -> None:
+        """Every half lease: the tasks replicas that stopped left running fail, their rooms told."""
+        while True:
+            await anyio.sleep(replicas.lease / 2)
+            try:
+                failed = await self.core.take_over(await replicas.alive())
+                if failed:
+                    await self.rooms.rooms.follow(failed)
+            except Exception:  # a busy database: the next round tries again
+                logger.warning("could not take over stopped replicas' work", exc_info=True)
 
 
 def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlette:

@@ -59,6 +59,8 @@ def tool_name(agent_id: str) -> str:
     """`ask_<id>`; an organization's agent `acme.helper` is `ask_acme__helper` (clients such as model
     APIs accept only letters, digits, `_` and `-` in tool names)."""
     return PREFIX + agent_id.replace(".", "__")
+
+
 MCP_PATH = "/mcp"
 
 INPUT_SCHEMA: dict[str, Any] = {

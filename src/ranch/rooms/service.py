@@ -461,6 +461,13 @@ class Rooms:
             if fresh is not None:
                 await executions.project(tx, fresh, task)
 
+    async def follow(self, tasks: dict[str, Task]) -> None:
+        """Rows of executions whose tasks changed outside a run here (a stopped replica's) follow them."""
+        async with self.bus.transaction() as tx:
+            rows = (await tx.session.scalars(select(Execution).where(Execution.id.in_(list(tasks))))).all()
+            for row in rows:
+                await executions.project(tx, row, tasks[row.id])
+
     async def task(self, principal: Principal, execution_id: str, history_length: int | None) -> Task:
         """The execution as an A2A Task (history: what the agent received or wrote)."""
         async with self.bus.sessions() as session:

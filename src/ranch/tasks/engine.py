@@ -439,23 +439,31 @@ class TaskEngine:
         if run.error is not None:
             raise run.error
 
-    # -- restarts ---------------------------------------------------------------------------------
+    # -- replicas that stopped ----------------------------------------------------------------------
 
-    async def fail_unfinished(self) -> dict[str, Task]:
-        """Fail the tasks a previous process left running (SUBMITTED or WORKING under a runner).
+    async def take_over(self, alive: set[str]) -> dict[str, Task]:
+        """Fail the tasks a replica that is gone left running (SUBMITTED or WORKING under its name).
 
-        A run lives in one process; after a restart nothing will ever finish those tasks, and a
+        A run lives in one process; once that process is gone nothing will finish its tasks, and a
         task must not look like it is working forever. Tasks no process of ours was running (an
-        external agent's delivery) are left as they are. Returns each failed task, by id.
+        external agent's delivery) are left as they are. Each is claimed first, so when several
+        replicas look at once, one of them takes it. Returns each failed task, by id.
         """
-        unfinished = await self.store.unfinished([TaskState.Name(SUBMITTED), TaskState.Name(WORKING)])
-        text = "the server stopped and restarted before this task finished; send the message again"
+        states = [TaskState.Name(SUBMITTED), TaskState.Name(WORKING)]
         failed: dict[str, Task] = {}
-        for task_id, owner in unfinished:
+        for task_id, owner, runner in await self.store.orphaned(states, alive):
+            if not await self.store.claim(task_id, runner, self.runner):
+                continue  # another replica took it
             task = await self.store.get(task_id, owner_context(owner))
-            if task is not None:
-                execution = "failed" if _execution(task) else None
-                failed[task_id] = await self.record(task_id, owner, FAILED, text, execution=execution)
+            if task is None:
+                continue
+            text = (
+                f"the server running this task (replica {runner}) stopped before it finished; send it again"
+            )
+            execution = "failed" if _execution(task) else None
+            failed[task_id] = await self.record(task_id, owner, FAILED, text, execution=execution)
+        if failed:
+            logger.warning("failed %d task(s) that stopped replicas left running", len(failed))
         return failed
 
 

@@ -28,6 +28,7 @@ from sqlalchemy import (
     func,
     or_,
     select,
+    update,
 )
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -125,13 +126,19 @@ class SqlTaskStore(TaskStore):
             owner = (await connection.execute(select(tasks.c.owner).where(tasks.c.id == task_id))).scalar()
         return None if owner is None else str(owner)
 
-    async def unfinished(self, states: Sequence[str]) -> Sequence[tuple[str, str]]:
-        """(task id, owner) of every stored task in one of `states` that a process was running."""
-        query = select(tasks.c.id, tasks.c.owner).where(
-            tasks.c.state.in_(states), tasks.c.runner.is_not(None)
+    async def orphaned(self, states: Sequence[str], alive: Collection[str]) -> Sequence[tuple[str, str, str]]:
+        """(task id, owner, runner) of every stored task in one of `states` whose runner is not `alive`."""
+        query = select(tasks.c.id, tasks.c.owner, tasks.c.runner).where(
+            tasks.c.state.in_(states), tasks.c.runner.is_not(None), tasks.c.runner.not_in(list(alive))
         )
         async with self.engine.connect() as connection:
-            return [(row.id, row.owner) for row in await connection.execute(query)]
+            return [(row.id, row.owner, row.runner) for row in await connection.execute(query)]
+
+    async def claim(self, task_id: str, runner: str, by: str) -> bool:
+        """Take a task over from `runner`: True for the one replica whose claim succeeded."""
+        statement = update(tasks).where(tasks.c.id == task_id, tasks.c.runner == runner).values(runner=by)
+        async with self.engine.begin() as connection:
+            return bool((await connection.execute(statement)).rowcount)
 
 
 def _upsert(dialect_name: str) -> Any:
