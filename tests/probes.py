@@ -13,7 +13,7 @@ Options: `reply` (text; `{text}` is the incoming text), `route` (recipient strin
 `reason`, `handoffs` (list), `sleep` (seconds before answering), `fail` (raise
 RuntimeError with this text), `replies` (list of replies used in turn, the last
 one repeating), `task` (answer with task events instead of a Message), `chunks`
-(stream the reply as these artifact chunks, then complete the task), `done` (mark
+(stream the reply as these artifact chunks, `chunk_pause` s apart, then complete the task), `done` (mark
 the reply `ranch.done`: in a room, it ends the agent's execution).
 
 Every message a probe receives is appended to `RECEIVED[agent_id]`, so tests
@@ -98,7 +98,8 @@ class Probe:
         if opts.get("done"):
             answer.metadata.update({DONE: True})
         if opts.get("chunks"):
-            async for event in _streamed(message, [str(chunk) for chunk in opts["chunks"]]):
+            pause = float(opts.get("chunk_pause", 0.01))
+            async for event in _streamed(message, [str(chunk) for chunk in opts["chunks"]], pause):
                 yield event
             return
         if opts.get("task"):
@@ -144,7 +145,7 @@ async def _as_task(message: Message, answer: Message) -> AsyncIterator[Event]:
     )
 
 
-async def _streamed(message: Message, chunks: list[str]) -> AsyncIterator[Event]:
+async def _streamed(message: Message, chunks: list[str], pause: float) -> AsyncIterator[Event]:
     """A reply streamed as one artifact, chunk by chunk, then the task completed with the whole text."""
     task_id = message.task_id or str(uuid.uuid4())
     yield Task(
@@ -158,7 +159,7 @@ async def _streamed(message: Message, chunks: list[str]) -> AsyncIterator[Event]
             append=index > 0,
             last_chunk=index == len(chunks) - 1,
         )
-        await anyio.sleep(0.01)
+        await anyio.sleep(pause)
     whole = reply(message, "".join(chunks))
     yield TaskStatusUpdateEvent(
         task_id=task_id,

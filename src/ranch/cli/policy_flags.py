@@ -82,7 +82,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--redis-url",
         default=env("RANCH_REDIS_URL") or None,
-        help="keep rate-limit buckets in Redis, shared by replicas (env RANCH_REDIS_URL)",
+        help="share rate limits and events with the other replicas through Redis (env RANCH_REDIS_URL)",
+    )
+    group.add_argument(
+        "--redis-prefix",
+        default=env("RANCH_REDIS_PREFIX", "ranch"),
+        help="what this hub's Redis keys and channels start with (env RANCH_REDIS_PREFIX; default ranch)",
     )
     group.add_argument(
         "--allow-private-outbound",
@@ -143,6 +148,7 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         "max_message_bytes": args.max_message_bytes,
         **{name: getattr(args, name) for name in RATE_FIELDS + FAILURE_FIELDS},
         "redis_url": args.redis_url,
+        "redis_prefix": args.redis_prefix,
         "allow_private_outbound": args.allow_private_outbound,
         "card_timeout": args.card_timeout,
         "max_card_bytes": args.max_card_bytes,

@@ -49,6 +49,7 @@ from ranch.edge.guards import (
     well_formed,
 )
 from ranch.exceptions import ConfigError
+from ranch.fanout import open_fanout
 from ranch.hub.mcp import mcp_routes
 from ranch.hub.serving import (
     ContextBuilder,
@@ -111,6 +112,8 @@ class Settings:
     """Requests per second per served agent or team, all callers together; None = unlimited."""
     agent_burst: int = 1000
     redis_url: str | None = None
+    redis_prefix: str = "ranch"
+    """Keys and channels this hub uses in Redis start with it (hubs sharing one Redis pick their own)."""
     """Keep rate-limit buckets in Redis (shared by replicas) instead of in this process."""
     allow_private_outbound: bool = False
     """Let what tenants steer (push webhooks, their agents' URLs, cards, model providers and MCP
@@ -186,7 +189,10 @@ class Hub:
         self.services: list[Callable[[], AbstractAsyncContextManager[None]]] = []
         """More things the lifespan runs, entered after the task core (the /mcp session manager)."""
         self.rates = build_policy(
-            *settings.rates(), redis_url=settings.redis_url, failures=settings.failures()
+            *settings.rates(),
+            redis_url=settings.redis_url,
+            prefix=f"{settings.redis_prefix}:ratelimit:",
+            failures=settings.failures(),
         )
         self.security = build_security(
             settings.auth,
@@ -232,10 +238,12 @@ class Hub:
             push_store = PushConfigStore(engine, owner_resolver=owner_of)
             await push_store.initialize()
             replicas = await stack.enter_async_context(Replicas(engine, lease=self.settings.lease))
+            shared = open_fanout(self.settings.redis_url, prefix=self.settings.redis_prefix)
+            fanout = await stack.enter_async_context(shared)
             webhooks = await stack.enter_async_context(webhook_client(self.guard))
             group = await stack.enter_async_context(anyio.create_task_group())
             push = PushNotifier(push_store, PushSender(webhooks), group)
-            self._core = TaskEngine(store, group, push, runner=replicas.id)
+            self._core = TaskEngine(store, group, push, runner=replicas.id, fanout=fanout)
             failed = await self._core.take_over(await replicas.alive())
             self._rooms = await start_rooms(
                 engine,

@@ -237,6 +237,11 @@ class RanchRequestHandler(RequestHandler):
     ) -> AsyncGenerator[Event]:
         owner, gateway = await self._task_owner(params.id, context)
         watched = self.core.watch(params.id, owner)
+        followed = await self.core.follow(params.id, owner) if watched is None else None
+        if followed is not None:  # another replica runs it: its log, as it grows
+            async for event in followed:
+                yield event
+            return
         if watched is None:
             task = await self.core.get(params.id, owner)  # TaskNotFound when it is not there
             if task.status.state in TERMINAL:

@@ -32,6 +32,7 @@ from a2a.types import (
     ListTasksResponse,
     Message,
     Part,
+    StreamResponse,
     Task,
     TaskArtifactUpdateEvent,
     TaskPushNotificationConfig,
@@ -39,6 +40,7 @@ from a2a.types import (
     TaskStatus,
     TaskStatusUpdateEvent,
 )
+from a2a.utils import proto_utils
 from a2a.utils.errors import (
     InvalidParamsError,
     TaskNotCancelableError,
@@ -54,6 +56,7 @@ from ranch.agents.base import Agent, Call, Event
 from ranch.agents.fold import TaskFold, archive_status, state_name
 from ranch.agents.invoke import invoke
 from ranch.exceptions import RanchError, StoreUnavailable
+from ranch.fanout import Fanout, MemoryFanout, Record
 from ranch.ids import new_id
 from ranch.tasks import listing
 from ranch.tasks.push import PushNotifier
@@ -80,6 +83,17 @@ SAVE_ATTEMPTS = 3
 STOP_GRACE = 10.0
 """Seconds CancelTask waits for a stopped run to store its final state."""
 READY = "ready"
+LOG_TTL = 3600.0
+"""Seconds a task's log of events is kept after its last event (other replicas read it)."""
+FOLLOW_IDLE = 30.0
+"""Seconds a replica following another's run waits for its next event before it looks again."""
+
+
+def task_log(task_id: str) -> str:
+    """The fan-out log of a task's events, which other replicas read."""
+    return f"task:{task_id}"
+
+
 """An execution's status between messages (INPUT_REQUIRED on the wire, this in its metadata)."""
 
 
@@ -87,11 +101,20 @@ class TaskEngine:
     """Creates, continues, watches, cancels and stores tasks for every served agent and room."""
 
     def __init__(
-        self, store: SqlTaskStore, group: TaskGroup, push: PushNotifier | None = None, *, runner: str = ""
+        self,
+        store: SqlTaskStore,
+        group: TaskGroup,
+        push: PushNotifier | None = None,
+        *,
+        runner: str = "",
+        fanout: Fanout | None = None,
     ) -> None:
         self.store = store
         self.group = group
         self.push = push
+        self.fanout = fanout or MemoryFanout()
+        """Where a run's events also go when other replicas must see them (`fanout.shared`): a log per
+        task, which SubscribeToTask and GetTask on another replica read (`follow`, `get`)."""
         """Webhook deliveries; consulted per event only for tasks that have a push config."""
         self.runner = runner or new_id()
         """This process, as stored with the tasks it is running (a restart fails what it left running)."""
@@ -129,6 +152,7 @@ class TaskEngine:
             await self.push.store.set_info(run.task_id, push_config, owner_context(owner))
         if submit or long_lived:
             await self._submit(run, message)
+        self._log_snapshot(run)
         self.live[run.task_id] = run
         self.group.start_soon(self._drive, run, agent, message, call)
         return run
@@ -210,10 +234,32 @@ class TaskEngine:
                 self.push.finish(run.task_id)
 
     def _publish(self, run: Run, event: Event) -> None:
-        """Tell the run's subscribers, and its webhooks when it has any."""
+        """Tell the run's subscribers, its webhooks when it has any, and other replicas when there are."""
         run.publish(event)
         if self.push is not None and self.push.wants(run.task_id):
             self.push.notify(run.task_id, event)
+        if self.fanout.shared:
+            run.logged.append(event)
+            if len(run.logged) == 1:
+                self.group.start_soon(self._log, run)
+
+    async def _log(self, run: Run) -> None:
+        """Append the run's events to its task's log, in order (one writer per run)."""
+        while run.logged:
+            event = run.logged[0]
+            data = proto_utils.to_stream_response(event).SerializeToString()
+            try:
+                await self.fanout.append(task_log(run.task_id), data, ttl=LOG_TTL)
+            except Exception:  # other replicas' subscribers miss it; this replica's do not
+                logger.warning("could not log an event of task %s for replicas", run.task_id, exc_info=True)
+            run.logged.pop(0)
+
+    def _log_snapshot(self, run: Run) -> None:
+        """A continued task's log starts with the task as it is (a follower folds from the newest)."""
+        if self.fanout.shared and run.task is not None:
+            run.logged.append(_copy(run.task))
+            if len(run.logged) == 1:
+                self.group.start_soon(self._log, run)
 
     async def _apply(self, run: Run, event: Event, incoming: Message) -> bool:
         """Fold one event into the run; True when the agent's answer is complete.
@@ -229,7 +275,10 @@ class TaskEngine:
             run.shown = _copy(task)
         if isinstance(event, TaskStatusUpdateEvent | TaskArtifactUpdateEvent):
             event.task_id, event.context_id = run.task_id, run.context_id
+        was = task.status.state
         final = TaskFold(run.task_id, task).fold(event)
+        if self.fanout.shared and was != WORKING and task.status.state == WORKING:
+            await self._save(run, task)  # ListTasks on another replica filters on the stored state
         if isinstance(event, Task | TaskStatusUpdateEvent):
             _stamp(task.status)
         if run.long_lived:
@@ -387,7 +436,42 @@ class TaskEngine:
         task = await self._stored(task_id, owner)
         if task is None:
             raise TaskNotFoundError(f"task {task_id} not found")
+        if self.fanout.shared and not _at_rest(task):  # another replica runs it: as its log says
+            current, _ = _fold_log(await self.fanout.read(task_log(task_id)))
+            if current is not None:
+                return current
         return task
+
+    async def follow(self, task_id: str, owner: str) -> AsyncIterator[Event] | None:
+        """A task another replica is running: its current state, then its events as they come; None
+        when no other replica runs it (see `watch` for this replica's own runs)."""
+        if not self.fanout.shared or task_id in self.live:
+            return None
+        task = await self._stored(task_id, owner)
+        if task is None or _at_rest(task):
+            return None
+        records = await self.fanout.read(task_log(task_id))
+        current, position = _fold_log(records)
+        if current is None:
+            return None
+        return self._following(task_id, owner, current, position)
+
+    async def _following(
+        self, task_id: str, owner: str, current: Task, position: str
+    ) -> AsyncIterator[Event]:
+        yield current
+        while True:
+            async for record in self.fanout.tail(task_log(task_id), position, idle=FOLLOW_IDLE):
+                position = record.position
+                event = _event_of(record.data)
+                yield event
+                if _ends(event):
+                    return
+            stored = await self._stored(task_id, owner)  # quiet for a while: did it end elsewhere?
+            if stored is None or _at_rest(stored):
+                if stored is not None:
+                    yield stored
+                return
 
     async def list(self, request: ListTasksRequest, owner: str) -> ListTasksResponse:
         """Filtered and ordered on each task's current state: running tasks come from memory."""
@@ -465,6 +549,28 @@ class TaskEngine:
         if failed:
             logger.warning("failed %d task(s) that stopped replicas left running", len(failed))
         return failed
+
+
+def _event_of(data: bytes) -> Event:
+    """An event as a task's log holds it (a StreamResponse's encoding)."""
+    response = StreamResponse.FromString(data)
+    kind = response.WhichOneof("payload")
+    event: Event = getattr(response, kind or "task")
+    return event
+
+
+def _fold_log(records: list[Record]) -> tuple[Task | None, str]:
+    """The task a log's events add up to (from its newest snapshot), and the log's last position."""
+    current: Task | None = None
+    position = ""
+    for record in records:
+        position = record.position
+        event = _event_of(record.data)
+        if isinstance(event, Task):
+            current = _copy(event)
+        elif current is not None and not isinstance(event, Message):
+            TaskFold(current.id, current).fold(event)
+    return current, position
 
 
 def _as_execution(event: Event) -> Event:

@@ -61,6 +61,8 @@ class Run:
     """What readers see while the final state is being stored: the task just before it."""
     error: StoreUnavailable | None = None
     """Set when the task could not be stored: callers get this instead of an unstored state."""
+    logged: list[Event] = field(default_factory=list)
+    """Events waiting to go to the task's log for other replicas, oldest first."""
 
     @property
     def visible(self) -> Task | None:

@@ -1,0 +1,97 @@
+"""A task run by one replica, seen from another: GetTask, ListTasks and SubscribeToTask.
+
+Two hubs on one database and one Redis prefix stand for two replicas behind a load balancer:
+a task started on the first is followed, read and listed on the second as it runs, through the
+official a2a-sdk client. Redis (127.0.0.1:6379) and, for the PostgreSQL runs, PostgreSQL are
+needed; without them these tests fail, saying so.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import anyio
+from a2a.types import (
+    GetTaskRequest,
+    ListTasksRequest,
+    SendMessageConfiguration,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+    TaskState,
+)
+
+from conftest import sdk_client, user_message
+from hubkit import database_url, serve_hub
+
+__all__ = ["database_url"]  # the parametrized fixture, used by name
+
+REDIS = "redis://127.0.0.1:6379/0"
+CONFIG = """
+agents:
+  - id: reader
+    kind: python
+    entry: probes:Probe
+    options: {sleep: 1.5, chunks: ["Reading ", "the ", "papers"], chunk_pause: 0.5}
+"""
+WORKING = TaskState.TASK_STATE_WORKING
+
+
+def test_a_task_running_on_one_replica_is_followed_read_and_listed_on_another(database_url: str) -> None:
+    shared: dict[str, Any] = {"redis_url": REDIS, "redis_prefix": f"ranch-test-{uuid.uuid4().hex[:8]}"}
+    with (
+        serve_hub(CONFIG, database_url, **shared) as first,
+        serve_hub(CONFIG, database_url, **shared) as second,
+    ):
+
+        async def scenario() -> None:
+            async with sdk_client(first.agent_url("reader")) as on_first:
+                request = SendMessageRequest(
+                    message=user_message("read"),
+                    configuration=SendMessageConfiguration(return_immediately=True),
+                )
+                started = [response async for response in on_first.send_message(request)][0].task
+            async with sdk_client(second.agent_url("reader"), streaming=True) as on_second:
+                events = [event async for event in on_second.subscribe(SubscribeToTaskRequest(id=started.id))]
+                assert events[0].task.id == started.id
+                chunks = [
+                    part.text
+                    for event in events
+                    if event.HasField("artifact_update")
+                    for part in event.artifact_update.artifact.parts
+                ]
+                assert "".join(chunks) == "Reading the papers"
+                assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+                done = await on_second.get_task(GetTaskRequest(id=started.id))
+                assert done.status.state == TaskState.TASK_STATE_COMPLETED
+
+        anyio.run(scenario)
+
+
+def test_another_replica_reads_and_lists_a_running_task_as_it_is_now(database_url: str) -> None:
+    shared: dict[str, Any] = {"redis_url": REDIS, "redis_prefix": f"ranch-test-{uuid.uuid4().hex[:8]}"}
+    with (
+        serve_hub(CONFIG, database_url, **shared) as first,
+        serve_hub(CONFIG, database_url, **shared) as second,
+    ):
+
+        async def scenario() -> None:
+            async with sdk_client(first.agent_url("reader")) as on_first:
+                request = SendMessageRequest(
+                    message=user_message("read"),
+                    configuration=SendMessageConfiguration(return_immediately=True),
+                )
+                started = [response async for response in on_first.send_message(request)][0].task
+            async with sdk_client(second.agent_url("reader")) as on_second:
+                states = []
+                with anyio.fail_after(10):
+                    for _ in range(200):  # polled as a client would, until the run has begun its work
+                        states.append((await on_second.get_task(GetTaskRequest(id=started.id))).status.state)
+                        if states[-1] == WORKING:
+                            break
+                        await anyio.sleep(0.05)
+                assert states[-1] == WORKING
+                listed = await on_second.list_tasks(ListTasksRequest(status=WORKING))
+                assert started.id in [task.id for task in listed.tasks]
+
+        anyio.run(scenario)
