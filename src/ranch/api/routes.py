@@ -16,7 +16,7 @@ from ranch.api.ws import websocket_endpoint
 from ranch.catalog import records
 from ranch.catalog.cards import served_card
 from ranch.db.models import AgentRecord, Delivery, Organization, RoomMessage, User
-from ranch.edge.guards import limit_rate, trace_requests
+from ranch.edge.guards import principal_of
 from ranch.exceptions import Conflict, Forbidden, InvalidInput, NotFound, RanchError
 from ranch.identity import keys
 from ranch.identity.keys import issue_key
@@ -24,7 +24,6 @@ from ranch.identity.principal import Principal
 from ranch.identity.visibility import usable_agent, usable_agents
 from ranch.ids import new_id
 from ranch.policy.limits import MAX_INT, load_json
-from ranch.policy.ratelimit import RatePolicy
 from ranch.rooms import views
 from ranch.rooms.runtime import RoomsRuntime
 
@@ -36,13 +35,13 @@ Handler = Callable[[Request, Principal, RoomsRuntime], Awaitable[Any]]
 
 
 def endpoint(handler: Handler, status: int = 200) -> Callable[[Request], Awaitable[Response]]:
-    """Authenticate, run the handler, and turn its result (or a RanchError) into JSON."""
+    """Run the handler as the key holder the edge authenticated, and turn its result (or a RanchError)
+    into JSON; without a key, 401."""
 
     async def wrapped(request: Request) -> Response:
         runtime: RoomsRuntime = request.app.state.hub.rooms
         try:
-            principal = await request.app.state.hub.security.keys.fresh(request)
-            result = await handler(request, principal, runtime)
+            result = await handler(request, principal_of(request.scope), runtime)
         except RanchError as exc:
             return errors.response(exc, debug=request.app.state.hub.settings.debug)
         if isinstance(result, Response):
@@ -365,12 +364,11 @@ async def acknowledge(rt: RoomsRuntime, who: Principal, delivery_id: str) -> Non
         row.status = "done"
 
 
-def routes(rates: RatePolicy, *, debug: bool) -> list[BaseRoute]:
-    """Every REST route, each under a trace id and the per-caller rate limit, like the A2A bindings."""
+def routes() -> list[BaseRoute]:
+    """Every REST route; the edge's guards (trace id, key, rate limit) ran before each, as on A2A."""
 
     def r(path: str, handler: Handler, methods: list[str], status: int = 200) -> Route:
-        wrapped = trace_requests(limit_rate(rates, endpoint(handler, status)), debug=debug)
-        return Route(f"{PREFIX}{path}", wrapped, methods=methods)
+        return Route(f"{PREFIX}{path}", endpoint(handler, status), methods=methods)
 
     return [
         r("/me", me, ["GET"]),

@@ -18,6 +18,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ranch.api import errors
 from ranch.db.models import Delivery, RoomMessage
+from ranch.edge.guards import caller_key
 from ranch.exceptions import (
     InvalidInput,
     NotFound,
@@ -95,7 +96,7 @@ async def _read(websocket: WebSocket, runtime: RoomsRuntime, principal: Principa
             await websocket.close(code=4401, reason="unauthenticated")
             return
         try:
-            key, decision = await hub.rates.admit(f"{principal.kind}:{principal.id}", "")
+            key, decision = await hub.rates.admit(caller_key(principal), "")
             if not decision.allowed:
                 raise RateLimited(key, decision.retry_after)
             if len(raw) > limit:
