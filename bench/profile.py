@@ -2,8 +2,9 @@
 
 By default, in process: drives the ranch app through ASGI directly (no sockets, no
 HTTP parser), so the profile shows only ranch and the libraries it calls; prints µs
-per request and a pyinstrument call tree. `--under-load` samples the bench server
-with py-spy while bench.load drives it at c=32: the whole server, uvicorn included.
+per request and a pyinstrument call tree. `--under-load [KIND]` samples a bench.wire
+server (default `ranch`: `ranch serve` as deployed) with py-spy while bench.load drives it at c=32:
+the whole server, uvicorn included.
 bench/profiles keeps the outputs from before and after the work on the wire path.
 """
 
@@ -121,15 +122,16 @@ async def main(count: int) -> None:
 # -- under load: py-spy on the ranch bench server while bench.load drives it -----------------------
 
 
-def under_load(seconds: float = 6.0, concurrency: int = 32) -> str:
-    """Where the server's time goes under load, by function: py-spy samples of `bench.servers ranch`.
+def under_load(seconds: float = 6.0, concurrency: int = 32, kind: str = "ranch") -> str:
+    """Where the server's time goes under load, by function: py-spy samples of a bench.wire server
+    (`ranch`: `ranch serve` with its defaults; `ranch-keys`, `ranch-no-log`: the other rows).
 
     The in-process profile leaves out the HTTP server; this one shows all of it (uvicorn's socket
     writes included). Needs py-spy (a dev dependency) and permission to attach to a child process.
     """
     with tempfile.TemporaryDirectory(prefix="ranch-spy-") as folder:
         raw = Path(folder) / "profile.raw"
-        with serving("ranch") as server:
+        with serving(kind) as server:
             spy = subprocess.Popen(
                 ["py-spy", "record", "-p", str(server.pid), "-d", str(math.ceil(seconds) + 1), "-r", "250"]
                 + ["-f", "raw", "-o", str(raw)],
@@ -173,6 +175,6 @@ def _aggregate(raw: str) -> tuple[Counter[str], Counter[str], int]:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--under-load"]:
-        print(under_load())
+        print(under_load(kind=sys.argv[2] if len(sys.argv) > 2 else "ranch"))
     else:
         asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 3000))
