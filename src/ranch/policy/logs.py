@@ -346,17 +346,29 @@ _JSON_LINE = (
 _TEXT_LINE = "%s.%03d %s %s %s %d %.2fms trace=%s\n"
 
 
+PATHS_KEPT = 4096
+"""Paths whose line-ready form an access log keeps (most requests repeat a few agent URLs)."""
+_KEPT_PATH_CHARS = 256
+
+
 class AccessLog:
     """One line per request, formatted once and written with one call; no LogRecord, no filter.
 
-    Most paths need nothing but copying: one regex search (`NEEDS_CARE`) tells, and only the
-    others are clipped, scrubbed and escaped like a record's fields. The time of day is
-    formatted once per second.
+    A path goes into the line as it is unless `NEEDS_CARE` finds something in it; only those
+    are clipped, scrubbed and escaped like a record's fields. The line-ready form of each short
+    path is kept (a few thousand; all dropped when full), and the time of day is formatted once
+    per second. Lines go to the stream's file descriptor in one `os.write` when it has one (the
+    stream is flushed after each record, so nothing overtakes), else to `stream.write`.
     """
 
     def __init__(self, stream: TextIO, *, json: bool = True) -> None:
         self.json = json
-        self._write = stream.write
+        self._stream = stream
+        try:
+            self._fd: int | None = stream.fileno()
+        except (AttributeError, OSError, ValueError):  # StringIO and the like
+            self._fd = None
+        self._paths: dict[str, str] = {}
         self._second = -1
         self._stamp = ""
 
@@ -370,8 +382,9 @@ class AccessLog:
     ) -> None:
         if query:
             path = f"{path}?{query.decode('latin-1')}"
-        if len(path) > MAX_FIELD_CHARS or NEEDS_CARE.search(path):
-            path = self._careful(path)
+        shown = self._paths.get(path)
+        if shown is None:
+            shown = self._shown(path)
         now = time.time()
         second = int(now)
         if second != self._second:
@@ -384,14 +397,26 @@ class AccessLog:
         millis, took = int((now - second) * 1000), seconds * 1000
         if self.json:
             line = _JSON_LINE % (
-                self._stamp, millis, method, path, status, trace_id, method, path, status, took, client
+                self._stamp, millis, method, shown, status, trace_id, method, shown, status, took, client
             )  # fmt: skip
         else:
-            line = _TEXT_LINE % (self._stamp, millis, client, method, path, status, took, trace_id)
-        self._write(line)
+            line = _TEXT_LINE % (self._stamp, millis, client, method, shown, status, took, trace_id)
+        if self._fd is None:
+            self._stream.write(line)
+        else:
+            os.write(self._fd, line.encode(errors="backslashreplace"))
 
-    def _careful(self, path: str) -> str:
-        path = scrub_field(path)
-        if self.json:
-            return json.dumps(path, ensure_ascii=False)[1:-1]
-        return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", path)
+    def _shown(self, path: str) -> str:
+        """`path` as a line holds it: as it is, or clipped, scrubbed and escaped; kept when short."""
+        shown = path
+        if len(path) > MAX_FIELD_CHARS or NEEDS_CARE.search(path):
+            shown = scrub_field(path)
+            if self.json:
+                shown = json.dumps(shown, ensure_ascii=False)[1:-1]
+            else:
+                shown = _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", shown)
+        if len(path) <= _KEPT_PATH_CHARS:
+            if len(self._paths) >= PATHS_KEPT:
+                self._paths.clear()
+            self._paths[path] = shown
+        return shown
