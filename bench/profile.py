@@ -157,6 +157,44 @@ def under_load(seconds: float = 6.0, concurrency: int = 32, kind: str = "ranch")
     return "\n".join(lines)
 
 
+def instructions(kinds: list[str], requests: int = 3000, concurrency: int = 8) -> str:
+    """Instructions each server runs per SendMessage, counted by callgrind: steadier than wall time
+    or CPU time on a machine other work shares (kernel time, a socket write's, is not counted).
+
+    Each server runs under `valgrind --tool=callgrind`; its counters are zeroed after a warm-up of
+    a tenth as many calls and dumped after `requests` SendMessage calls at `concurrency`.
+    """
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="ranch-callgrind-") as folder:
+        for kind in kinds:
+            out = Path(folder) / f"{kind}.callgrind"
+            wrap = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
+            with serving(kind, Path(folder), wrap=wrap, timeout=300) as server:
+                server.sample(OPERATIONS[0], concurrency, 30, cap=max(1, requests // 10))  # warm-up
+                _control("-z", server.pid)
+                row = server.sample(OPERATIONS[0], concurrency, 600, cap=requests)
+                _control("-d", server.pid)
+                counted = _total(sorted(Path(folder).glob(f"{out.name}.*"))[-1])
+            rows.append((kind, counted / max(1.0, row["requests"]), int(row["errors"])))
+    first = rows[0][1]
+    lines = [f"SendMessage to an echo agent, c={concurrency}, {requests} requests counted per server:", ""]
+    for kind, per, errors in rows:
+        lines.append(f"{kind:14} {per:12,.0f} instructions/request  {per / first:5.2f}x  errors {errors}")
+    return "\n".join(lines)
+
+
+def _control(option: str, pid: int) -> None:
+    subprocess.run(["callgrind_control", option, str(pid)], check=True, capture_output=True, timeout=120)
+
+
+def _total(dump: Path) -> float:
+    """The instructions a callgrind dump counted (its `summary:` or `totals:` line)."""
+    for line in dump.read_text(errors="replace").splitlines():
+        if line.startswith(("summary:", "totals:")):
+            return float(line.split()[1])
+    raise SystemExit(f"no totals in {dump}")
+
+
 def _aggregate(raw: str) -> tuple[Counter[str], Counter[str], int]:
     own: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
@@ -176,5 +214,7 @@ def _aggregate(raw: str) -> tuple[Counter[str], Counter[str], int]:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--under-load"]:
         print(under_load(kind=sys.argv[2] if len(sys.argv) > 2 else "ranch"))
+    elif sys.argv[1:2] == ["--instructions"]:
+        print(instructions(sys.argv[2:] or ["bare", "ranch-no-log", "ranch", "ranch-keys"]))
     else:
         asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 3000))

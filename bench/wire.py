@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -106,12 +106,19 @@ def rpc(method: str, params: dict[str, object]) -> dict[str, object]:
 
 
 def load(
-    url: str, body: dict[str, object], concurrency: int, seconds: float, headers: Mapping[str, str]
+    url: str,
+    body: dict[str, object],
+    concurrency: int,
+    seconds: float,
+    headers: Mapping[str, str],
+    cap: int | None = None,
 ) -> dict[str, float]:
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
         json.dump(body, handle)
     command = [sys.executable, "-m", "bench.load", url, handle.name, "--concurrency", str(concurrency)]
     command += ["--seconds", str(seconds)]
+    if cap is not None:
+        command += ["--max-requests", str(cap)]
     for name, value in {**HEADERS, **headers}.items():
         command += ["--header", f"{name}:{value}"]
     output = subprocess.run(
@@ -135,13 +142,15 @@ class Server:
     pid: int
     task_id: str
 
-    def sample(self, operation: str, concurrency: int, seconds: float) -> dict[str, float]:
-        """One load run, plus the server's CPU time per request over it."""
+    def sample(
+        self, operation: str, concurrency: int, seconds: float, cap: int | None = None
+    ) -> dict[str, float]:
+        """One load run (at most `cap` requests), plus the server's CPU time per request over it."""
         params: dict[str, object] = {"id": self.task_id} if operation == "GetTask" else MESSAGE
         path = self.kind.paths[operation]
         assert path is not None
         before = cpu_seconds(self.pid)
-        row = load(self.base + path, rpc(operation, params), concurrency, seconds, self.kind.headers)
+        row = load(self.base + path, rpc(operation, params), concurrency, seconds, self.kind.headers, cap)
         row["cpu_us"] = (cpu_seconds(self.pid) - before) / max(1.0, row["requests"]) * 1e6
         return row
 
@@ -164,8 +173,11 @@ def _command(kind: Kind, port: int, folder: Path) -> tuple[list[str], str, dict[
 
 
 @contextlib.contextmanager
-def serving(name: str, folder: Path | None = None) -> Iterator[Server]:
-    """Server `name` on a free port, its stderr (log, access log) in a file under `folder`."""
+def serving(
+    name: str, folder: Path | None = None, wrap: Sequence[str] = (), timeout: float = 30.0
+) -> Iterator[Server]:
+    """Server `name` on a free port, its stderr (log, access log) in a file under `folder`;
+    `wrap` runs it under another command (`valgrind ...`, which serves SendMessage only)."""
     kind = BY_NAME[name]
     with contextlib.ExitStack() as stack:
         if folder is None:
@@ -174,10 +186,12 @@ def serving(name: str, folder: Path | None = None) -> Iterator[Server]:
         command, health, env = _command(kind, port, folder)
         log = folder / f"{kind.name}.log"
         process = stack.enter_context(
-            server_process(command, health, quiet=True, cpus=SERVER_CPUS, env=env, log=log)
+            server_process(
+                [*wrap, *command], health, timeout=timeout, quiet=True, cpus=SERVER_CPUS, env=env, log=log
+            )
         )
         base = f"http://127.0.0.1:{port}"
-        task_id = "fixed" if kind.name in ("bare", "js") else make_task(base, kind)
+        task_id = "fixed" if kind.name in ("bare", "js") or wrap else make_task(base, kind)
         yield Server(kind, base, process.pid, task_id)
 
 
