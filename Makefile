@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help install browser a2a03 serve test fuzz lint typecheck check bench tck clean
+.PHONY: help install browser a2a03 benchjs serve test fuzz lint typecheck check bench tck clean
 
 help:  ## list the targets
 	@grep -E '^[a-z]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-install: $(STAMP) browser a2a03  ## create .venv and install ranch with its dev tools
+install: $(STAMP) browser a2a03 benchjs  ## create .venv and install ranch with its dev tools
 
 # The browser tests drive Debian's chromium; Playwright's own browser download is never used.
 CHROMIUM := /usr/bin/chromium
@@ -35,10 +35,21 @@ $(A2A03)/.installed:
 
 a2a03: $(A2A03)/.installed  ## a venv with a2a-sdk 0.3.x, for the signed-card test against 0.3 clients
 
+# The wire benchmark compares ranch with the official @a2a-js/sdk server (Node): bench/js holds it,
+# its package-lock.json pins every package, and `npm ci` installs exactly that, once.
+BENCHJS := bench/js/node_modules/.installed
+
+$(BENCHJS): bench/js/package-lock.json
+	@command -v npm >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; }
+	cd bench/js && npm ci --no-audit --no-fund
+	touch $@
+
+benchjs: $(BENCHJS)  ## install the @a2a-js/sdk echo server the wire benchmark compares with (npm ci)
+
 serve: $(STAMP)  ## run the built-in demo team on http://127.0.0.1:8000 (the page: key rk_demo)
 	$(BIN)/ranch serve
 
-test: $(STAMP) browser a2a03  ## the whole suite: ruff, mypy --strict, the layers contract, then pytest
+test: $(STAMP) browser a2a03 benchjs  ## the whole suite: ruff, mypy --strict, the layers contract, then pytest
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports
@@ -58,7 +69,7 @@ typecheck: $(STAMP)  ## mypy --strict over src, tests and bench
 
 check: lint test  ## format check, then the whole suite
 
-bench: $(STAMP)  ## side-by-side benchmarks (see bench/README.md)
+bench: $(STAMP) benchjs  ## side-by-side benchmarks (see bench/README.md)
 	$(BIN)/python -m bench
 
 tck: $(STAMP)  ## the A2A conformance suite against `ranch serve --root tck` (TCK=/path/to/a2a-tck make tck)
@@ -66,4 +77,4 @@ tck: $(STAMP)  ## the A2A conformance suite against `ranch serve --root tck` (TC
 	TCK="$(TCK)" RANCH_BIN="$(BIN)" bash scripts/tck.sh
 
 clean:  ## remove the virtualenv and caches
-	rm -rf $(VENV) $(A2A03) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(A2A03) bench/js/node_modules .pytest_cache .mypy_cache .ruff_cache

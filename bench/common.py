@@ -39,35 +39,54 @@ def server_process(
     timeout: float = 30.0,
     quiet: bool = False,
     cpus: set[int] | None = None,
+    env: Mapping[str, str] | None = None,
+    log: Path | None = None,
 ) -> Iterator[subprocess.Popen[bytes]]:
     """Run `command` (a server bound to 127.0.0.1) until the block ends; wait until `health_url` answers.
 
     `quiet` drops the server's stdout (its banner), so a benchmark's own output stays a clean table;
-    `cpus` pins the server to those cores (see `SERVER_CPUS`).
+    `cpus` pins the server to those cores (see `SERVER_CPUS`); `env` adds environment variables;
+    `log` is a file for the server's stderr (its log and access log), as a deployment keeps it.
     """
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src"), str(ROOT / "tests")])}
+    path = os.pathsep.join([str(ROOT), str(ROOT / "src"), str(ROOT / "tests")])
+    environment = {**os.environ, "PYTHONPATH": path, **(env or {})}
     stdout = subprocess.DEVNULL if quiet else None
-    process = subprocess.Popen(list(command), env=env, cwd=ROOT, stdout=stdout, preexec_fn=pinned(cpus))
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            if process.poll() is not None:
-                raise SystemExit(f"server exited early: {' '.join(command)}")
-            try:
-                if httpx.get(health_url, timeout=1).status_code < 500:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise SystemExit(f"server did not come up: {' '.join(command)}")
-            time.sleep(0.1)
-        yield process
-    finally:
-        process.terminate()
+    with contextlib.ExitStack() as files:
+        stderr = files.enter_context(log.open("ab")) if log is not None else None
+        process = subprocess.Popen(
+            list(command),
+            env=environment,
+            cwd=ROOT,
+            stdout=stdout,
+            stderr=stderr,
+            preexec_fn=pinned(cpus),
+        )
         try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+            _wait_healthy(process, command, health_url, timeout)
+            yield process
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def _wait_healthy(
+    process: subprocess.Popen[bytes], command: Sequence[str], health_url: str, timeout: float
+) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        if process.poll() is not None:
+            raise SystemExit(f"server exited early: {' '.join(command)}")
+        try:
+            if httpx.get(health_url, timeout=1).status_code < 500:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise SystemExit(f"server did not come up: {' '.join(command)}")
+        time.sleep(0.1)
 
 
 def _split_cores() -> tuple[set[int] | None, set[int] | None]:
@@ -89,16 +108,18 @@ def pinned(cpus: set[int] | None) -> Callable[[], None] | None:
     return lambda: os.sched_setaffinity(0, cpus)
 
 
-def ranch_serve(config: Path, port: int, database: Path) -> list[str]:
+def ranch_serve(config: Path, port: int, database: Path, *flags: str, quiet_log: bool = True) -> list[str]:
     """The command that serves `config` with ranch, as users run it, rate limits off.
 
     The load comes from one address far faster than the default caller limit (50/s) allows:
-    the benchmarks measure the server, not the policy that would refuse them.
+    the benchmarks measure the server, not the policy that would refuse them. `quiet_log` adds
+    `--log-level warning` (no access log); the wire benchmark runs `ranch serve`'s defaults.
     """
     return [
         sys.executable, "-m", "ranch", "serve", str(config),
-        "--port", str(port), "--db", f"sqlite+aiosqlite:///{database}", "--log-level", "warning",
+        "--port", str(port), "--db", f"sqlite+aiosqlite:///{database}",
         "--caller-rate", "off", "--agent-rate", "off",
+        *(("--log-level", "warning") if quiet_log else ()), *flags,
     ]  # fmt: skip
 
 

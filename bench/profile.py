@@ -2,8 +2,9 @@
 
 By default, in process: drives the ranch app through ASGI directly (no sockets, no
 HTTP parser), so the profile shows only ranch and the libraries it calls; prints µs
-per request and a pyinstrument call tree. `--under-load` samples the bench server
-with py-spy while bench.load drives it at c=32: the whole server, uvicorn included.
+per request and a pyinstrument call tree. `--under-load [KIND]` samples a bench.wire
+server (default `ranch`: `ranch serve` as deployed) with py-spy while bench.load drives it at c=32:
+the whole server, uvicorn included.
 bench/profiles keeps the outputs from before and after the work on the wire path.
 """
 
@@ -121,15 +122,16 @@ async def main(count: int) -> None:
 # -- under load: py-spy on the ranch bench server while bench.load drives it -----------------------
 
 
-def under_load(seconds: float = 6.0, concurrency: int = 32) -> str:
-    """Where the server's time goes under load, by function: py-spy samples of `bench.servers ranch`.
+def under_load(seconds: float = 6.0, concurrency: int = 32, kind: str = "ranch") -> str:
+    """Where the server's time goes under load, by function: py-spy samples of a bench.wire server
+    (`ranch`: `ranch serve` with its defaults; `ranch-keys`, `ranch-no-log`: the other rows).
 
     The in-process profile leaves out the HTTP server; this one shows all of it (uvicorn's socket
     writes included). Needs py-spy (a dev dependency) and permission to attach to a child process.
     """
     with tempfile.TemporaryDirectory(prefix="ranch-spy-") as folder:
         raw = Path(folder) / "profile.raw"
-        with serving("ranch") as server:
+        with serving(kind) as server:
             spy = subprocess.Popen(
                 ["py-spy", "record", "-p", str(server.pid), "-d", str(math.ceil(seconds) + 1), "-r", "250"]
                 + ["-f", "raw", "-o", str(raw)],
@@ -155,6 +157,44 @@ def under_load(seconds: float = 6.0, concurrency: int = 32) -> str:
     return "\n".join(lines)
 
 
+def instructions(kinds: list[str], requests: int = 3000, concurrency: int = 8) -> str:
+    """Instructions each server runs per SendMessage, counted by callgrind: steadier than wall time
+    or CPU time on a machine other work shares (kernel time, a socket write's, is not counted).
+
+    Each server runs under `valgrind --tool=callgrind`; its counters are zeroed after a warm-up of
+    a tenth as many calls and dumped after `requests` SendMessage calls at `concurrency`.
+    """
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="ranch-callgrind-") as folder:
+        for kind in kinds:
+            out = Path(folder) / f"{kind}.callgrind"
+            wrap = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
+            with serving(kind, Path(folder), wrap=wrap, timeout=300) as server:
+                server.sample(OPERATIONS[0], concurrency, 30, cap=max(1, requests // 10))  # warm-up
+                _control("-z", server.pid)
+                row = server.sample(OPERATIONS[0], concurrency, 600, cap=requests)
+                _control("-d", server.pid)
+                counted = _total(sorted(Path(folder).glob(f"{out.name}.*"))[-1])
+            rows.append((kind, counted / max(1.0, row["requests"]), int(row["errors"])))
+    first = rows[0][1]
+    lines = [f"SendMessage to an echo agent, c={concurrency}, {requests} requests counted per server:", ""]
+    for kind, per, errors in rows:
+        lines.append(f"{kind:14} {per:12,.0f} instructions/request  {per / first:5.2f}x  errors {errors}")
+    return "\n".join(lines)
+
+
+def _control(option: str, pid: int) -> None:
+    subprocess.run(["callgrind_control", option, str(pid)], check=True, capture_output=True, timeout=120)
+
+
+def _total(dump: Path) -> float:
+    """The instructions a callgrind dump counted (its `summary:` or `totals:` line)."""
+    for line in dump.read_text(errors="replace").splitlines():
+        if line.startswith(("summary:", "totals:")):
+            return float(line.split()[1])
+    raise SystemExit(f"no totals in {dump}")
+
+
 def _aggregate(raw: str) -> tuple[Counter[str], Counter[str], int]:
     own: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
@@ -173,6 +213,8 @@ def _aggregate(raw: str) -> tuple[Counter[str], Counter[str], int]:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--under-load"]:
-        print(under_load())
+        print(under_load(kind=sys.argv[2] if len(sys.argv) > 2 else "ranch"))
+    elif sys.argv[1:2] == ["--instructions"]:
+        print(instructions(sys.argv[2:] or ["bare", "ranch-no-log", "ranch", "ranch-keys"]))
     else:
         asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 3000))

@@ -1,12 +1,16 @@
-"""The servers compared: ranch, the a2a-sdk's DefaultRequestHandler, and bare Starlette.
+"""The servers compared: ranch, the a2a-sdk's DefaultRequestHandler, bare Starlette, @a2a-js/sdk.
 
-`python -m bench.servers KIND PORT` serves one of them on 127.0.0.1:
+ranch runs as deployments run it: `ranch serve` (`RANCH_CONFIG`: `echo`, an echo agent, and
+`tasker`, which answers with a completed Task), started by bench/wire.py as a child process of
+the real CLI, its log and access log in a file. `python -m bench.servers KIND PORT` serves the
+others on 127.0.0.1:
 
-- ranch: `echo` (an echo agent) and `tasker` (answers with a completed Task), served
-  exactly as `ranch serve` would, tasks in a throwaway SQLite file;
 - sdk: the same echo behaviour as an a2a-sdk `AgentExecutor` under `DefaultRequestHandler`
   at `/`, and one that answers with a completed Task at `/task/` (for GetTask);
-- bare: Starlette endpoints returning fixed bodies: the ceiling for any Python server here.
+- bare: Starlette endpoints returning fixed bodies: the ceiling for any Python server here;
+- ranch-app: ranch's app built in process with `create_app` (no access log), for `bench.profile`.
+
+The @a2a-js/sdk echo server is `bench/js/echo-server.mjs` (Node; `make benchjs` installs it).
 """
 
 from __future__ import annotations
@@ -142,6 +146,7 @@ def bare_app() -> Starlette:
 
 
 def ranch_app() -> Any:
+    """ranch's app in process, without the CLI: for profiling its code alone."""
     database = tempfile.mktemp(suffix=".db", prefix="ranch-bench-")
     # rate limits off: the load comes from one address and measures the server, not the policy
     settings = Settings(database_url=f"sqlite+aiosqlite:///{database}", caller_rate=None, agent_rate=None)
@@ -150,7 +155,7 @@ def ranch_app() -> Any:
 
 def main() -> None:
     kind, port = sys.argv[1], int(sys.argv[2])
-    app = {"ranch": ranch_app, "sdk": lambda: sdk_app(port), "bare": bare_app}[kind]()
+    app = {"ranch-app": ranch_app, "sdk": lambda: sdk_app(port), "bare": bare_app}[kind]()
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 

@@ -1,67 +1,126 @@
-"""Wire: SendMessage, SendStreamingMessage and GetTask for an echo agent, three servers side by side.
+"""Wire: SendMessage, SendStreamingMessage and GetTask to an echo agent, the servers side by side.
 
-ranch vs the a2a-sdk's DefaultRequestHandler serving the same agent vs a bare
-Starlette endpoint returning a fixed body (the limit). One uvicorn worker each;
-load from a separate process (bench/load.py) at concurrency 1 and 32.
+ranch as deployments run it (`ranch serve`, a child process of the real CLI: its defaults,
+access log on; the same with `--no-access-log`; `--auth keys` with a key on every call), next
+to the a2a-sdk's DefaultRequestHandler serving the same agent, a bare Starlette endpoint
+returning a fixed body (the limit for any Python server here), and the official @a2a-js/sdk
+echo server (Node). One process each, pinned to one core; load from a separate process
+(bench/load.py) at concurrency 1 and 32. Rate limits are off on every ranch server: the load
+comes from one address, and the default caller limit (50/s) would refuse it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
-from bench.common import LOAD_CPUS, SERVER_CPUS, cpu_seconds, free_port, median, pinned, server_process, table
+from bench.common import (
+    LOAD_CPUS,
+    ROOT,
+    SERVER_CPUS,
+    cpu_seconds,
+    free_port,
+    median,
+    pinned,
+    ranch_serve,
+    server_process,
+    table,
+)
+from bench.servers import RANCH_CONFIG
 
-KINDS = ("ranch", "sdk", "bare")
-LABELS = {"ranch": "ranch", "sdk": "a2a-sdk DefaultRequestHandler", "bare": "bare Starlette (fixed body)"}
-HEADERS = {"A2A-Version": "1.0"}
+BENCH_KEY = "rk_bench_admin_key_0123456789abcdef"
+"""The admin key of the `--auth keys` server (RANCH_ADMIN_KEY), sent with every call to it."""
+JS = ROOT / "bench" / "js"
+RANCH_PATHS = {
+    "SendMessage": "/a2a/agents/echo",
+    "SendStreamingMessage": "/a2a/agents/echo",
+    "GetTask": "/a2a/agents/tasker",
+}
 
 
 @dataclass(frozen=True)
-class Operation:
+class Kind:
+    """One server compared: how it is started and where each operation goes (None: not served)."""
+
     name: str
-    method: str
-    paths: dict[str, str]
+    label: str
+    paths: Mapping[str, str | None]
+    headers: Mapping[str, str] = field(default_factory=dict)
+    flags: tuple[str, ...] = ()
+    """`ranch serve` flags (ranch kinds only)."""
 
 
-OPERATIONS = (
-    Operation("SendMessage", "SendMessage", {"ranch": "/a2a/agents/echo", "sdk": "/", "bare": "/"}),
-    Operation(
-        "SendStreamingMessage",
-        "SendStreamingMessage",
-        {"ranch": "/a2a/agents/echo", "sdk": "/", "bare": "/stream"},
+KINDS = (
+    Kind("ranch", "ranch serve (defaults: access log on)", RANCH_PATHS),
+    Kind("ranch-no-log", "ranch serve --no-access-log", RANCH_PATHS, flags=("--no-access-log",)),
+    Kind(
+        "ranch-keys",
+        "ranch serve --auth keys (key on every call)",
+        RANCH_PATHS,
+        headers={"X-API-Key": BENCH_KEY},
+        flags=("--auth", "keys"),
     ),
-    Operation("GetTask", "GetTask", {"ranch": "/a2a/agents/tasker", "sdk": "/task/", "bare": "/task/"}),
+    Kind(
+        "sdk",
+        "a2a-sdk DefaultRequestHandler",
+        {"SendMessage": "/", "SendStreamingMessage": "/", "GetTask": "/task/"},
+    ),
+    Kind(
+        "bare",
+        "bare Starlette (fixed body)",
+        {"SendMessage": "/", "SendStreamingMessage": "/stream", "GetTask": "/task/"},
+    ),
+    Kind(
+        "js",
+        "@a2a-js/sdk DefaultRequestHandler (Node, express)",
+        {"SendMessage": "/", "SendStreamingMessage": "/", "GetTask": None},  # its echo makes no task
+    ),
 )
+BY_NAME = {kind.name: kind for kind in KINDS}
+OPERATIONS = ("SendMessage", "SendStreamingMessage", "GetTask")
+HEADERS = {"A2A-Version": "1.0"}
 MESSAGE: dict[str, object] = {
     "message": {"role": "ROLE_USER", "messageId": "m-1", "parts": [{"text": "hello"}]}
 }
+TARGETS = (
+    # (what, numerator kind, denominator kind, at least)
+    ("default `ranch serve` vs the same with the access log off", "ranch", "ranch-no-log", 0.9),
+    ("`--auth keys` (key on every call) vs without auth", "ranch-keys", "ranch", 0.9),
+    ("`--auth keys` and the access log on vs bare Starlette", "ranch-keys", "bare", 0.5),
+    ("default `ranch serve` vs @a2a-js/sdk", "ranch", "js", 2.0),
+)
+"""Each target is a throughput ratio of SendMessage at c=32, both measured in this run."""
 
 
 def rpc(method: str, params: dict[str, object]) -> dict[str, object]:
     return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
 
 
-def make_task(base: str, path: str) -> str:
-    """Create one completed task to read back with GetTask."""
-    response = httpx.post(base + path, json=rpc("SendMessage", MESSAGE), headers=HEADERS, timeout=10).json()
-    task_id: str = response["result"]["task"]["id"]
-    return task_id
-
-
-def load(url: str, body: dict[str, object], concurrency: int, seconds: float) -> dict[str, float]:
+def load(
+    url: str,
+    body: dict[str, object],
+    concurrency: int,
+    seconds: float,
+    headers: Mapping[str, str],
+    cap: int | None = None,
+) -> dict[str, float]:
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
         json.dump(body, handle)
     command = [sys.executable, "-m", "bench.load", url, handle.name, "--concurrency", str(concurrency)]
-    command += ["--seconds", str(seconds), "--header", "A2A-Version:1.0"]
+    command += ["--seconds", str(seconds)]
+    if cap is not None:
+        command += ["--max-requests", str(cap)]
+    for name, value in {**HEADERS, **headers}.items():
+        command += ["--header", f"{name}:{value}"]
     output = subprocess.run(
         command,
         capture_output=True,
@@ -76,78 +135,122 @@ def load(url: str, body: dict[str, object], concurrency: int, seconds: float) ->
 
 @dataclass
 class Server:
-    """One of the three servers, running for the whole benchmark."""
+    """One of the servers, running for the whole benchmark."""
 
-    kind: str
+    kind: Kind
     base: str
     pid: int
     task_id: str
 
-    def sample(self, operation: Operation, concurrency: int, seconds: float) -> dict[str, float]:
-        """One load run, plus the server's CPU time per request over it."""
-        params: dict[str, object] = {"id": self.task_id} if operation.method == "GetTask" else MESSAGE
+    def sample(
+        self, operation: str, concurrency: int, seconds: float, cap: int | None = None
+    ) -> dict[str, float]:
+        """One load run (at most `cap` requests), plus the server's CPU time per request over it."""
+        params: dict[str, object] = {"id": self.task_id} if operation == "GetTask" else MESSAGE
+        path = self.kind.paths[operation]
+        assert path is not None
         before = cpu_seconds(self.pid)
-        row = load(
-            self.base + operation.paths[self.kind], rpc(operation.method, params), concurrency, seconds
-        )
+        row = load(self.base + path, rpc(operation, params), concurrency, seconds, self.kind.headers, cap)
         row["cpu_us"] = (cpu_seconds(self.pid) - before) / max(1.0, row["requests"]) * 1e6
         return row
 
 
-@contextlib.contextmanager
-def serving(kind: str) -> Iterator[Server]:
-    port = free_port()
+def _command(kind: Kind, port: int, folder: Path) -> tuple[list[str], str, dict[str, str]]:
+    """The command that starts `kind` on `port`, its health URL and its environment."""
     base = f"http://127.0.0.1:{port}"
-    health = f"{base}/healthz" if kind == "ranch" else base
-    command = [sys.executable, "-m", "bench.servers", kind, str(port)]
-    with server_process(command, health, quiet=True, cpus=SERVER_CPUS) as process:
-        task_id = "fixed" if kind == "bare" else make_task(base, OPERATIONS[2].paths[kind])
+    if kind.name.startswith("ranch"):
+        config = folder / "bench.yaml"
+        config.write_text(RANCH_CONFIG)
+        command = ranch_serve(config, port, folder / f"{kind.name}.db", *kind.flags, quiet_log=False)
+        return command, f"{base}/healthz", {"RANCH_ADMIN_KEY": BENCH_KEY}
+    if kind.name == "js":
+        if shutil.which("node") is None or not (JS / "node_modules" / "@a2a-js").is_dir():
+            raise SystemExit(
+                "the @a2a-js/sdk server is not installed: run `make benchjs` (npm ci in bench/js)"
+            )
+        return ["node", str(JS / "echo-server.mjs"), str(port)], f"{base}/healthz", {}
+    return [sys.executable, "-m", "bench.servers", kind.name, str(port)], base, {}
+
+
+@contextlib.contextmanager
+def serving(
+    name: str, folder: Path | None = None, wrap: Sequence[str] = (), timeout: float = 30.0
+) -> Iterator[Server]:
+    """Server `name` on a free port, its stderr (log, access log) in a file under `folder`;
+    `wrap` runs it under another command (`valgrind ...`, which serves SendMessage only)."""
+    kind = BY_NAME[name]
+    with contextlib.ExitStack() as stack:
+        if folder is None:
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ranch-wire-")))
+        port = free_port()
+        command, health, env = _command(kind, port, folder)
+        log = folder / f"{kind.name}.log"
+        process = stack.enter_context(
+            server_process(
+                [*wrap, *command], health, timeout=timeout, quiet=True, cpus=SERVER_CPUS, env=env, log=log
+            )
+        )
+        base = f"http://127.0.0.1:{port}"
+        task_id = "fixed" if kind.name in ("bare", "js") or wrap else make_task(base, kind)
         yield Server(kind, base, process.pid, task_id)
 
 
-def measure(seconds: float, rounds: int) -> dict[tuple[str, int, str], dict[str, float]]:
-    """Every (operation, concurrency) row: `rounds` samples per server, servers taking turns.
+def make_task(base: str, kind: Kind) -> str:
+    """Create one completed task to read back with GetTask."""
+    path = kind.paths["GetTask"]
+    assert path is not None
+    body = rpc("SendMessage", MESSAGE)
+    answer = httpx.post(base + path, json=body, headers={**HEADERS, **kind.headers}, timeout=10).json()
+    task_id: str = answer["result"]["task"]["id"]
+    return task_id
 
-    The machine's speed drifts over minutes; interleaving the three servers, taking one sample of
+
+def measure(seconds: float, rounds: int) -> dict[tuple[str, int, str], dict[str, float]]:
+    """Every (operation, concurrency, server) row: `rounds` samples per server, servers taking turns.
+
+    The machine's speed drifts over minutes; interleaving the servers, taking one sample of
     every row per round, and keeping the medians puts the drift into every server's samples alike
     and lets one slow spell spoil one sample of a row, not the row.
     """
     samples: dict[tuple[str, int, str], list[dict[str, float]]] = {}
     with contextlib.ExitStack() as stack:
-        servers = [stack.enter_context(serving(kind)) for kind in KINDS]
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ranch-wire-")))
+        servers = [stack.enter_context(serving(kind.name, folder)) for kind in KINDS]
         for turn in range(rounds):  # rounds outermost: a slow spell of the machine hits one sample per row
+            shift = turn % len(servers)
             for operation in OPERATIONS:
                 for concurrency in (1, 32):
-                    for server in servers[turn % 3 :] + servers[: turn % 3]:
-                        key = (operation.name, concurrency, server.kind)
+                    for server in servers[shift:] + servers[:shift]:
+                        if server.kind.paths[operation] is None:
+                            continue
+                        key = (operation, concurrency, server.kind.name)
                         samples.setdefault(key, []).append(server.sample(operation, concurrency, seconds))
     return {
         key: {
-            field: median([row[field] for row in rows])
-            for field in ("rps", "events_per_s", "p50_ms", "p99_ms", "cpu_us")
+            name: median([row[name] for row in rows])
+            for name in ("rps", "events_per_s", "p50_ms", "p99_ms", "cpu_us")
         }
         | {"errors": sum(row["errors"] for row in rows)}
         for key, rows in samples.items()
     }
 
 
-def main(argv: list[str] | None = None) -> str:
-    seconds = float(argv[0]) if argv else 2.0
-    rounds = int(argv[1]) if argv and len(argv) > 1 else 3
-    results = measure(seconds, rounds)
-    rows = []
+def _rows(results: dict[tuple[str, int, str], dict[str, float]]) -> list[list[object]]:
+    rows: list[list[object]] = []
     for operation in OPERATIONS:
         for concurrency in (1, 32):
-            sdk = results[(operation.name, concurrency, "sdk")]["rps"]
-            bare = results[(operation.name, concurrency, "bare")]["rps"]
+            sdk = results[(operation, concurrency, "sdk")]["rps"]
+            bare = results[(operation, concurrency, "bare")]["rps"]
             for kind in KINDS:
-                row = results[(operation.name, concurrency, kind)]
-                rate = row["events_per_s"] if operation.method == "SendStreamingMessage" else row["rps"]
+                row = results.get((operation, concurrency, kind.name))
+                if row is None:
+                    continue
+                rate = row["events_per_s"] if operation == "SendStreamingMessage" else row["rps"]
                 rows.append(
                     [
-                        operation.name,
+                        operation,
                         concurrency,
-                        LABELS[kind],
+                        kind.label,
                         f"{rate:,.0f}",
                         f"{row['p50_ms']:.2f}",
                         f"{row['p99_ms']:.2f}",
@@ -157,6 +260,26 @@ def main(argv: list[str] | None = None) -> str:
                         f"{row['rps'] / bare:.2f}x",
                     ]  # fmt: skip
                 )
+    return rows
+
+
+def _targets(results: dict[tuple[str, int, str], dict[str, float]]) -> list[list[object]]:
+    rows: list[list[object]] = []
+    for what, over, under, least in TARGETS:
+        mine, theirs = results[("SendMessage", 32, over)], results[("SendMessage", 32, under)]
+        ratio = mine["rps"] / theirs["rps"]
+        cpu = theirs["cpu_us"] / mine["cpu_us"] if mine["cpu_us"] else 0.0
+        measured = (
+            f"{ratio:.2f}x ({mine['rps']:,.0f} vs {theirs['rps']:,.0f} req/s; CPU per request {cpu:.2f}x)"
+        )
+        rows.append([what, f">= {least:g}x", measured, "met" if ratio >= least else "not met"])
+    return rows
+
+
+def main(argv: list[str] | None = None) -> str:
+    seconds = float(argv[0]) if argv else 2.0
+    rounds = int(argv[1]) if argv and len(argv) > 1 else 3
+    results = measure(seconds, rounds)
     header = [
         "operation",
         "c",
@@ -173,11 +296,18 @@ def main(argv: list[str] | None = None) -> str:
     if SERVER_CPUS and LOAD_CPUS:
         pinning = f"server pinned to core {min(SERVER_CPUS)}, load to {sorted(LOAD_CPUS)}"
     note = (
-        f"Echo agent, one uvicorn worker per server ({pinning}); load from a separate process. "
-        f"Each row is the median of {rounds} samples of {seconds:g} s, one per round over all rows, "
-        "the three servers taking turns."
+        f"Echo agent, one process per server ({pinning}); load from a separate process. ranch runs as "
+        "`ranch serve` (rate limits off, its log and access log to a file). Each row is the median of "
+        f"{rounds} samples of {seconds:g} s, one per round over all rows, the servers taking turns."
     )
-    section = table("Wire", header, rows, note)
+    section = table("Wire", header, _rows(results), note)
+    targets_note = (
+        "SendMessage at c=32, throughput ratios of two rows of the table above (same run); "
+        "*CPU per request* is the inverse ratio of their server CPU µs/req, the steadier figure."
+    )
+    section += "\n" + table(
+        "Wire targets", ["target", "at least", "measured", "met"], _targets(results), targets_note
+    )
     print(section)
     return section
 

@@ -41,13 +41,16 @@ def rows(output: str, title: str) -> list[dict[str, str]]:
     ]
 
 
-def test_wire_serves_every_operation_on_all_three_servers() -> None:
-    table = rows(run_bench("bench.wire", "0.3", "1"), "Wire")
-    assert len(table) == 18  # 3 operations x 2 concurrencies x 3 servers
+def test_wire_serves_every_operation_on_every_server() -> None:
+    output = run_bench("bench.wire", "0.3", "1")
+    table = rows(output, "Wire")
+    assert len(table) == 34  # 3 operations x 2 concurrencies x 6 servers, less GetTask on @a2a-js/sdk
     assert all(
         row["errors"] == "0" and float(row["req/s (events/s for streams)"].replace(",", "")) > 0
         for row in table
-    )
+    ), table
+    targets = rows(output, "Wire targets")
+    assert len(targets) == 4 and all(row["met"] in ("met", "not met") for row in targets)
 
 
 def test_router_turns_complete_in_process_and_over_http() -> None:

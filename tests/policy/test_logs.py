@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from conftest import serve_ranch
-from ranch.edge.guards import DEBUG_BODY_BYTES
+from ranch.edge.debug import DEBUG_BODY_BYTES
 from ranch.policy.logs import MAX_FIELD_CHARS, PATTERNS, configure_logging, debug_enabled, scrub, traced
 from servers import ServerProcess, free_port
 
@@ -239,7 +239,9 @@ def test_a_65_kb_url_path_is_answered_and_logged_cut(tmp_path: Path) -> None:
             assert answer.status_code == 404
             assert http.get(f"{server.url}/healthz").status_code == 200
     records = [json.loads(line) for line in server.output().splitlines() if line.startswith("{")]
-    access = [r["message"] for r in records if r["logger"] == "uvicorn.access" and "/xAAAA" in r["message"]]
+    access = [r for r in records if r["logger"] == "ranch.access" and "/xAAAA" in r["path"]]
     assert len(access) == 1, [r["message"][:120] for r in records]
-    assert len(access[0]) < MAX_FIELD_CHARS + 200 and path not in access[0]
-    assert re.search(r"…\[truncated \d+ chars\]$", access[0]), access[0][-80:]
+    assert access[0]["status"] == 404 and access[0]["method"] == "GET"
+    for field in ("path", "message"):
+        assert len(access[0][field]) < MAX_FIELD_CHARS + 200 and path not in access[0][field]
+    assert re.search(r"…\[truncated \d+ chars\]$", access[0]["path"]), access[0]["path"][-80:]

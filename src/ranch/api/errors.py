@@ -13,8 +13,7 @@ from pydantic import TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails
 from starlette.responses import JSONResponse
 
-from ranch.exceptions import InvalidInput, Unauthorized
-from ranch.identity.resolver import CHALLENGE
+from ranch.exceptions import InvalidInput
 from ranch.wire.errors import headers_for, http_status_for, rest_error_body
 
 M = TypeVar("M")
@@ -29,10 +28,8 @@ def body(exc: BaseException, *, debug: bool = False) -> dict[str, Any]:
 
 
 def response(exc: BaseException, *, debug: bool = False) -> JSONResponse:
-    headers = headers_for(exc)
-    if isinstance(exc, Unauthorized):
-        headers["WWW-Authenticate"] = CHALLENGE
-    return JSONResponse(body(exc, debug=debug), status_code=http_status_for(exc), headers=headers)
+    """`exc` as a REST answer, with its headers (`Retry-After`, a 401's challenge)."""
+    return JSONResponse(body(exc, debug=debug), status_code=http_status_for(exc), headers=headers_for(exc))
 
 
 def parsed(adapter: TypeAdapter[M], value: Any) -> M:

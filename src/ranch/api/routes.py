@@ -47,7 +47,6 @@ from ranch.catalog import records
 from ranch.catalog.cards import served_card
 from ranch.catalog.requests import REGISTRATION
 from ranch.db.models import AgentRecord, AgentSource, Organization, Role, User
-from ranch.edge.guards import limit_rate, trace_requests
 from ranch.exceptions import Conflict, Forbidden, NotFound
 from ranch.identity import keys
 from ranch.identity.keys import CreateKey, issue_key
@@ -562,11 +561,8 @@ OPERATIONS: list[Operation] = [
 
 
 def routes(services: ApiServices) -> list[BaseRoute]:
-    """Every REST route, each under a trace id and the per-caller rate limit, like the A2A bindings;
-    the OpenAPI document (no key needed); the WebSocket."""
-
-    def traced(answer: Any) -> Any:
-        return trace_requests(limit_rate(services.rates, answer), debug=services.debug)
+    """Every REST route, the OpenAPI document (no key needed) and the WebSocket; the edge's guards (trace
+    id, key, rate limit) ran before each, as on A2A."""
 
     document = orjson.dumps(openapi.document(OPERATIONS, PREFIX))
 
@@ -574,8 +570,8 @@ def routes(services: ApiServices) -> list[BaseRoute]:
         return Response(document, media_type="application/json")
 
     served: list[BaseRoute] = [
-        Route(f"{PREFIX}{o.path}", traced(endpoint(o, services)), methods=[o.method]) for o in OPERATIONS
+        Route(f"{PREFIX}{o.path}", endpoint(o, services), methods=[o.method]) for o in OPERATIONS
     ]
-    served.append(Route(f"{PREFIX}{openapi.PATH}", traced(serve_document), methods=["GET"]))
+    served.append(Route(f"{PREFIX}{openapi.PATH}", serve_document, methods=["GET"]))
     served.append(WebSocketRoute(f"{PREFIX}/ws", websocket_endpoint(services)))
     return served

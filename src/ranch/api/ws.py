@@ -21,6 +21,7 @@ from ranch.api import errors
 from ranch.api.inbox import acknowledge, pending
 from ranch.api.models import Ack, Frame, Ping, Subscribe, Unsubscribe
 from ranch.api.services import ApiServices
+from ranch.edge.guards import caller_key
 from ranch.exceptions import (
     InvalidInput,
     NotFound,
@@ -29,7 +30,7 @@ from ranch.exceptions import (
     RateLimited,
     Unauthorized,
 )
-from ranch.identity.principal import Principal, session_caller
+from ranch.identity.principal import Principal
 from ranch.policy.limits import load_json
 from ranch.rooms.access import visible_room
 from ranch.rooms.bus import Watcher
@@ -107,7 +108,7 @@ async def _read(websocket: WebSocket, services: ApiServices, principal: Principa
             await websocket.close(code=4401, reason="unauthenticated")
             return
         try:
-            key, decision = await services.rates.admit(session_caller(principal), "")
+            key, decision = await services.rates.admit(caller_key(principal), "")
             if not decision.allowed:
                 raise RateLimited(key, decision.retry_after)
             if len(raw) > limit:

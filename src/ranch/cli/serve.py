@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,11 @@ from ranch.db.engine import SQLITE_BUSY_TIMEOUT_S
 from ranch.db.replicas import DEFAULT_LEASE
 from ranch.exceptions import ConfigError
 from ranch.hub.app import DEFAULT_DATABASE_URL, DEFAULT_MAX_BODY, Settings, create_app
-from ranch.policy.logs import configure_logging
+from ranch.policy.logs import AccessLog, configure_logging
 from ranch.wire.cards import agent_url
+
+QUIET_UVICORN: dict[str, Any] = {"log_config": None, "access_log": False}
+"""ranch's handler writes uvicorn's records (scrubbed), and the access log is ranch's own."""
 
 
 def register(commands: Any) -> None:
@@ -71,6 +75,19 @@ def register(commands: Any) -> None:
     parser.add_argument(
         "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
     )
+    parser.add_argument(
+        "--log-format",
+        choices=["auto", "json", "text"],
+        default=os.environ.get("RANCH_LOG_FORMAT", "auto"),
+        help="log lines as JSON or as text; auto: text on a terminal, else JSON (env RANCH_LOG_FORMAT)",
+    )
+    parser.add_argument(
+        "--no-access-log",
+        dest="access_log",
+        action="store_false",
+        default=os.environ.get("RANCH_ACCESS_LOG", "on").strip().lower() not in ("0", "off", "false", "no"),
+        help="no line per request (env RANCH_ACCESS_LOG=off); --log-level warning and above has none either",
+    )
     policy_flags.add_arguments(parser)
     parser.set_defaults(handler=run)
 
@@ -78,7 +95,10 @@ def register(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     tls = _tls(args)
     config = load_config(args.config) if args.config else demo_config()
+    handler = configure_logging(debug=args.debug, level=args.log_level, format=args.log_format)
+    writes_access = args.access_log and logging.getLogger().isEnabledFor(logging.INFO)
     settings = Settings(
+        access_log=AccessLog.on(handler) if writes_access else None,
         database_url=args.db,
         sqlite_busy_timeout=args.sqlite_busy_timeout,
         lease=args.lease,
@@ -89,11 +109,10 @@ def run(args: argparse.Namespace) -> int:
         announce=lambda line: print(line, flush=True),
         **policy_flags.settings_from(args),
     )
-    configure_logging(debug=settings.debug, level=args.log_level)  # JSON, scrubbed; uvicorn's records too
     app = create_app(config, settings)
     base = f"{'https' if tls else 'http'}://{args.host}:{args.port}"
     print(banner(config, base, demo=args.config is None, db=args.db, root=args.root), flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, log_config=None, **tls)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, **QUIET_UVICORN, **tls)
     return 0
 
 

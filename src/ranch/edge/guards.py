@@ -1,216 +1,240 @@
-"""Policies every A2A binding passes through, as endpoint wrappers.
+"""The guard chain every HTTP request passes once, before its road is chosen.
 
-They wrap endpoints rather than sit in the middleware stack because plain A2A 1.0
-JSON-RPC calls take `FastPathApp`'s road around that stack: a wrapped endpoint is
-the one place both roads share.
+trace id -> key (behind the failed-authentication limit) -> agent exists and is visible ->
+rate limits -> body limit. The chain reads the ASGI scope and its headers only, never a
+`Request`, and leaves what it decided in the scope (the principal, Starlette's `user`, the
+agent id, the trace id), the way starlette's `AuthenticationMiddleware` does: the fast path,
+the full Starlette stack and the a2a-sdk's dispatchers all read that, and none checks again.
+A refusal is a ranch error; `refusal` answers it in the format of the binding the request came
+in on (JSON-RPC with the request's id, A2A HTTP+JSON, or the REST API's).
 """
 
 from __future__ import annotations
 
-import logging
-import time
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import orjson
-from a2a.server.context import ServerCallContext
-from a2a.utils.error_handlers import build_rest_error_payload
-from a2a.utils.errors import A2AError, InvalidParamsError, InvalidRequestError
-from sse_starlette import EventSourceResponse
-from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
 from starlette.types import Scope
 
-from ranch.exceptions import AgentNotFound, RateLimited, Unauthorized
-from ranch.identity.resolver import CHALLENGE
+from ranch.exceptions import AgentNotFound, BodyTooLarge, RateLimited, Unauthorized
+from ranch.identity.principal import PRINCIPAL_KEY, KeyHolder, Principal
+from ranch.identity.resolver import KEY_REQUIRED
 from ranch.identity.security import Security
-from ranch.policy.limits import check_json
-from ranch.policy.logs import TRACE_ID, prefix, trace_id_from, traced
-from ranch.policy.ratelimit import Decision, RatePolicy
-from ranch.wire.codec import check_task_state
+from ranch.policy.ratelimit import RatePolicy
+from ranch.wire.cards import AGENTS_PATH
 from ranch.wire.errors import (
     a2a_rest_error_body,
-    error_body,
     headers_for,
     http_status_for,
-    is_jsonrpc,
     jsonrpc_error_body,
+    rest_error_body,
 )
-from ranch.wire.fastpath import Answer, Head, Lean
-from ranch.wire.jsonrpc import JsonRpcEndpoint, parse_error
-from ranch.wire.streams import HeldStream
 
-if TYPE_CHECKING:
-    from ranch.catalog.registry import Registry
-
-Endpoint = Callable[[Request], Awaitable[Response]]
-logger = logging.getLogger("ranch.requests")
-TRACE_HEADER = "X-Trace-Id"
-TRACE_HEADER_RAW = TRACE_HEADER.lower().encode()
-DEBUG_BODY_BYTES = 4096
-"""Debug mode logs at most this much of each request and answer body (and the size of the rest)."""
+AGENT_KEY = "ranch.agent"
+"""Where the agent a request names is kept in the scope (and in the A2A call state)."""
+TRACE_KEY = "ranch.trace_id"
+"""Where the request's trace id is kept in the scope."""
+AGENT_PREFIX = AGENTS_PATH + "/"
+CARD_PATHS = (".well-known/agent-card.json", ".well-known/agent.json")
+API_PATH = "/api/"
+MCP_PATH = "/mcp"
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
-def trace_requests(endpoint: Endpoint, *, debug: bool) -> Endpoint:
-    """Serve each request under a trace id (from `traceparent`, else new), echoed in `X-Trace-Id`.
+class Entry(enum.Enum):
+    """Which of the server's entries a request is for: it decides the guards and the error format."""
 
-    In debug mode, each request's body and its answer (their first `DEBUG_BODY_BYTES`) and timing
-    are logged (scrubbed, like every record).
-    """
-
-    async def traced_endpoint(request: Request) -> Response:
-        with traced(trace_id_from(request.headers.get("traceparent"))) as trace_id:
-            if not debug:
-                response = await endpoint(request)
-            else:
-                response = await _logged(endpoint, request)
-        response.headers[TRACE_HEADER] = trace_id
-        return response
-
-    return traced_endpoint
+    A2A = "a2a"
+    """An agent's bindings: JSON-RPC or HTTP+JSON, A2A 1.0 or 0.3."""
+    CARD = "card"
+    """An agent's card: public, but a key presented is checked."""
+    AGENTS = "agents"
+    """The agent list at /a2a/agents: public, but a key presented is checked."""
+    MCP = "mcp"
+    API = "api"
+    """The REST API: every key is looked up afresh; its routes say which need one."""
+    OTHER = "other"
+    """Health, the page, the JWKS, unknown paths: a trace id and the body limit only."""
 
 
-async def _logged(endpoint: Endpoint, request: Request) -> Response:
-    body = await request.body()
-    logger.debug("%s %s %s", request.method, request.url.path, prefix(body, DEBUG_BODY_BYTES))
-    started = time.perf_counter()
-    response = await endpoint(request)
-    elapsed = (time.perf_counter() - started) * 1000
-    sent = getattr(response, "body", b"")
-    shown = prefix(bytes(sent), DEBUG_BODY_BYTES) if sent else "(streamed)"
-    logger.debug(
-        "answered %s in %.2f ms: %s", response.status_code, elapsed, shown, extra={"duration_ms": elapsed}
-    )
-    return response
+KEYED = frozenset({Entry.A2A, Entry.MCP})
+"""Entries that need a key when the server runs with `--auth keys`."""
 
 
-def well_formed(endpoint: Endpoint) -> Endpoint:
-    """Answer, in the binding's format, input the SDK's bindings would fail on with an internal error.
+@dataclass(slots=True)
+class Call:
+    """What the chain reads off one request's line and headers, once."""
 
-    The a2a-sdk parses bodies with `json.loads`, which turns invalid JSON into a parse error but
-    lets invalid UTF-8 (UnicodeDecodeError) and deep nesting (RecursionError) through as 500s
-    (HTTP+JSON) or -32603 (JSON-RPC), and its 0.3 HTTP+JSON adapter reads `historyLength` with a
-    bare `int()`; those are refused here, before it runs.
-    """
-
-    async def checked(request: Request) -> Response:
-        if request.method == "POST":
-            try:
-                check_json(await request.body())
-            except ValueError as exc:
-                if is_jsonrpc(request.url.path):
-                    return Response(parse_error(exc), media_type="application/json")
-                return _refused(InvalidRequestError(message=f"the request body is not valid JSON: {exc}"))
-        history = request.query_params.get("historyLength") if request.method == "GET" else None
-        if history and not _is_int(history):
-            message = f"historyLength must be an integer, not {history[:40]!r}"
-            return _refused(InvalidParamsError(message=message, data={"field": "historyLength"}))
-        return await endpoint(request)
-
-    return checked
+    method: str
+    path: str
+    entry: Entry
+    agent_id: str
+    jsonrpc: bool
+    """Refusals are JSON-RPC error responses (A2A JSON-RPC, /mcp)."""
+    client: str
+    """The client's address: the failed-authentication budget and anonymous callers' rate bucket."""
+    traceparent: str | None = None
+    key: str | None = None
+    length: int | None = None
+    """The Content-Length; None when it is missing (a chunked body) or not a number."""
+    fast: bool = False
+    """A plain A2A 1.0 JSON-RPC POST with a Content-Length and no extensions: the fast path may take it."""
 
 
-def first_event_first(endpoint: Endpoint) -> Endpoint:
-    """Send an event stream's status with its first event, so an error raised before it answers as
-    an error response in the binding's format, not as a 200 cut short (`wire/streams.py`)."""
+class Guards:
+    """The chain: `read` parses a request's head, `check` guards it, leaving its decisions in the scope."""
 
-    async def held(request: Request) -> Response:
-        response = await endpoint(request)
-        if not isinstance(response, EventSourceResponse):
-            return response
+    def __init__(
+        self,
+        *,
+        security: Security,
+        rates: RatePolicy,
+        max_body: int,
+        root: str | None = None,
+        root_routes: Sequence[BaseRoute] = (),
+    ) -> None:
+        self.security = security
+        self.rates = rates
+        self.max_body = max_body
+        self.root = root
+        self._root_paths = [route.path_regex for route in root_routes if isinstance(route, Route)]
+        """`--root`: the HTTP+JSON paths the root agent is served at too."""
 
-        async def refuse(exc: Exception) -> Response:
-            if is_jsonrpc(request.url.path):
-                return JSONResponse(jsonrpc_error_body(exc, request_id_of(await request.body())))
-            payload = build_rest_error_payload(exc)  # the SDK's own: its errors, and protobuf's ParseError
-            return JSONResponse(payload, status_code=payload["error"]["code"])
+    def read(self, scope: Scope) -> Call:
+        path: str = scope["path"]
+        method: str = scope["method"]
+        client = scope.get("client")
+        call = Call(method, path, Entry.OTHER, "", False, client[0] if client else "unknown")
+        self._classify(call)
+        version = b""
+        bearer = api_key = None
+        extensions = False
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                call.length = int(value) if value.isdigit() else None
+            elif name == b"a2a-version":
+                version = value
+            elif name == b"traceparent":
+                call.traceparent = value.decode("latin-1")
+            elif name == b"authorization":
+                if value[:7].lower() == b"bearer ":
+                    bearer = value[7:].strip().decode("latin-1") or None
+            elif name == b"x-api-key":
+                api_key = value.strip().decode("latin-1") or None
+            elif name == b"a2a-extensions":
+                extensions = True  # the full stack negotiates them and echoes the activated ones
+        call.key = bearer or api_key
+        call.fast = (
+            call.jsonrpc
+            and call.entry is Entry.A2A
+            and method == "POST"
+            and version.startswith(b"1")
+            and call.length is not None
+            and not extensions
+        )
+        return call
 
-        return HeldStream(response, refuse)
+    def _classify(self, call: Call) -> None:
+        path = call.path
+        if path.startswith(AGENT_PREFIX):
+            agent_id, _, tail = path[len(AGENT_PREFIX) :].partition("/")
+            if agent_id:
+                call.agent_id = agent_id
+                call.entry = Entry.CARD if tail in CARD_PATHS else Entry.A2A
+                call.jsonrpc = tail == ""
+        elif path.startswith(API_PATH):
+            call.entry = Entry.API
+        elif path == MCP_PATH:
+            call.entry, call.jsonrpc = Entry.MCP, True
+        elif path == AGENTS_PATH:
+            call.entry = Entry.AGENTS
+        elif self.root is not None:
+            self._classify_root(call)
 
-    return held
+    def _classify_root(self, call: Call) -> None:
+        """`--root`: JSON-RPC at POST /, the card and HTTP+JSON at the root too."""
+        path = call.path
+        if path == "/":
+            if call.method != "POST":
+                return  # GET / is the page
+            call.entry, call.jsonrpc = Entry.A2A, True
+        elif path.startswith("/.well-known/") and path[1:] in CARD_PATHS:
+            call.entry = Entry.CARD
+        elif any(pattern.match(path) for pattern in self._root_paths):
+            call.entry = Entry.A2A
+        else:
+            return
+        assert self.root is not None
+        call.agent_id = self.root
 
-
-def _is_int(text: str) -> bool:
-    try:
-        int(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _refused(error: A2AError) -> Response:
-    """`error` in the HTTP+JSON format, with its HTTP status."""
-    return JSONResponse(a2a_rest_error_body(error), status_code=http_status_for(error))
-
-
-def caller_of(scope: Scope) -> str:
-    """Who is calling: the authenticated user when there is one, else the client's address."""
-    user = scope.get("user")
-    if user is not None and getattr(user, "is_authenticated", False):
-        return f"user:{user.display_name}"
-    client = scope.get("client")
-    return f"ip:{client[0]}" if client else "ip:unknown"
-
-
-def limit_rate(policy: RatePolicy, endpoint: Endpoint) -> Endpoint:
-    """Spend one token of the caller's and one of the agent's budget, or answer 429 with Retry-After."""
-    if not policy.enabled:
-        return endpoint
-
-    async def limited(request: Request) -> Response:
-        key, decision = await policy.admit(caller_of(request.scope), request.path_params.get("agent_id", ""))
-        if decision.allowed:
-            return await endpoint(request)
-        body = await request.body() if request.method == "POST" else b""
-        return rate_limited(request.url.path, key, decision, body)
-
-    return limited
-
-
-def rate_limited(path: str, key: str, decision: Decision, body: bytes) -> Response:
-    """429 in the format of the binding at `path`, with Retry-After, answering the request's id."""
-    error = RateLimited(key, decision.retry_after)
-    return JSONResponse(
-        error_body(path, error, request_id_of(body) if body else None),
-        status_code=http_status_for(error),
-        headers=headers_for(error),
-    )
-
-
-def lean_edge(
-    endpoint: JsonRpcEndpoint,
-    policy: RatePolicy,
-    context: Callable[[str, Scope], ServerCallContext],
-) -> Lean:
-    """The fast path's policies, the same as the wrapped endpoints': trace id, rate limit, binding.
-
-    Only for servers without keys and without debug logging (the app decides): those need the
-    `Request` the full wrappers read.
-    """
-
-    limited = policy.enabled
-
-    async def lean(head: Head, scope: Scope, body: bytes) -> Answer | Response | None:
-        trace_id = trace_id_from(head.traceparent)
-        token = TRACE_ID.set(trace_id)
-        try:
-            if limited:
-                key, decision = await policy.admit(caller_of(scope), head.agent_id)
+    async def check(self, call: Call, scope: Scope) -> None:
+        """Raise the ranch error that refuses `call`; else leave the principal and agent in `scope`."""
+        entry = call.entry
+        if entry is not Entry.OTHER:
+            principal = await self._principal(call, scope)
+            if call.agent_id:
+                await self._check_agent(call.agent_id, principal)
+                scope[AGENT_KEY] = call.agent_id
+            if self.rates.enabled:
+                key, decision = await self.rates.admit(caller_key(principal, call.client), call.agent_id)
                 if not decision.allowed:
-                    response = rate_limited(scope["path"], key, decision, body)
-                    response.headers[TRACE_HEADER] = trace_id
-                    return response
-            answer = await endpoint.answer(body, lambda: context(head.agent_id, scope))
-        finally:
-            TRACE_ID.reset(token)
-        if isinstance(answer, bytes):
-            return Answer(answer, [(TRACE_HEADER_RAW, trace_id.encode())])
-        if isinstance(answer, Response):
-            answer.headers[TRACE_HEADER] = trace_id
-            return answer
-        return None  # an A2A 0.3 method name: the full stack hands it to the SDK's dispatcher
+                    raise RateLimited(key, decision.retry_after)
+        if call.length is not None and call.length > self.max_body:
+            raise BodyTooLarge(call.length, self.max_body)
 
-    return lean
+    async def _principal(self, call: Call, scope: Scope) -> Principal | None:
+        """The key's principal, put where Starlette and the a2a-sdk look for the user."""
+        security = self.security
+        api = call.entry is Entry.API
+        if not (security.enabled or api):
+            return None  # without `--auth keys`, A2A, cards and /mcp take no keys
+        if call.key is None:
+            if call.entry in KEYED:
+                raise Unauthorized(KEY_REQUIRED)
+            return None  # cards and the list show what callers without a key may see
+        principal = await security.keys.resolve(call.key, call.client, fresh=api)
+        scope[PRINCIPAL_KEY] = principal
+        scope["user"] = KeyHolder(principal)
+        return principal
+
+    async def _check_agent(self, agent_id: str, principal: Principal | None) -> None:
+        security = self.security
+        if security.enabled:
+            # the same answer for an unknown id and another organization's agent; only reachable ids listed
+            if not await security.reachable(principal, agent_id):
+                raise AgentNotFound(agent_id, await security.reachable_ids(principal))
+        elif agent_id not in security.served:
+            raise AgentNotFound(agent_id, list(security.served.ids()))
+
+
+def caller_key(principal: Principal | None, address: str = "unknown") -> str:
+    """Who is calling, for rate buckets: `user:<id>` or `agent:<id>` with a key, else `ip:<address>`."""
+    return f"{principal.kind}:{principal.id}" if principal is not None else f"ip:{address}"
+
+
+def principal_of(scope: Scope) -> Principal:
+    """The caller's principal, as the chain left it in the scope; Unauthorized when there is none."""
+    principal: Principal | None = scope.get(PRINCIPAL_KEY)
+    if principal is None:
+        raise Unauthorized(KEY_REQUIRED)
+    return principal
+
+
+def refusal(call: Call, error: Exception, request_id: str | int | None = None) -> Response:
+    """`error` in the format of the binding `call` came in on, with its status and headers."""
+    body: dict[str, Any]
+    if call.jsonrpc:
+        body = jsonrpc_error_body(error, request_id)
+    elif call.entry is Entry.API:
+        body = rest_error_body(error)
+    else:
+        body = a2a_rest_error_body(error)
+    return JSONResponse(body, status_code=http_status_for(error), headers=headers_for(error))
 
 
 def request_id_of(body: bytes) -> str | int | None:
@@ -221,79 +245,3 @@ def request_id_of(body: bytes) -> str | int | None:
         return None
     value = data.get("id") if isinstance(data, dict) else None
     return value if isinstance(value, str | int) and not isinstance(value, bool) else None
-
-
-def require_key(security: Security, endpoint: Endpoint, *, optional: bool = False) -> Endpoint:
-    """Answer 401 without a valid key, and AgentNotFound for an agent the caller may not see.
-
-    `optional` lets callers without a key through (agent cards), but only to global agents.
-    """
-    if not security.enabled:
-        return endpoint
-
-    async def authenticated(request: Request) -> Response:
-        try:
-            principal = await security.principal(request, optional=optional)
-        except (Unauthorized, RateLimited) as exc:  # RateLimited: too many refused keys from this address
-            return await refuse(request, exc)
-        agent_id = request.path_params.get("agent_id", "")
-        if agent_id and not await security.reachable(principal, agent_id):
-            # the same answer for an unknown id and another organization's agent; only reachable ids listed
-            error = AgentNotFound(agent_id, await security.reachable_ids(principal))
-            return await refuse(request, error)
-        return await endpoint(request)
-
-    return authenticated
-
-
-async def refuse(request: Request, error: Exception) -> Response:
-    """`error` in the format of the A2A binding the request came in on; 401s carry the challenge."""
-    request_id = request_id_of(await request.body()) if request.method == "POST" else None
-    headers = {"WWW-Authenticate": CHALLENGE} if isinstance(error, Unauthorized) else headers_for(error)
-    return JSONResponse(
-        error_body(request.url.path, error, request_id),
-        status_code=http_status_for(error),
-        headers=headers,
-    )
-
-
-def guard_agent(registry: Registry, endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[..., Any]:
-    """Answer an unknown agent id in the URL with a clear error, before the SDK's binding runs."""
-
-    async def guarded(request: Request) -> Response:
-        agent_id = request.path_params.get("agent_id", "")
-        if agent_id in registry:
-            return await endpoint(request)
-        error = AgentNotFound(agent_id, registry.ids())
-        request_id = None
-        if request.method == "POST":
-            request_id = request_id_of(await request.body())
-        return JSONResponse(
-            error_body(request.url.path, error, request_id), status_code=http_status_for(error)
-        )
-
-    return guarded
-
-
-def rooted(agent_id: str, endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[..., Any]:
-    """Serve `endpoint` for `agent_id` on a path without `{agent_id}` (`ranch serve --root`)."""
-
-    async def at_root(request: Request) -> Response:
-        request.scope["path_params"] = {**request.path_params, "agent_id": agent_id}
-        return await endpoint(request)
-
-    return at_root
-
-
-def check_list_query(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[..., Any]:
-    """HTTP+JSON ListTasks: a `status` that names no task state is refused, not read as "any"."""
-
-    async def checked(request: Request) -> Response:
-        statuses = request.query_params.getlist("status")
-        try:
-            check_task_state(statuses[-1] if statuses else None)
-        except A2AError as exc:
-            return JSONResponse(error_body(request.url.path, exc), status_code=http_status_for(exc))
-        return await endpoint(request)
-
-    return checked

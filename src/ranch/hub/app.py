@@ -25,6 +25,7 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
+from starlette.types import Scope
 
 from ranch._version import __version__
 from ranch.agents.base import gather_infos
@@ -36,34 +37,21 @@ from ranch.config import RanchConfig
 from ranch.db import migrate
 from ranch.db.engine import SQLITE_BUSY_TIMEOUT_S, open_engine
 from ranch.db.replicas import DEFAULT_LEASE, Replicas
-from ranch.edge.guards import (
-    Endpoint,
-    check_list_query,
-    first_event_first,
-    guard_agent,
-    lean_edge,
-    limit_rate,
-    require_key,
-    rooted,
-    trace_requests,
-    well_formed,
-)
+from ranch.edge.app import EdgeApp
+from ranch.edge.context import ContextBuilder, call_context, request_context
+from ranch.edge.guards import AGENT_KEY, Guards
+from ranch.edge.sdk import check_list_query, first_event_first, well_formed, with_clearer_sdk_errors
 from ranch.exceptions import ConfigError
 from ranch.fanout import open_fanout
 from ranch.hub.mcp import mcp_routes
-from ranch.hub.serving import (
-    ContextBuilder,
-    RanchRequestHandler,
-    call_context,
-    explained,
-    scope_context,
-)
+from ranch.hub.serving import RanchRequestHandler
 from ranch.identity.principal import PRINCIPAL_KEY
 from ranch.identity.resolver import AuthFailures
 from ranch.identity.security import build_security
 from ranch.identity.sessions import DEFAULT_SESSION_TTL
 from ranch.policy.egress import GuardedTransport
 from ranch.policy.limits import DEFAULT_MAX_MESSAGE_BYTES, Limits
+from ranch.policy.logs import AccessLog
 from ranch.policy.ratelimit import Rate, build_policy
 from ranch.policy.ssrf import UrlGuard
 from ranch.rooms.gateway import Gateway
@@ -77,9 +65,9 @@ from ranch.web import web_routes
 from ranch.wire.cards import AGENTS_PATH, agent_url, declare_security
 from ranch.wire.client import ClientPool, TransportFactory
 from ranch.wire.errors import http_error_body
-from ranch.wire.fastpath import FastPathApp
-from ranch.wire.jsonrpc import JsonRpcEndpoint
-from ranch.wire.middleware import ActivatedExtensions, BodyLimit
+from ranch.wire.fastpath import FastHandler
+from ranch.wire.jsonrpc import JsonRpcEndpoint, Use03Dispatcher
+from ranch.wire.middleware import ActivatedExtensions
 from ranch.wire.signing import CardSigner
 
 logger = logging.getLogger(__name__)
@@ -134,6 +122,8 @@ class Settings:
     """The outbound URL guard to use instead of one built from `allow_private_outbound` (embedding, tests)."""
     debug: bool = False
     """Full messages and timings in the logs (still scrubbed); details of internal errors."""
+    access_log: AccessLog | None = None
+    """Write one line per request here (`ranch serve` does, unless `--no-access-log`); None = none."""
     # -- authentication (docs/policies.md) --
     auth: Literal["off", "keys"] = "off"
     """`keys`: every A2A call and /mcp need an API key, like the REST API (cards stay public)."""
@@ -296,58 +286,50 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
         lambda: hub.gateway,
         sessions=hub.security.sessions,
     )
-    legacy = JsonRpcDispatcher(handler, context_builder=ContextBuilder(), enable_v0_3_compat=True)
-    sdk_endpoint = explained(well_formed(first_event_first(legacy.handle_requests)))
-    lean = JsonRpcEndpoint(handler, call_context, sdk_endpoint)
-    debug = hub.settings.debug
-    secured = hub.security
-    rated = limit_rate(hub.rates, lean if hub.settings.jsonrpc == "lean" else sdk_endpoint)
-    # key first (its answer to an unknown id lists only the agents the caller may reach), then the id
-    jsonrpc = trace_requests(require_key(secured, guard_agent(hub.registry, rated)), debug=debug)
-    rpc = jsonrpc
-    card = require_key(secured, guard_agent(hub.registry, _card(hub)), optional=True)
+    # every guard ran before any of these endpoints (`EdgeApp`): they only serve
+    dispatcher = JsonRpcDispatcher(handler, context_builder=ContextBuilder(), enable_v0_3_compat=True)
+    sdk_jsonrpc = with_clearer_sdk_errors(well_formed(first_event_first(dispatcher.handle_requests)))
+    endpoint = JsonRpcEndpoint(handler, request_context, sdk_jsonrpc)
+    lean = hub.settings.jsonrpc == "lean"
+    jsonrpc = endpoint.__call__ if lean else sdk_jsonrpc  # a method: Starlette passes it a Request
+    card = _card(hub)
     routes: list[BaseRoute] = [
         Route("/healthz", _healthz, methods=["GET"]),
-        Route(AGENTS_PATH, require_key(secured, _list_agents(hub), optional=True), methods=["GET"]),
+        Route(AGENTS_PATH, _list_agents(hub), methods=["GET"]),
         Route("/.well-known/jwks.json", _jwks(hub), methods=["GET"]),
         Route(f"{AGENTS_PATH}/{{agent_id}}/.well-known/agent-card.json", card, methods=["GET"]),
         Route(f"{AGENTS_PATH}/{{agent_id}}/.well-known/agent.json", card, methods=["GET"]),
-        Route(f"{AGENTS_PATH}/{{agent_id}}", rpc, methods=["POST"]),
-        Route(f"{AGENTS_PATH}/{{agent_id}}/", rpc, methods=["POST"]),
+        Route(f"{AGENTS_PATH}/{{agent_id}}", jsonrpc, methods=["POST"]),
+        Route(f"{AGENTS_PATH}/{{agent_id}}/", jsonrpc, methods=["POST"]),
+        *_rest_routes(handler, f"{AGENTS_PATH}/{{agent_id}}"),
     ]
-    rest = create_rest_routes(
-        handler,
-        context_builder=ContextBuilder(),
-        path_prefix=f"{AGENTS_PATH}/{{agent_id}}",
-        enable_v0_3_compat=True,
-    )
-    routes.extend(_rest_routes(hub, rest))
-    if root is not None:
-        routes.extend(
-            _root_routes(
-                hub,
-                root,
-                rpc,
-                card,
-                create_rest_routes(handler, context_builder=ContextBuilder(), enable_v0_3_compat=True),
-            )
-        )
+    root_rest = _rest_routes(handler, "") if root is not None else []
+    if root is not None:  # one agent's card and bindings at the root too, for single-agent deployments
+        routes += [
+            Route("/.well-known/agent-card.json", card, methods=["GET"]),
+            Route("/.well-known/agent.json", card, methods=["GET"]),
+            Route("/", jsonrpc, methods=["POST"]),
+            *root_rest,
+        ]
     routes.extend(api_routes(_api_services(hub)))
     routes.extend(mcp_routes(hub))
     routes.extend(web_routes())  # the browser page; last, so it never shadows /a2a or /api
-    # the fast path serves what needs no Request: no keys to check, no bodies to log
-    slow_only = secured.enabled or debug or hub.settings.jsonrpc != "lean"
-    app = FastPathApp(
-        lean=None if slow_only else lean_edge(lean, hub.rates, scope_context),
-        agents=hub.registry,
+    guards = Guards(
+        security=hub.security,
+        rates=hub.rates,
         max_body=hub.settings.max_body_bytes,
+        root=root,
+        root_routes=root_rest,
+    )
+    app = EdgeApp(
+        guards=guards,
+        fast=_fast(endpoint) if lean else None,
+        access_log=hub.settings.access_log,
+        debug=hub.settings.debug,
         routes=routes,
         lifespan=hub.lifespan,
         exception_handlers={HTTPException: _http_error},
-        middleware=[
-            Middleware(BodyLimit, max_bytes=hub.settings.max_body_bytes),
-            Middleware(ActivatedExtensions),
-        ],
+        middleware=[Middleware(ActivatedExtensions)],
     )
     app.state.hub = hub
     return app
@@ -365,32 +347,28 @@ def _api_services(hub: Hub) -> ApiServices:
     )
 
 
-def _rest_routes(hub: Hub, rest: list[BaseRoute]) -> list[BaseRoute]:
-    """The SDK's HTTP+JSON routes behind ranch's wrappers: key, agent id, rate limit, trace."""
+def _fast(endpoint: JsonRpcEndpoint) -> FastHandler:
+    """The fast path's handler: ranch's JSON-RPC binding, with the call context read off the scope."""
+
+    async def answer(agent_id: str, scope: Scope, body: bytes) -> bytes | Response | None:
+        answered = await endpoint.answer(body, lambda: call_context(scope))
+        return None if isinstance(answered, Use03Dispatcher) else answered
+
+    return answer
+
+
+def _rest_routes(handler: RanchRequestHandler, prefix: str) -> list[BaseRoute]:
+    """The SDK's HTTP+JSON routes under `prefix`, answering bad input as ranch's bindings do."""
     routes: list[BaseRoute] = []
+    rest = create_rest_routes(
+        handler, context_builder=ContextBuilder(), path_prefix=prefix, enable_v0_3_compat=True
+    )
     for route in rest:
         if isinstance(route, Route):  # the SDK also mounts /{tenant}/...; ranch has no tenants in URLs
             endpoint = well_formed(first_event_first(route.endpoint))
             if route.path.endswith("/tasks") and route.methods and "GET" in route.methods:
                 endpoint = check_list_query(endpoint)
-            endpoint = guard_agent(hub.registry, limit_rate(hub.rates, endpoint))
-            endpoint = trace_requests(require_key(hub.security, endpoint), debug=hub.settings.debug)
             routes.append(Route(route.path, endpoint, methods=route.methods))
-    return routes
-
-
-def _root_routes(
-    hub: Hub, root: str, rpc: Endpoint, card: Endpoint, rest: list[BaseRoute]
-) -> list[BaseRoute]:
-    """`--root`: one agent's card and bindings at the root too, for single-agent deployments."""
-    routes: list[BaseRoute] = [
-        Route("/.well-known/agent-card.json", rooted(root, card), methods=["GET"]),
-        Route("/.well-known/agent.json", rooted(root, card), methods=["GET"]),
-        Route("/", rooted(root, rpc), methods=["POST"]),
-    ]
-    for route in _rest_routes(hub, rest):
-        assert isinstance(route, Route)
-        routes.append(Route(route.path, rooted(root, route.endpoint), methods=route.methods))
     return routes
 
 
@@ -441,7 +419,7 @@ def _list_agents(hub: Hub):  # type: ignore[no-untyped-def]
 
 def _card(hub: Hub):  # type: ignore[no-untyped-def]
     async def card(request: Request) -> Response:
-        agent = hub.registry.get(request.path_params["agent_id"])
+        agent = hub.registry.get(request.scope[AGENT_KEY])
         at_root = request.url.path.startswith("/.well-known/")  # `--root`: the bindings are at / too
         served = await served_card(agent, _base_url(request), _base_url(request) if at_root else None)
         if hub.security.enabled:

@@ -27,7 +27,7 @@ from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
@@ -35,14 +35,10 @@ from ranch._version import __version__
 from ranch.agents.base import Agent, AgentInfo, Call, gather_infos, text_of
 from ranch.agents.fold import fold, state_name
 from ranch.agents.invoke import invoke
-from ranch.edge.guards import caller_of
-from ranch.exceptions import RanchError, RateLimited, Unauthorized
-from ranch.identity.resolver import CHALLENGE
+from ranch.exceptions import RanchError
 from ranch.ids import new_id
 from ranch.policy.limits import Limits, check_json, check_message
-from ranch.policy.ratelimit import RatePolicy
 from ranch.wire import client_routing
-from ranch.wire.errors import headers_for, jsonrpc_error_body
 from ranch.wire.events import INTERRUPTED, TERMINAL
 from ranch.wire.fastpath import replay
 from ranch.wire.jsonrpc import parse_error
@@ -50,7 +46,6 @@ from ranch.wire.jsonrpc import parse_error
 if TYPE_CHECKING:
     from ranch.catalog.registry import Registry
     from ranch.hub.app import Hub
-    from ranch.identity.security import Security
 
 PREFIX = "ask_"
 
@@ -215,34 +210,15 @@ def _tool(agent: Agent, info: AgentInfo) -> types.Tool:
 
 
 class _Endpoint:
-    """The ASGI endpoint of `/mcp`: every request goes to the session manager, with a key if required."""
+    """The ASGI endpoint of `/mcp`: every request goes to the session manager, once its body parses.
 
-    def __init__(self, manager: StreamableHTTPSessionManager, security: Security, rates: RatePolicy) -> None:
+    The edge's guards (key, failed-auth limit, rate limit, body limit) have run before it.
+    """
+
+    def __init__(self, manager: StreamableHTTPSessionManager) -> None:
         self.manager = manager
-        self.security = security
-        self.rates = rates
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.rates.enabled:
-            key, decision = await self.rates.admit(caller_of(scope), "")
-            if not decision.allowed:
-                error = RateLimited(key, decision.retry_after)
-                await JSONResponse(jsonrpc_error_body(error), 429, headers=headers_for(error))(
-                    scope, receive, send
-                )
-                return
-        if self.security.enabled:
-            try:
-                await self.security.principal(Request(scope, receive))
-            except Unauthorized as exc:
-                body = jsonrpc_error_body(exc)
-                await JSONResponse(body, 401, headers={"WWW-Authenticate": CHALLENGE})(scope, receive, send)
-                return
-            except RateLimited as exc:  # too many refused keys from this address
-                await JSONResponse(jsonrpc_error_body(exc), 429, headers=headers_for(exc))(
-                    scope, receive, send
-                )
-                return
         if scope["method"] == "POST":
             replayed = await _parsable(scope, receive, send)
             if replayed is None:
@@ -282,4 +258,4 @@ def mcp_routes(hub: Hub) -> list[BaseRoute]:
             yield
 
     hub.services.append(running)
-    return [Route(MCP_PATH, endpoint=_Endpoint(manager, security, hub.rates))]
+    return [Route(MCP_PATH, endpoint=_Endpoint(manager))]

@@ -7,17 +7,11 @@ URL, negotiates extensions, and hands the message to `TaskEngine`.
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
 
-from a2a.auth.user import UnauthenticatedUser
-from a2a.extensions.common import HTTP_EXTENSION_HEADER, get_requested_extensions
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers.request_handler import RequestHandler
-from a2a.server.routes import DefaultServerCallContextBuilder
-from a2a.server.routes.common import StarletteUser
 from a2a.types import (
     AgentCard,
     CancelTaskRequest,
@@ -43,12 +37,10 @@ from a2a.utils.errors import (
     UnsupportedOperationError,
 )
 from a2a.utils.task import apply_history_length, validate_history_length, validate_page_size
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.types import Scope
 
 from ranch.agents.base import Agent, Call, Event
 from ranch.catalog.registry import Registry
+from ranch.edge.guards import AGENT_KEY
 from ranch.exceptions import ExtensionSupportRequired, RanchError
 from ranch.identity.principal import PRINCIPAL_KEY, session_caller
 from ranch.identity.sessions import Sessions
@@ -64,57 +56,9 @@ from ranch.tasks.store import owner_context
 from ranch.wire.codec import check_task_state
 from ranch.wire.errors import to_a2a
 from ranch.wire.events import ROLE_USER, TERMINAL
-from ranch.wire.jsonrpc import unknown_method
 from ranch.wire.middleware import SCOPE_KEY
 
-AGENT_KEY = "ranch.agent"
-
-
-class ContextBuilder(DefaultServerCallContextBuilder):
-    """Adds the agent id from the URL and the per-request scope dict to the call context."""
-
-    def build(self, request: Request) -> ServerCallContext:
-        context = super().build(request)
-        context.state.update(_ranch_state(request))
-        return context
-
-
-def _ranch_state(request: Request) -> dict[str, Any]:
-    return _state(request.path_params.get("agent_id", ""), request.scope, request.scope.get(PRINCIPAL_KEY))
-
-
-def _state(agent_id: str, scope: Scope, principal: Any) -> dict[str, Any]:
-    """What ranch's handler reads from the call state: the agent in the URL, the per-request scope
-    dict, the caller's principal."""
-    return {AGENT_KEY: agent_id, SCOPE_KEY: scope.setdefault(SCOPE_KEY, {}), PRINCIPAL_KEY: principal}
-
-
-def call_context(request: Request) -> ServerCallContext:
-    """The same context as `ContextBuilder`, minus the header copy only the SDK's version check reads."""
-    user = StarletteUser(request.user) if "user" in request.scope else UnauthenticatedUser()
-    return ServerCallContext.model_construct(
-        state=_ranch_state(request),
-        user=user,
-        tenant="",
-        requested_extensions=get_requested_extensions(request.headers.getlist(HTTP_EXTENSION_HEADER)),
-    )
-
-
-_NO_USER = UnauthenticatedUser()
-_CONTEXT_FIELDS = {"state", "user", "tenant", "requested_extensions"}
-"""Every field is given: pydantic need not work out which were set."""
 NO_EXTENSIONS: frozenset[str] = frozenset()
-
-
-def scope_context(agent_id: str, scope: Scope) -> ServerCallContext:
-    """The call context of a fast-path request: no key and no extensions, by the fast path's rules."""
-    return ServerCallContext.model_construct(
-        _CONTEXT_FIELDS,
-        state=_state(agent_id, scope, None),
-        user=_NO_USER,
-        tenant="",
-        requested_extensions=set(),
-    )
 
 
 def answer_inline(agent: Agent, message: Message, call: Call) -> Message:
@@ -440,34 +384,3 @@ def translated() -> Iterator[None]:
         yield
     except RanchError as exc:
         raise to_a2a(exc) from exc
-
-
-def explained(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
-    """Wrap an SDK dispatcher so "Method not found" / "Invalid Request" say which method or what is wrong."""
-
-    async def explain_errors(request: Request) -> Response:
-        response = await endpoint(request)
-        body = getattr(response, "body", b"")
-        if b'"code":-32601' in body or b'"code":-32600' in body:
-            return await _explain(request, response)
-        return response
-
-    return explain_errors
-
-
-async def _explain(request: Request, response: Response) -> Response:
-    try:
-        data = json.loads(await request.body())
-        payload = json.loads(bytes(response.body))
-        error = payload["error"]
-    except (ValueError, KeyError, TypeError):
-        return response
-    if error.get("code") == -32601:
-        method = data.get("method") if isinstance(data, dict) else None
-        error["message"] = unknown_method(str(method))
-    else:
-        details = error.get("data") if isinstance(error.get("data"), list) else []
-        reasons = [d.get("metadata", {}).get("parseError") for d in details if isinstance(d, dict)]
-        if any(reasons):
-            error["message"] = f"{error.get('message', 'Invalid Request')}: {next(r for r in reasons if r)}"
-    return JSONResponse(payload, status_code=response.status_code)

@@ -26,6 +26,7 @@ from ranch.policy.ratelimit import RateLimiter
 
 CHALLENGE = 'Bearer realm="ranch", ApiKey header="X-API-Key"'
 """The `WWW-Authenticate` value sent with every 401."""
+KEY_REQUIRED = "an API key is required (Authorization: Bearer <key> or X-API-Key)"
 KEY_CACHE_TTL = 5.0
 KEY_CACHE_SIZE = 10_000
 
@@ -92,23 +93,24 @@ class AuthFailures:
     def __init__(self, limiter: RateLimiter | None) -> None:
         self.limiter = limiter
 
-    async def check(self, connection: HTTPConnection) -> None:
-        """Raise RateLimited when this address has used up its refused keys."""
+    async def check(self, address: str) -> None:
+        """Raise RateLimited when `address` has used up its refused keys."""
         if self.limiter is None:
             return
-        key = _address_key(connection)
+        key = f"authfail:ip:{address}"
         decision = await self.limiter.peek(key)
         if not decision.allowed:
             raise RateLimited(key, decision.retry_after)
 
-    async def refused(self, connection: HTTPConnection) -> None:
+    async def refused(self, address: str) -> None:
         if self.limiter is not None:
-            await self.limiter.check(_address_key(connection))
+            await self.limiter.check(f"authfail:ip:{address}")
 
 
-def _address_key(connection: HTTPConnection) -> str:
+def client_address(connection: HTTPConnection) -> str:
+    """The client's address, as the failed-authentication budget and the rate limits key it."""
     client = connection.scope.get("client")
-    return f"authfail:ip:{client[0] if client else 'unknown'}"
+    return client[0] if client else "unknown"
 
 
 class KeyResolver:
@@ -131,7 +133,17 @@ class KeyResolver:
         """Bumped by `forget`: a lookup that started before a revocation does not fill the cache."""
 
     async def __call__(self, connection: HTTPConnection) -> Principal:
-        key = _required_key(connection)
+        return await self.resolve(_required_key(connection), client_address(connection))
+
+    async def fresh(self, connection: HTTPConnection) -> Principal:
+        """The key's principal from the database, never from the cache."""
+        return await self.resolve(_required_key(connection), client_address(connection), fresh=True)
+
+    async def resolve(self, key: str, address: str, *, fresh: bool = False) -> Principal:
+        """The principal of `key`, presented from `address`; `fresh` skips the cache. Raises
+        Unauthorized, or RateLimited once `address` has used up its refused keys."""
+        if fresh:
+            return (await self._look_up(address, key)).principal
         name = digest(key)
         cached = self._known.get(name)
         now = self._clock()
@@ -139,16 +151,12 @@ class KeyResolver:
             return cached[1].principal
         self._known.pop(name, None)
         revocations = self._revocations
-        holder = await self._look_up(connection, key)  # unknown keys are never cached
+        holder = await self._look_up(address, key)  # unknown keys are never cached
         if revocations == self._revocations:
             self._known[name] = (now, holder)
             while len(self._known) > KEY_CACHE_SIZE:
                 self._known.popitem(last=False)
         return holder.principal
-
-    async def fresh(self, connection: HTTPConnection) -> Principal:
-        """The key's principal from the database, never from the cache."""
-        return (await self._look_up(connection, _required_key(connection))).principal
 
     def forget(self, key_id: str) -> None:
         """A key was revoked: no entry serves it from the cache any more, starting now."""
@@ -156,17 +164,17 @@ class KeyResolver:
         for name in [name for name, (_, holder) in self._known.items() if holder.key_id == key_id]:
             del self._known[name]
 
-    async def _look_up(self, connection: HTTPConnection, key: str) -> KnownKey:
-        await self.failures.check(connection)  # before the query: a blocked address costs none
+    async def _look_up(self, address: str, key: str) -> KnownKey:
+        await self.failures.check(address)  # before the query: a blocked address costs none
         try:
             return await holder_of(key, self._sessions())
         except Unauthorized:
-            await self.failures.refused(connection)
+            await self.failures.refused(address)
             raise
 
 
 def _required_key(connection: HTTPConnection) -> str:
     key = presented_key(connection)
     if not key:
-        raise Unauthorized("an API key is required (Authorization: Bearer <key> or X-API-Key)")
+        raise Unauthorized(KEY_REQUIRED)
     return key

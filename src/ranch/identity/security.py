@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-from starlette.requests import HTTPConnection
 
-from ranch.identity.principal import PRINCIPAL_KEY, KeyHolder, Principal
-from ranch.identity.resolver import AuthFailures, KeyResolver, presented_key
+from ranch.identity.principal import Principal
+from ranch.identity.resolver import AuthFailures, KeyResolver
 from ranch.identity.sessions import Sessions
 from ranch.identity.visibility import AgentAccess
 
@@ -48,15 +47,6 @@ class Security:
 
     async def reachable_ids(self, principal: Principal | None) -> list[str]:
         return [agent_id for agent_id in self.served.ids() if await self.reachable(principal, agent_id)]
-
-    async def principal(self, connection: HTTPConnection, *, optional: bool = False) -> Principal | None:
-        """The caller's principal; None without a key when `optional`. Raises Unauthorized."""
-        if optional and not presented_key(connection):
-            return None
-        principal = await self.keys(connection)
-        connection.scope["user"] = KeyHolder(principal)
-        connection.scope[PRINCIPAL_KEY] = principal
-        return principal
 
 
 def build_security(

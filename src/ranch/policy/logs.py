@@ -11,6 +11,11 @@ event loop for long, whatever a caller put in it.
 
 `RANCH_DEBUG=1` (or `PROTOCOL_DEBUG=1`) turns on debug mode: DEBUG level, and
 the bindings log the start of each request's body, its answer and timing; still scrubbed.
+
+`AccessLog` is `ranch serve`'s access log (uvicorn's is off): one line per request,
+formatted once and written with one call, without a LogRecord; a path is scrubbed only
+when it can hold something to scrub. Lines and records are JSON, or text for a person
+(`TextFormatter`) when the stream is a terminal or `--log-format text` asks.
 """
 
 from __future__ import annotations
@@ -20,12 +25,13 @@ import logging
 import os
 import re
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
 from ranch.ids import random_hex
 
@@ -264,21 +270,153 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str, ensure_ascii=False)
 
 
+class TextFormatter(logging.Formatter):
+    """One line a person reads: local time, level, logger, message, trace id; the exception below."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s.%(msecs)03d %(levelname)-7s %(name)s: %(message)s", "%Y-%m-%d %H:%M:%S")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        trace_id = getattr(record, "trace_id", "") or TRACE_ID.get()
+        if not trace_id:
+            return line
+        head, newline, rest = line.partition("\n")
+        return f"{head} trace={trace_id}{newline}{rest}"
+
+
+LogFormat = Literal["auto", "json", "text"]
+"""`auto`: text when the stream is a terminal, else JSON."""
 HANDLER_NAME = "ranch"
 
 
 def configure_logging(
-    *, debug: bool | None = None, level: str | int = "INFO", stream: TextIO | None = None
-) -> logging.Handler:
-    """One scrubbing JSON handler on the root logger (replacing a previous one); returns it."""
+    *,
+    debug: bool | None = None,
+    level: str | int = "INFO",
+    stream: TextIO | None = None,
+    format: LogFormat = "json",
+) -> logging.StreamHandler[TextIO]:
+    """One scrubbing handler on the root logger (replacing a previous one), JSON or text; returns it."""
     debug = debug_enabled() if debug is None else debug
     root = logging.getLogger()
     for existing in [h for h in root.handlers if h.get_name() == HANDLER_NAME]:
         root.removeHandler(existing)
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.set_name(HANDLER_NAME)
-    handler.setFormatter(JsonFormatter())
+    text = format == "text" or (format == "auto" and _is_terminal(handler.stream))
+    handler.setFormatter(TextFormatter() if text else JsonFormatter())
     handler.addFilter(PiiScrubber())
     root.addHandler(handler)
     root.setLevel(logging.DEBUG if debug else level if isinstance(level, int) else level.upper())
     return handler
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a closed or unusual stream
+        return False
+
+
+# -- the access log -----------------------------------------------------------------------------
+
+ACCESS_LOGGER = "ranch.access"
+"""The `logger` an access line names, like a record's."""
+
+
+def _care_pattern() -> re.Pattern[str]:
+    """What a path must hold before it needs more than copying into a line: a character JSON or a
+    terminal must not get as is, or the start of anything a scrubbing rule could replace (its hints;
+    for the rules without hints, three digits in a row, as every number they replace has)."""
+    plain = sorted({hint for rule in _RULES if not rule.folded for hint in rule.hints})
+    folded = sorted({hint for rule in _RULES if rule.folded for hint in rule.hints})
+    parts = [r'[\x00-\x1f\x7f"\\]', r"\d[ -]?\d[ -]?\d", *map(re.escape, plain)]
+    parts.append(f"(?i:{'|'.join(map(re.escape, folded))})")
+    return re.compile("|".join(parts))
+
+
+NEEDS_CARE = _care_pattern()
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_JSON_LINE = (
+    '{"time": "%s.%03d+00:00", "level": "info", "logger": "' + ACCESS_LOGGER + '", '
+    '"message": "%s %s %d", "trace_id": "%s", "method": "%s", "path": "%s", "status": %d, '
+    '"duration_ms": %.2f, "client": "%s"}\n'
+)
+_TEXT_LINE = "%s.%03d %s %s %s %d %.2fms trace=%s\n"
+
+
+PATHS_KEPT = 4096
+"""Paths whose line-ready form an access log keeps (most requests repeat a few agent URLs)."""
+_KEPT_PATH_CHARS = 256
+
+
+class AccessLog:
+    """One line per request, formatted once and written with one call; no LogRecord, no filter.
+
+    A path goes into the line as it is unless `NEEDS_CARE` finds something in it; only those
+    are clipped, scrubbed and escaped like a record's fields. The line-ready form of each short
+    path is kept (a few thousand; all dropped when full), and the time of day is formatted once
+    per second. Lines go to the stream's file descriptor in one `os.write` when it has one (the
+    stream is flushed after each record, so nothing overtakes), else to `stream.write`.
+    """
+
+    def __init__(self, stream: TextIO, *, json: bool = True) -> None:
+        self.json = json
+        self._stream = stream
+        try:
+            self._fd: int | None = stream.fileno()
+        except (AttributeError, OSError, ValueError):  # StringIO and the like
+            self._fd = None
+        self._paths: dict[str, str] = {}
+        self._second = -1
+        self._stamp = ""
+
+    @classmethod
+    def on(cls, handler: logging.StreamHandler[TextIO]) -> AccessLog:
+        """An access log writing to `handler`'s stream, in its format."""
+        return cls(handler.stream, json=not isinstance(handler.formatter, TextFormatter))
+
+    def __call__(
+        self, method: str, path: str, query: bytes, status: int, seconds: float, trace_id: str, client: str
+    ) -> None:
+        if query:
+            path = f"{path}?{query.decode('latin-1')}"
+        shown = self._paths.get(path)
+        if shown is None:
+            shown = self._shown(path)
+        now = time.time()
+        second = int(now)
+        if second != self._second:
+            self._second = second
+            self._stamp = (
+                time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+                if self.json
+                else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
+            )
+        millis, took = int((now - second) * 1000), seconds * 1000
+        if self.json:
+            line = _JSON_LINE % (
+                self._stamp, millis, method, shown, status, trace_id, method, shown, status, took, client
+            )  # fmt: skip
+        else:
+            line = _TEXT_LINE % (self._stamp, millis, client, method, shown, status, took, trace_id)
+        if self._fd is None:
+            self._stream.write(line)
+        else:
+            os.write(self._fd, line.encode(errors="backslashreplace"))
+
+    def _shown(self, path: str) -> str:
+        """`path` as a line holds it: as it is, or clipped, scrubbed and escaped; kept when short."""
+        shown = path
+        if len(path) > MAX_FIELD_CHARS or NEEDS_CARE.search(path):
+            shown = scrub_field(path)
+            if self.json:
+                shown = json.dumps(shown, ensure_ascii=False)[1:-1]
+            else:
+                shown = _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", shown)
+        if len(path) <= _KEPT_PATH_CHARS:
+            if len(self._paths) >= PATHS_KEPT:
+                self._paths.clear()
+            self._paths[path] = shown
+        return shown

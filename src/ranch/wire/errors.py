@@ -25,6 +25,7 @@ from a2a.utils import errors as sdk
 from a2a.utils.errors import A2AError
 
 from ranch import exceptions as ranch
+from ranch.identity.resolver import CHALLENGE
 
 JSONRPC_PATH = re.compile(r"^(/a2a/agents/[^/]+)?/?$")
 """An agent's JSON-RPC endpoint, or the root (`ranch serve --root`)."""
@@ -139,7 +140,9 @@ def rest_error_body(exc: BaseException, *, debug: bool = False) -> dict[str, Any
 
 
 def headers_for(exc: BaseException) -> dict[str, str]:
-    """HTTP headers that go with the error (`Retry-After` for rate limits)."""
+    """HTTP headers that go with the error: `Retry-After` for rate limits, the challenge with a 401."""
+    if isinstance(exc, ranch.Unauthorized):
+        return {"WWW-Authenticate": CHALLENGE}
     wait = retry_after(exc)
     return {} if wait is None else {"Retry-After": str(wait)}
 

@@ -67,11 +67,11 @@ A2A_METHODS = (
 )
 
 
-class Legacy:
+class Use03Dispatcher:
     """The answer `JsonRpcEndpoint.answer` gives a 0.3 method name: the SDK's dispatcher owns it."""
 
 
-LEGACY = Legacy()
+DELEGATE_TO_SDK = Use03Dispatcher()
 
 
 @dataclass(frozen=True)
@@ -161,14 +161,14 @@ class JsonRpcEndpoint:
         if not version or not version.startswith("1"):
             return await self.legacy(request)  # the SDK's dispatcher: 0.3, or a version it will refuse
         answer = await self.answer(await request.body(), lambda: self.context(request))
-        if isinstance(answer, Legacy):
+        if isinstance(answer, Use03Dispatcher):
             return await self.legacy(request)  # 0.3 method names go to the 0.3 adapter, as in the SDK
         if isinstance(answer, bytes):
             return Response(answer, media_type="application/json")
         return answer
 
-    async def answer(self, raw: bytes, context: Callable[[], Context]) -> bytes | Response | Legacy:
-        """The answer to one A2A 1.0 JSON-RPC body: JSON bytes, a stream, or LEGACY for a 0.3 name.
+    async def answer(self, raw: bytes, context: Callable[[], Context]) -> bytes | Response | Use03Dispatcher:
+        """The answer to one A2A 1.0 JSON-RPC body: JSON bytes, a stream, or DELEGATE_TO_SDK for a 0.3 name.
 
         Plain answers are bytes so the fast path can send them without a Response object;
         `context` is called once the request is known to be well formed.
@@ -183,7 +183,7 @@ class JsonRpcEndpoint:
         entry = METHODS.get(method)
         if entry is None:
             if method in _legacy_methods():
-                return LEGACY
+                return DELEGATE_TO_SDK
             return _error(request_id, MethodNotFoundError(message=unknown_method(method)))
         raw_params = body.get("params")
         if raw_params is not None and not isinstance(raw_params, dict):

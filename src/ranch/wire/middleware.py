@@ -1,14 +1,10 @@
-"""ASGI middleware for wire concerns: body limits and the activated-extensions header."""
+"""ASGI middleware for a wire concern of the full stack: the activated-extensions header."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-from ranch.exceptions import BodyTooLarge
-from ranch.wire.errors import error_body, http_status_for
 
 EXTENSIONS_HEADER = b"a2a-extensions"
 LEGACY_EXTENSIONS_HEADER = b"x-a2a-extensions"
@@ -54,64 +50,3 @@ def _asked(scope: Scope) -> tuple[bool, bool]:
         elif name == VERSION_HEADER:
             version = value.strip()
     return asked, not version.startswith(b"1")
-
-
-class BodyLimit:
-    """Refuse request bodies over `max_bytes` with 413 and an error in the binding's format."""
-
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
-            await self.app(scope, receive, send)
-            return
-        declared = _content_length(scope)
-        if declared is not None:
-            if declared > self.max_bytes:
-                await self._refuse(scope, send, declared)
-                return
-            await self.app(scope, receive, send)
-            return
-        chunks, size = [], 0
-        while True:  # no Content-Length: read up to the limit, then replay
-            message = await receive()
-            chunks.append(message)
-            size += len(message.get("body", b""))
-            if size > self.max_bytes:
-                await self._refuse(scope, send, size)
-                return
-            if message["type"] != "http.request" or not message.get("more_body", False):
-                break
-        replay = iter(chunks)
-
-        async def replayed() -> Message:
-            return next(replay, None) or await receive()
-
-        await self.app(scope, replayed, send)
-
-    async def _refuse(self, scope: Scope, send: Send, size: int) -> None:
-        error = BodyTooLarge(size, self.max_bytes)
-        body = json.dumps(error_body(scope["path"], error)).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": http_status_for(error),
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
-
-
-def _content_length(scope: Scope) -> int | None:
-    for name, value in scope.get("headers", []):
-        if name == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                return None
-    return None

@@ -1,0 +1,139 @@
+"""`EdgeApp`: the guard chain once per request, then its road, then one access-log line.
+
+Every HTTP request is read once (`Guards.read`), runs under its trace id, and passes the
+chain (`Guards.check`); a refusal is answered here in the binding's format. Then the road:
+a plain A2A 1.0 JSON-RPC call goes to the `FastHandler` (no middleware stack, router,
+`Request` or `Response`; keyed calls included, since the chain has authenticated them),
+anything else, or anything the fast handler hands back, to the full Starlette stack, which
+serves ranch's own bindings, the a2a-sdk's dispatchers, the REST API, /mcp and the page.
+Every response carries `X-Trace-Id`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.types import Message, Receive, Scope, Send
+
+from ranch.edge.debug import DebugTap
+from ranch.edge.guards import BODY_METHODS, TRACE_KEY, Call, Guards, refusal, request_id_of
+from ranch.exceptions import RanchError
+from ranch.policy.logs import TRACE_ID, AccessLog, trace_id_from
+from ranch.wire.fastpath import FastHandler, read_body, replay, send_json
+
+TRACE_HEADER = b"x-trace-id"
+CLIENT_GONE = 499
+"""The status an access line gives a request whose client left before it was answered."""
+
+
+class EdgeApp(Starlette):
+    """A Starlette app whose every HTTP request passes the guard chain once, then takes its road."""
+
+    def __init__(
+        self,
+        *,
+        guards: Guards,
+        fast: FastHandler | None,
+        access_log: AccessLog | None = None,
+        debug: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.guards = guards
+        self.fast = fast
+        """Answers plain A2A 1.0 JSON-RPC calls; None sends every call down the full stack."""
+        self.access_log = access_log
+        self.debug = debug
+        self.fast_answers = 0
+        """Requests the fast path answered (tests read it to tell which road a call took)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)  # lifespan, WebSocket
+            return
+        started = time.perf_counter()
+        call = self.guards.read(scope)
+        trace_id = trace_id_from(call.traceparent)
+        scope[TRACE_KEY] = trace_id
+        token = TRACE_ID.set(trace_id)
+        tap = DebugTap(call.method, call.path, receive, send) if self.debug else None
+        if tap is not None:
+            receive, send = tap.receive, tap.send
+        status = 500
+        try:
+            status = await self._serve(call, scope, receive, send, trace_id.encode())
+        finally:
+            if tap is not None:
+                tap.done()
+            TRACE_ID.reset(token)
+            if self.access_log is not None:
+                self.access_log(
+                    call.method,
+                    call.path,
+                    scope["query_string"],
+                    status,
+                    time.perf_counter() - started,
+                    trace_id,
+                    call.client,
+                )
+
+    async def _serve(self, call: Call, scope: Scope, receive: Receive, send: Send, trace: bytes) -> int:
+        """Guard, then answer on the request's road; returns the status sent."""
+        try:
+            await self.guards.check(call, scope)
+            if call.length is None and call.method in BODY_METHODS:  # no Content-Length: count it
+                body = await read_body(receive, self.guards.max_body)
+                if body is None:
+                    return CLIENT_GONE
+                receive = replay(body, receive)
+        except RanchError as error:
+            return await self._refuse(call, error, scope, receive, send, trace)
+        if call.fast and self.fast is not None:
+            body = await read_body(receive)
+            if body is None:
+                return CLIENT_GONE
+            answer = await self.fast(call.agent_id, scope, body)
+            if isinstance(answer, bytes):
+                await send_json(send, answer, [(TRACE_HEADER, trace)])
+                self.fast_answers += 1
+                return 200
+            if answer is not None:
+                answer.raw_headers.append((TRACE_HEADER, trace))
+                await answer(scope, receive, send)
+                self.fast_answers += 1
+                return answer.status_code
+            receive = replay(body, receive)  # an A2A 0.3 method name: the SDK's dispatcher serves it
+        sent = _Traced(send, trace)
+        await super().__call__(scope, receive, sent)
+        return sent.status
+
+    async def _refuse(
+        self, call: Call, error: Exception, scope: Scope, receive: Receive, send: Send, trace: bytes
+    ) -> int:
+        request_id = None
+        if call.jsonrpc and call.method == "POST" and call.length is not None:
+            if call.length <= self.guards.max_body:  # the id is in the body: read it, when it is small enough
+                request_id = request_id_of(await read_body(receive) or b"")
+        response = refusal(call, error, request_id)
+        response.raw_headers.append((TRACE_HEADER, trace))
+        await response(scope, receive, send)
+        return response.status_code
+
+
+class _Traced:
+    """The full stack's `send`: the trace id joins the response's headers, and its status is kept."""
+
+    __slots__ = ("_send", "_trace", "status")
+
+    def __init__(self, send: Send, trace: bytes) -> None:
+        self._send = send
+        self._trace = trace
+        self.status = 500
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+            message = {**message, "headers": [*message.get("headers", []), (TRACE_HEADER, self._trace)]}
+        await self._send(message)
