@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from servers import ServerProcess, free_port
+from _support.servers import ServerProcess, free_port
 
 RANCH = [sys.executable, "-m", "ranch"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from hubkit import ADMIN_KEY, Api, Live, serve_hub
+from _support.hubkit import ADMIN_KEY, Api, Live, serve_ranch
 
 CONFIG = """
 agents:
@@ -15,7 +15,7 @@ agents:
 
 def test_rest_and_websocket_callers_are_rate_limited_with_retry_after(tmp_path: Path) -> None:
     database = f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}"
-    with serve_hub(CONFIG, database, caller_rate=2.0, caller_burst=3) as hub:
+    with serve_ranch(CONFIG, database, caller_rate=2.0, caller_burst=3) as hub:
         admin = Api(hub.url, ADMIN_KEY)
         answers = [admin.call("GET", "/me") for _ in range(4)]
         assert [a.status_code for a in answers[:3]] == [200, 200, 200]

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from conftest import serve_ranch
+from _support.hubkit import serve_ranch
 from ranch.policy.ratelimit import MemoryBuckets, Rate, RatePolicy, RedisBuckets
 
 pytestmark = pytest.mark.anyio

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from servers import ServerProcess, free_port
+from _support.servers import ServerProcess, free_port
 
 ADMIN = "rk_test_admin_regex_0123456789"
 CONFIG = """

@@ -28,8 +28,9 @@ from a2a.types import (
 )
 from google.protobuf.json_format import MessageToDict
 
-import probes
-from conftest import RunningRanch, sdk_client, send, serve_ranch, trail_of, user_message
+from _support import probes
+from _support.hubkit import RunningRanch, serve_ranch
+from _support.sdk import sdk_client, send, trail_of, user_message
 from ranch.agents.base import CONTEXT_PART_KEY
 from ranch.routing.context import HEADER
 from ranch.wire.client_routing import URI, X_RECIPIENT
@@ -41,31 +42,31 @@ WORKING = TaskState.TASK_STATE_WORKING
 YAML = r"""
 agents:
   # -- seed 002, US1: a default agent and a smart agent, both routing with x-recipient
-  - {id: us1-default, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: us1-default, kind: python, entry: "_support.probes:Probe", client_routing: true,
      name: Default, description: Receives everything first,
      skills: [{id: triage, name: triage}],
      options: {reply: "default routed: {text}", route: us1-smart, form: x-recipient}}
-  - {id: us1-smart, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: us1-smart, kind: python, entry: "_support.probes:Probe", client_routing: true,
      name: Smart, description: Knows things,
      skills: [{id: research, name: research}, {id: summarize, name: summarize}],
      options: {reply: "smart answer to: {text}", route: user, form: x-recipient}}
 
   # -- seed 002, US2: no recipient -> the default agent
-  - {id: us2-default, kind: python, entry: "probes:Probe", options: {reply: "us2 default: {text}"}}
-  - {id: us2-worker, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: us2-default, kind: python, entry: "_support.probes:Probe", options: {reply: "us2 default: {text}"}}
+  - {id: us2-worker, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "us2 worker: {text}"}}
 
   # -- seed 002, US3: back to sender
-  - {id: us3-back, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: us3-back, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "us3 back: {text}", route: sender, form: x-recipient}}
-  - {id: us3-user, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: us3-user, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "us3 user: {text}", route: user, form: x-recipient}}
   - id: us3-agent-a
     kind: rules
     rules:
       - {match: "^us3-agent-b says", reply: "agent-a got: {text}", route: user, reason: b answered}
       - {reply: "agent-a asks b: {text}", route: us3-agent-b, reason: ask b}
-  - {id: us3-agent-b, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: us3-agent-b, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "us3-agent-b says: {text}", route: us3-agent-a, form: x-recipient}}
 
   # -- SC-001: User -> Default -> Worker -> Default -> User, metadata routing only
@@ -74,19 +75,19 @@ agents:
     rules:
       - {match: "^sc1 work done", reply: "final: {text}", route: user, reason: work is done}
       - {reply: "please do: {text}", route: sc1-worker, reason: needs work}
-  - {id: sc1-worker, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: sc1-worker, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "sc1 work done for <{text}>", route: sc1-default, reason: back to default}}
   - {id: sc1-idle, kind: echo}
 
   # -- SC-002 / SC-003: peer lists only for capable agents
-  - {id: sc2-boss, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: sc2-boss, kind: python, entry: "_support.probes:Probe", client_routing: true,
      name: Boss, description: Hands work out, skills: [{id: plan, name: planning}],
      options: {reply: "boss: {text}", route: sc2-smart, reason: smart can do it}}
-  - {id: sc2-smart, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: sc2-smart, kind: python, entry: "_support.probes:Probe", client_routing: true,
      name: Smart Two, description: Thinks,
      skills: [{id: think, name: thinking}, {id: sum, name: summing}],
      options: {reply: "smart: {text}", route: user, reason: smart finishes}}
-  - {id: sc2-plain, kind: python, entry: "probes:Probe", client_routing: false,
+  - {id: sc2-plain, kind: python, entry: "_support.probes:Probe", client_routing: false,
      name: Plain, description: Does one thing, skills: [{id: one, name: one-thing}],
      options: {reply: "plain: {text}"}}
   - id: sc2-rules
@@ -98,27 +99,28 @@ agents:
   - {id: sc2-echo, kind: echo, name: Echo, description: Echoes, skills: [{id: e, name: echoing}]}
 
   # -- section 2.1: the first recipient
-  - {id: first-default, kind: python, entry: "probes:Probe", options: {reply: "first default: {text}"}}
-  - {id: first-worker, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: first-default, kind: python, entry: "_support.probes:Probe",
+     options: {reply: "first default: {text}"}}
+  - {id: first-worker, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "first worker: {text}", route: user}}
 
   # -- section 2.3: the recipient forms in replies (a -> b -> user, each written in one form)
-  - {id: forms-default, kind: python, entry: "probes:Probe", options: {reply: "forms default"}}
-  - {id: f-uri-a, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: forms-default, kind: python, entry: "_support.probes:Probe", options: {reply: "forms default"}}
+  - {id: f-uri-a, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "a: {text}", route: f-uri-b, form: uri, reason: uri form}}
-  - {id: f-uri-b, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: f-uri-b, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "b: {text}", route: user, form: uri}}
-  - {id: f-x-a, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: f-x-a, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "a: {text}", route: f-x-b, form: x-recipient}}
-  - {id: f-x-b, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: f-x-b, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "b: {text}", route: user, form: x-recipient}}
-  - {id: f-obj-a, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: f-obj-a, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "a: {text}", route: f-obj-b, form: object}}
-  - {id: f-obj-b, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: f-obj-b, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "b: {text}", route: user, form: object}}
-  - {id: f-task-a, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: f-task-a, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "a: {text}", route: f-task-b, task: true}}
-  - {id: f-task-b, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: f-task-b, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "b: {text}", route: user, task: true, form: object}}
 
   # -- section 2.3: "sender" from an agent goes back to that agent
@@ -127,89 +129,94 @@ agents:
     rules:
       - {match: "^sendr-b saw", reply: "a is done: {text}", route: user, reason: b replied}
       - {reply: "a asks: {text}", route: sendr-b, reason: ask b}
-  - {id: sendr-b, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: sendr-b, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "sendr-b saw: {text}", route: sender, reason: back to whoever asked}}
 
   # -- section 2.3: "user" ends the turn
-  - {id: ends-a, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: ends-a, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "ends-a answers", route: user, reason: done}}
-  - {id: ends-b, kind: python, entry: "probes:Probe", client_routing: true, options: {reply: "never"}}
+  - {id: ends-b, kind: python, entry: "_support.probes:Probe", client_routing: true,
+     options: {reply: "never"}}
 
   # -- section 2.3: invalid recipients
-  - {id: inv-default, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: inv-default, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "inv default handled it"}}
-  - {id: inv-bad, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: inv-bad, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "inv-bad reply", route: ghost-one}}
-  - {id: invd-default, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: invd-default, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "invd default reply", route: ghost-two}}
-  - {id: invd-other, kind: python, entry: "probes:Probe", client_routing: true, options: {reply: "never"}}
-  - {id: inverr-a, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: invd-other, kind: python, entry: "_support.probes:Probe", client_routing: true,
+     options: {reply: "never"}}
+  - {id: inverr-a, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "inverr reply", route: ghost-three}}
-  - {id: inverr-b, kind: python, entry: "probes:Probe", client_routing: true, options: {reply: "never"}}
-  - {id: selfr-default, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: inverr-b, kind: python, entry: "_support.probes:Probe", client_routing: true,
+     options: {reply: "never"}}
+  - {id: selfr-default, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "selfr default handled it"}}
-  - {id: selfr-me, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: selfr-me, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "selfr-me reply", route: selfr-me}}
 
   # -- section 2.3 / 2.4: no decision -> static route, else default; default deciding nothing ends
-  - {id: static-d, kind: python, entry: "probes:Probe", options: {reply: "static-d: {text}"}}
-  - {id: static-a, kind: python, entry: "probes:Probe", options: {reply: "static-a: {text}"}}
-  - {id: static-b, kind: python, entry: "probes:Probe", options: {reply: "static-b: {text}"}}
+  - {id: static-d, kind: python, entry: "_support.probes:Probe", options: {reply: "static-d: {text}"}}
+  - {id: static-a, kind: python, entry: "_support.probes:Probe", options: {reply: "static-a: {text}"}}
+  - {id: static-b, kind: python, entry: "_support.probes:Probe", options: {reply: "static-b: {text}"}}
 
   # -- section 1: handoffs narrow the peers offered to the next agent
-  - {id: hand-a, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: hand-a, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "hand-a", route: hand-b, handoffs: [hand-c, hand-b]}}
-  - {id: hand-b, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: hand-b, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "hand-b", route: user}}
-  - {id: hand-c, kind: python, entry: "probes:Probe", client_routing: true, options: {reply: "never"}}
-  - {id: hand-d, kind: python, entry: "probes:Probe", options: {reply: "never"}}
+  - {id: hand-c, kind: python, entry: "_support.probes:Probe", client_routing: true,
+     options: {reply: "never"}}
+  - {id: hand-d, kind: python, entry: "_support.probes:Probe", options: {reply: "never"}}
 
   # -- section 2.5: hop limit
-  - {id: loop-a, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: loop-a, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "loop-a turn", route: loop-b}}
-  - {id: loop-b, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: loop-b, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "loop-b turn", route: loop-a}}
 
   # -- section 1: hopsRemaining, trail and sender in the request data
-  - {id: hops-a, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: hops-a, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "hops-a", route: hops-b}}
-  - {id: hops-b, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: hops-b, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "hops-b", route: hops-c}}
-  - {id: hops-c, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: hops-c, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "hops-c", route: user}}
 
   # -- section 2.6: the per-agent context window
-  - {id: ctx-a, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: ctx-a, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "ctx-a reply", route: ctx-b}}
-  - {id: ctx-b, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: ctx-b, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "ctx-b reply", route: ctx-c}}
-  - {id: ctx-c, kind: python, entry: "probes:Probe", client_routing: true, history_length: 1,
+  - {id: ctx-c, kind: python, entry: "_support.probes:Probe", client_routing: true, history_length: 1,
      options: {reply: "ctx-c reply", route: ctx-d}}
-  - {id: ctx-d, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: ctx-d, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "ctx-d reply", route: user}}
 
   # -- section 2.8: failures
-  - {id: fail-a, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: fail-a, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "fail-a reply", route: fail-b}}
-  - {id: fail-b, kind: python, entry: "probes:Probe", client_routing: true, options: {fail: "boom in fail-b"}}
-  - {id: slow-a, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: fail-b, kind: python, entry: "_support.probes:Probe", client_routing: true,
+     options: {fail: "boom in fail-b"}}
+  - {id: slow-a, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "slow-a reply", route: slow-b}}
-  - {id: slow-b, kind: python, entry: "probes:Probe", client_routing: true, timeout: 0.5,
+  - {id: slow-b, kind: python, entry: "_support.probes:Probe", client_routing: true, timeout: 0.5,
      options: {sleep: 5, reply: "too late", route: user}}
 
   # -- section 3: multi-turn by contextId
-  - {id: multi-a, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: multi-a, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {replies: ["multi-a one", "multi-a two"], route: multi-b}}
-  - {id: multi-b, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: multi-b, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {replies: ["multi-b one", "multi-b two"], route: user}}
-  - {id: own-a, kind: python, entry: "probes:Probe", options: {reply: "own-a answers {text}"}}
+  - {id: own-a, kind: python, entry: "_support.probes:Probe", options: {reply: "own-a answers {text}"}}
 
   # -- section 3: streaming
-  - {id: stream-a, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: stream-a, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "stream-a reply", route: stream-b, reason: b next}}
-  - {id: stream-b, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: stream-b, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "stream-b reply", route: stream-c, reason: c next}}
-  - {id: stream-c, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: stream-c, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "stream-c reply", route: user, reason: all done}}
 
   # -- section 3: GetTask on a settled team task

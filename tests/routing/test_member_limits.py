@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import serve_ranch
-from faulty import Faulty, running_faulty
+from _support.faulty import Faulty, running_faulty
+from _support.hubkit import serve_ranch
 
 DEADLINE = 30.0
 """Seconds a request may take here; a card endpoint that hangs used to stall a turn for 60."""

@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from servers import ServerThread
+from _support.servers import ServerThread
 
 
 @dataclass

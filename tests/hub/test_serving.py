@@ -31,7 +31,8 @@ from a2a.types import (
 from a2a.utils.errors import TaskNotFoundError
 from google.protobuf.json_format import MessageToDict
 
-from conftest import RunningRanch, sdk_client, send, serve_ranch, trail_of, user_message
+from _support.hubkit import RunningRanch, serve_ranch
+from _support.sdk import sdk_client, send, trail_of, user_message
 from ranch.agents.base import text_of
 from ranch.cli.demo import DEMO_YAML
 from ranch.wire.client_routing import URI
@@ -41,23 +42,23 @@ from ranch.wire.client_routing import URI
 _EXTRA_AGENTS = """
   - id: slow
     kind: python
-    entry: probes:Probe
+    entry: _support.probes:Probe
     client_routing: true
     timeout: 60
     options: {sleep: 30, reply: "slow answer", route: user, reason: done}
   - id: steady
     kind: python
-    entry: probes:Probe
+    entry: _support.probes:Probe
     client_routing: true
     options: {sleep: 0.2, reply: "steady saw: {text}", route: user, reason: answered}
   - id: step1
     kind: python
-    entry: probes:Probe
+    entry: _support.probes:Probe
     client_routing: true
     options: {sleep: 0.4, reply: "step1 done", route: step2, reason: second step}
   - id: step2
     kind: python
-    entry: probes:Probe
+    entry: _support.probes:Probe
     client_routing: true
     options: {sleep: 0.4, reply: "step2 done", route: user, reason: finished}
   - id: guarded

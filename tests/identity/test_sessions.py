@@ -9,11 +9,9 @@ from typing import Any
 import httpx
 import pytest
 
-from hubkit import ADMIN_KEY, Api, database_url, serve_hub
+from _support.hubkit import ADMIN_KEY, Api, serve_ranch
 from ranch.exceptions import SessionExpired
 from ranch.identity.sessions import Sessions
-
-__all__ = ["database_url"]
 
 CONFIG = """
 agents:
@@ -72,7 +70,7 @@ def send(url: str, context_id: str, headers: dict[str, str], binding: str = "jso
 
 
 def test_an_expired_session_answers_session_expired_and_the_next_call_starts_anew(database_url: str) -> None:
-    with serve_hub(CONFIG, database_url, auth="keys", session_ttl=TTL) as hub:
+    with serve_ranch(CONFIG, database_url, auth="keys", session_ttl=TTL) as hub:
         url, key = hub.agent_url("greeter"), {"X-API-Key": ADMIN_KEY}
         assert "result" in send(url, "ctx-1", key).json()
         time.sleep(TTL / 2)

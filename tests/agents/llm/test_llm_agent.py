@@ -13,8 +13,10 @@ import pytest
 from a2a.types import Task, TaskState
 from google.protobuf.json_format import MessageToDict
 
-from conftest import sdk_client, send, serve_ranch, user_message
-from fake_openai import FakeOpenAI, base_url, error, fake, provider, text
+from _support.fake_openai import FakeOpenAI, error, text
+from _support.hubkit import serve_ranch
+from _support.sdk import sdk_client, send, user_message
+from _support.servers import free_port
 from ranch.agents.base import Call, text_of
 from ranch.agents.fold import collect
 from ranch.agents.llm import LlmAgent
@@ -22,10 +24,8 @@ from ranch.catalog.build import build_agent
 from ranch.config import parse_config
 from ranch.exceptions import AgentError, AgentUnavailable
 from ranch.wire.client import ClientPool
-from servers import free_port
 
 pytestmark = pytest.mark.anyio
-__all__ = ["base_url", "fake", "provider"]  # fixtures, used by name
 
 
 def llm_yaml(base_url: str, *, model: str = "solo", extra: str = "") -> str:
