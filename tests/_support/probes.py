@@ -16,17 +16,21 @@ one repeating), `task` (answer with task events instead of a Message).
 
 Every message a probe receives is appended to `RECEIVED[agent_id]`, so tests
 can check exactly what an agent was shown.
+
+`TypedProbe` is the same idea written as a `ranch.Agent` subclass: it describes itself and
+records its `open` / `aclose` in `LIFECYCLE`.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import anyio
 from a2a.types import (
+    AgentSkill,
     Artifact,
     Message,
     Part,
@@ -38,7 +42,7 @@ from a2a.types import (
 )
 from google.protobuf.json_format import MessageToDict
 
-from ranch.agents.base import Call, Event, reply, text_of
+from ranch import Agent, AgentInfo, Call, Event, reply, text_of
 from ranch.wire import client_routing
 
 RECEIVED: defaultdict[str, list[Message]] = defaultdict(list)
@@ -47,6 +51,8 @@ BUSY: defaultdict[str, int] = defaultdict(int)
 """Runs in progress, per agent id and per `agent id/context id`."""
 PEAK: defaultdict[str, int] = defaultdict(int)
 """The most runs that were ever in progress at once, with the same keys as BUSY."""
+LIFECYCLE: list[str] = []
+"""`open <id>` and `close <id>`, in the order a TypedProbe was opened and closed."""
 
 
 def reset() -> None:
@@ -54,6 +60,7 @@ def reset() -> None:
     CALLS.clear()
     BUSY.clear()
     PEAK.clear()
+    LIFECYCLE.clear()
 
 
 def metadata_of(message: Message) -> dict[str, Any]:
@@ -133,3 +140,42 @@ async def _as_task(message: Message, answer: Message) -> AsyncIterator[Event]:
         context_id=message.context_id,
         status=TaskStatus(state=TaskState.TASK_STATE_COMPLETED),
     )
+
+
+class TypedProbe(Agent):
+    """A `ranch.Agent` subclass as a user writes one: its own card, resources opened and closed."""
+
+    def __init__(self, agent_id: str, prefix: str = "typed") -> None:
+        self.id = agent_id
+        self.prefix = prefix
+
+    async def info(self) -> AgentInfo:
+        skill = AgentSkill(id="shout", name="shout", description="Answers in capitals")
+        return AgentInfo(id="its-own-id", name="Typed Probe", description="its own words", skills=[skill])
+
+    async def run(self, message: Message, call: Call) -> AsyncGenerator[Event, None]:
+        RECEIVED[self.id].append(message)
+        yield reply(message, f"{self.prefix}: {text_of(message).upper()}")
+
+    async def open(self) -> None:
+        LIFECYCLE.append(f"open {self.id}")
+
+    async def aclose(self) -> None:
+        LIFECYCLE.append(f"close {self.id}")
+
+
+class AbstractProbe(Agent):
+    """An Agent subclass that forgot `info`: it cannot be built."""
+
+    async def run(self, message: Message, call: Call) -> AsyncGenerator[Event, None]:
+        yield reply(message, "never")
+
+
+async def shout(message: Message, call: Call) -> AsyncIterator[Event | str]:
+    """The smallest duck type: an async generator function that yields a string."""
+    yield text_of(message).upper()
+
+
+async def numbers(message: Message, call: Call) -> AsyncIterator[int]:
+    """Not an agent's answer: what ranch refuses, naming the agent."""
+    yield 42
