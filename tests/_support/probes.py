@@ -76,7 +76,7 @@ class Probe:
         self.options = options
         self.count = 0
 
-    async def run(self, message: Message, call: Call) -> AsyncIterator[Event]:
+    async def run(self, message: Message, call: Call) -> AsyncGenerator[Event, None]:
         copy = Message()
         copy.CopyFrom(message)
         RECEIVED[self.name].append(copy)
