@@ -44,9 +44,10 @@ test: $(STAMP) browser a2a03  ## the whole suite: ruff, mypy --strict, the layer
 	$(BIN)/lint-imports
 	$(BIN)/pytest -q
 
-FUZZ_TESTS := tests/policy/test_fuzz.py tests/policy/test_api_fuzz.py
+FUZZ_TESTS := tests/policy/test_fuzz.py tests/policy/test_api_fuzz.py tests/wire/test_codec.py \
+	tests/wire/test_jsonrpc_equivalence.py tests/hub/test_store.py
 
-fuzz: $(STAMP)  ## the fuzz properties random, 50x the suite's examples (RANCH_FUZZ=long; about half an hour)
+fuzz: $(STAMP)  ## the property tests random, 50x the suite's examples (RANCH_FUZZ=long; about an hour)
 	RANCH_FUZZ=long $(BIN)/pytest -q $(FUZZ_TESTS)
 
 lint: $(STAMP)  ## ruff check and format check

@@ -8,7 +8,6 @@ plus scripted probe agents (tests/probes.py) where a test needs a slow member.
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -337,10 +336,8 @@ async def test_cancel_running_team_task_and_cancel_errors(tmp_path: Path) -> Non
         async with sdk_client(ranch.agent_url("slowdesk")) as client:
             running = await start_in_background(client, "take your time")
             assert running.status.state not in (COMPLETED, CANCELED)
-            started = time.monotonic()
             with anyio.fail_after(TIMEOUT):
                 canceled = await client.cancel_task(CancelTaskRequest(id=running.id))
-            assert time.monotonic() - started < 5
             assert canceled.id == running.id
             assert canceled.status.state == CANCELED
             await anyio.sleep(0.3)

@@ -10,6 +10,7 @@ agent under /a2a/agents/{id}, and every agent and team as MCP tools at /mcp.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -141,6 +142,9 @@ class Settings:
     """Also serve this agent at the root: its card at /.well-known/agent-card.json, its bindings at /."""
     sqlite_busy_timeout: float = SQLITE_BUSY_TIMEOUT_S
     """Seconds a SQLite write waits for another connection's lock before it fails (and is retried)."""
+    clock: Callable[[], float] = time.monotonic
+    """The seconds that session TTLs and in-process rate limits count (Redis buckets count Redis's);
+    embedding code and tests may pass a clock of their own."""
 
     def limits(self) -> Limits:
         return Limits(max_message_bytes=self.max_message_bytes)
@@ -182,7 +186,10 @@ class Hub:
         self.services: list[Callable[[], AbstractAsyncContextManager[None]]] = []
         """More things the lifespan runs, entered after the task core (the /mcp session manager)."""
         self.rates = build_policy(
-            *settings.rates(), redis_url=settings.redis_url, failures=settings.failures()
+            *settings.rates(),
+            redis_url=settings.redis_url,
+            failures=settings.failures(),
+            clock=settings.clock,
         )
         self.security = build_security(
             settings.auth,
@@ -190,6 +197,7 @@ class Hub:
             lambda: self.rooms.sessions,
             session_ttl=settings.session_ttl,
             failures=AuthFailures(self.rates.failures),
+            clock=settings.clock,
         )
         self.signer = CardSigner.from_file(settings.signing_key) if settings.signing_key else None
         """Signs every served card; an unreadable key fails here, at start-up, naming the file."""
