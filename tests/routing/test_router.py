@@ -25,7 +25,7 @@ from a2a.types import (
 )
 from google.protobuf.json_format import MessageToDict
 
-from _support.probes import RECEIVED, Probe
+from _support.probes import CALLS, RECEIVED, Probe
 from _support.sdk import user_message
 from ranch import (
     CLIENT_ROUTING_URI,
@@ -232,10 +232,22 @@ async def test_a_recipient_named_in_the_message_goes_first(metadata: dict[str, A
     assert received("desk") == []
 
 
-@pytest.mark.parametrize("named", ["ghost", "user", "sender"])
-async def test_a_first_recipient_that_is_no_member_falls_back_to_the_default_agent(named: str) -> None:
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        {X_RECIPIENT: "ghost"},
+        {X_RECIPIENT: "user"},
+        {X_RECIPIENT: "team"},  # the team itself
+        {CLIENT_ROUTING_URI: {"recipient": "sender"}},
+        {CLIENT_ROUTING_URI: {"recipient": {"type": "agent", "id": "ghost"}}},
+    ],
+    ids=["unknown", "user", "the-team", "sender", "object-unknown"],
+)
+async def test_a_first_recipient_that_is_no_member_falls_back_to_the_default_agent(
+    metadata: dict[str, Any],
+) -> None:
     squad = team(probe("desk", reply="desk: {text}", route="user"), probe("other"))
-    result = await turn(squad, "hi", metadata={X_RECIPIENT: named})
+    result = await turn(squad, "hi", metadata=metadata)
     assert result.route == [("desk", "user", "user")]
     assert [event.status.message.parts[0].text for event in result.events[:1]] == [
         "desk is working (hop 1: default agent)"
@@ -399,6 +411,7 @@ async def test_routing_members_get_sender_hops_remaining_the_trail_and_their_pee
         ]
         assert [card.supports_client_routing for card in request.agent_cards].count(False) == 1
         assert list(message.extensions) == [CLIENT_ROUTING_URI]
+        assert CALLS[agent][0].extensions == frozenset({CLIENT_ROUTING_URI})
 
 
 async def test_members_without_the_extension_never_see_it() -> None:
