@@ -1,4 +1,4 @@
-"""Interop: ranch teams with remote members built on the official a2a-sdk server (tests/peers.py).
+"""Interop: ranch teams with remote members built on the official a2a-sdk server (tests/_support/peers.py).
 
 Every peer records the raw HTTP requests and the messages its executor received, so these
 tests check the contract (docs/routing.md, /work/shared/specs/routing.md) on the wire:

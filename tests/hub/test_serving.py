@@ -2,7 +2,7 @@
 
 Every server runs on 127.0.0.1 through `serve_ranch`; every wait is bounded, so a
 broken server fails a test instead of hanging it. The config is the demo helpdesk
-plus scripted probe agents (tests/probes.py) where a test needs a slow member.
+plus scripted probe agents (tests/_support/probes.py) where a test needs a slow member.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What a tenant's agents may make the hub call, judged when each connection is made.
 
-Real servers on 127.0.0.1: the hub, the misbehaving peer (tests/faulty.py) and an "internal"
+Real servers on 127.0.0.1: the hub, the misbehaving peer (tests/_support/faulty.py) and an "internal"
 service. Only 127.0.0.1 can be bound here, so the hub's guard is given an exemption for the
 peer's own port (it plays a public host); the internal service, on another port of 127.0.0.1,
 is what a tenant must never reach.

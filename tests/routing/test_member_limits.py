@@ -1,6 +1,6 @@
 """Members that misbehave on size and time: a card endpoint that hangs, cards and replies too large.
 
-Real servers on 127.0.0.1: ranch and the misbehaving peer (tests/faulty.py). Deadlines here are
+Real servers on 127.0.0.1: ranch and the misbehaving peer (tests/_support/faulty.py). Deadlines here are
 generous: they turn a hang into a failure, they do not measure speed.
 """
 

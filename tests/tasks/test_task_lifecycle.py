@@ -7,7 +7,7 @@
   of the same context holds the team;
 - an unknown `status` filter is refused, naming the field, on both bindings.
 
-Every server runs on 127.0.0.1 (`serve_ranch`), with scripted probe members (tests/probes.py).
+Every server runs on 127.0.0.1 (`serve_ranch`), with scripted probe members (tests/_support/probes.py).
 """
 
 from __future__ import annotations
