@@ -10,7 +10,6 @@ import os
 import sys
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -30,8 +29,10 @@ agents:
 V1 = {"A2A-Version": "1.0", "Content-Type": "application/json"}
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
+    """One server for the module: every refused registration leaves it as it was."""
+    tmp_path = tmp_path_factory.mktemp("regex")
     config = tmp_path / "ranch.yaml"
     config.write_text(CONFIG)
     port = free_port()
