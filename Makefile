@@ -49,15 +49,20 @@ benchjs: $(BENCHJS)  ## install the @a2a-js/sdk echo server the wire benchmark c
 serve: $(STAMP)  ## run the built-in demo team on http://127.0.0.1:8000 (the page: key rk_demo)
 	$(BIN)/ranch serve
 
-test: $(STAMP) browser a2a03 benchjs  ## the whole suite: ruff, mypy --strict, the layers contract, then pytest
+# pytest-xdist: one worker per core; a file's tests share a worker (its module-scoped servers start
+# once, and the benchmark smoke tests, which pin CPUs, never run side by side). WORKERS=0 runs serially.
+WORKERS ?= auto
+
+test: $(STAMP) browser a2a03 benchjs  ## the whole suite: ruff, mypy --strict, the layers contract, then pytest on every core
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(WORKERS) --dist loadfile
 
-FUZZ_TESTS := tests/policy/test_fuzz.py tests/policy/test_api_fuzz.py
+FUZZ_TESTS := tests/policy/test_fuzz.py tests/policy/test_api_fuzz.py tests/wire/test_codec.py \
+	tests/wire/test_jsonrpc_equivalence.py tests/hub/test_store.py
 
-fuzz: $(STAMP)  ## the fuzz properties random, 50x the suite's examples (RANCH_FUZZ=long; about half an hour)
+fuzz: $(STAMP)  ## the property tests random, 50x the suite's examples (RANCH_FUZZ=long; about an hour)
 	RANCH_FUZZ=long $(BIN)/pytest -q $(FUZZ_TESTS)
 
 lint: $(STAMP)  ## ruff check and format check

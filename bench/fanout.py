@@ -1,6 +1,6 @@
 """`python -m bench.fanout`: one event fanned out to S subscribers of one task, S = 100 and 1000.
 
-A team whose single member is a probe (tests/probes.py) that sleeps, then replies, served by
+A team whose single member is a probe (tests/_support/probes.py) that sleeps, then replies, served by
 `ranch serve` in its own process. For each S the benchmark starts a team task with SendMessage
 (`returnImmediately`, so the answer carries the task id while the probe sleeps), opens S
 subscribers with JSON-RPC `SubscribeToTask` over SSE (raw asyncio streams with keep-alive and
@@ -60,7 +60,7 @@ CONFIG = f"""\
 agents:
   - id: sleeper
     kind: python
-    entry: probes:Probe
+    entry: _support.probes:Probe
     options: {{sleep: {SLEEP}, reply: "{REPLY}"}}
 teams:
   - id: solo

@@ -14,8 +14,7 @@ from collections.abc import AsyncGenerator
 
 from a2a.types import Message
 
-from ranch.agents.base import Call, Event, reply, text_of
-from ranch.wire import client_routing
+from ranch import Call, Event, RoutingDecision, read_routing_request, reply, text_of
 
 
 class Gatekeeper:
@@ -25,9 +24,9 @@ class Gatekeeper:
 
     async def run(self, message: Message, call: Call) -> AsyncGenerator[Event | str, None]:
         text = text_of(message)
-        peers = client_routing.read_request(message)  # None when the agent is called outside a team
+        peers = read_routing_request(message)  # None when the agent is called outside a team
         if len(text) > 80 and peers and any(p.id == self.specialist for p in peers.agent_cards):
-            decision = client_routing.RoutingDecision(recipient=self.specialist, reason="long question")
+            decision = RoutingDecision(recipient=self.specialist, reason="long question")
             yield reply(message, f"Passing this to {self.specialist}.", decision)
         else:
             yield f"Short answer: {text[:40]}"

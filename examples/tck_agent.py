@@ -23,7 +23,7 @@ from a2a.types import (
     TaskStatusUpdateEvent,
 )
 
-from ranch.agents.base import Call, Event, reply, text_of
+from ranch import Call, Event, reply, text_of
 
 PAUSE = 1.0
 """Seconds a task stays WORKING."""

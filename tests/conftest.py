@@ -1,30 +1,39 @@
-"""Shared fixtures: loopback-only network, anyio on asyncio, ranch servers on real ports."""
+"""Shared fixtures: loopback-only network, anyio on asyncio, fresh probes, databases, a fake model.
+
+Helpers that are not fixtures live in `_support/` (servers, peers, probes, clients).
+"""
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import socket
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
-from a2a.types import Message, Part, Role, SendMessageRequest, StreamResponse, Task
-from google.protobuf.json_format import MessageToDict
-
-import probes
-from ranch.config import RanchConfig, parse_config
-from ranch.hub.app import Settings, create_app
-from ranch.wire.client_routing import URI
-from servers import ServerThread, bind_socket
+from hypothesis import HealthCheck, settings
 
 TESTS = Path(__file__).parent
-sys.path.insert(0, str(TESTS))  # `entry: probes:Probe` in test configs
+sys.path.insert(0, str(TESTS))  # `_support`, and `entry: _support.probes:Probe` in test configs
+
+from _support import probes  # noqa: E402 - needs the path above
+from _support.fake_openai import FakeOpenAI, serve_fake_openai  # noqa: E402
+from _support.fuzzkit import PROFILE  # noqa: E402
+
+# -- hypothesis: the same examples on every machine, no clock in the way -------------------------
+
+_PROFILE: dict[str, Any] = {"deadline": None, "database": None, "suppress_health_check": list(HealthCheck)}
+settings.register_profile("ranch", derandomize=True, max_examples=100, **_PROFILE)
+"""`make test`: derandomized (a failure reproduces), a fixed budget, no deadline (a loaded machine
+runs the same examples, only slower)."""
+settings.register_profile("ranch-long", derandomize=False, print_blob=True, max_examples=5000, **_PROFILE)
+"""`make fuzz` (RANCH_FUZZ=long): random examples, `fuzzkit.LONG_FACTOR` times each property's budget."""
+settings.load_profile(PROFILE)
+
+# -- the outside world --------------------------------------------------------------------------
 
 _LOOPBACK = ("127.0.0.1", "::1", "localhost")
 _real_connect = socket.socket.connect
@@ -56,95 +65,58 @@ def fresh_probes() -> Iterator[None]:
     probes.reset()
 
 
-@dataclass
-class RunningRanch:
-    """A ranch app served on 127.0.0.1 by uvicorn in a thread."""
+# -- databases ----------------------------------------------------------------------------------
 
-    url: str
-    config: RanchConfig
-    server: ServerThread
-    database_url: str
-
-    def agent_url(self, agent_id: str) -> str:
-        return f"{self.url}/a2a/agents/{agent_id}"
+POSTGRES_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
-@contextlib.contextmanager
-def serve_ranch(config: str | RanchConfig, database: Path, **settings: Any) -> Iterator[RunningRanch]:
-    """Serve `config` (YAML text or a parsed config) with its tasks in the SQLite file `database`."""
-    parsed = parse_config(config) if isinstance(config, str) else config
-    database_url = f"sqlite+aiosqlite:///{database}"
-    app = create_app(parsed, Settings(database_url=database_url, **settings))
-    sock = bind_socket()
-    with ServerThread(app, sock=sock, name="ranch") as server:
-        yield RunningRanch(url=server.url, config=parsed, server=server, database_url=database_url)
+async def _postgres(statement: str) -> None:
+    import asyncpg
+
+    connection = await asyncpg.connect(POSTGRES_ADMIN, timeout=5)
+    try:
+        await connection.execute(statement)
+    finally:
+        await connection.close()
 
 
-# -- the official a2a-sdk client, as any outside caller would use it ------------------------------
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh database: a SQLite file, then a PostgreSQL database at 127.0.0.1:5432.
 
-
-@contextlib.asynccontextmanager
-async def sdk_client(
-    agent_url: str,
-    *,
-    binding: str = "JSONRPC",
-    version: str = "1.0",
-    streaming: bool = False,
-    send_version_header: bool = True,
-    extensions: list[str] | None = None,
-    headers: dict[str, str] | None = None,
-) -> AsyncIterator[Client]:
-    """An a2a-sdk `Client` for one ranch agent, resolved from its card like any A2A caller.
-
-    `version="0.3"` keeps only the card's 0.3 interfaces, so the SDK picks its 0.3 compat
-    transport; `send_version_header=False` strips `A2A-Version` from every request (the
-    server must then treat it as 0.3). `extensions` go in the `A2A-Extensions` header;
-    `headers` go with every request (an API key).
+    PostgreSQL is required: when it cannot be reached the test fails and says so.
     """
-
-    async def strip_version(request: httpx.Request) -> None:
-        if not send_version_header:
-            request.headers.pop("A2A-Version", None)
-            request.headers.pop("a2a-version", None)
-
-    sent = dict(headers or {})
-    if extensions:
-        sent["A2A-Extensions"] = ",".join(extensions)
-    async with httpx.AsyncClient(timeout=30, headers=sent, event_hooks={"request": [strip_version]}) as http:
-        card = await A2ACardResolver(http, agent_url).get_agent_card()
-        keep = [
-            i
-            for i in card.supported_interfaces
-            if i.protocol_version == version and i.protocol_binding == binding
-        ]
-        del card.supported_interfaces[:]
-        card.supported_interfaces.extend(keep)
-        config = ClientConfig(httpx_client=http, streaming=streaming, supported_protocol_bindings=[binding])
-        client = ClientFactory(config).create(card)
-        yield client
+    if request.param == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}"
+        return
+    name = f"ranch_test_{uuid.uuid4().hex[:12]}"
+    try:
+        asyncio.run(_postgres(f'CREATE DATABASE "{name}"'))
+    except (TimeoutError, OSError) as exc:
+        pytest.fail(f"this test needs PostgreSQL at 127.0.0.1:5432 (user postgres, trust auth): {exc}")
+    try:
+        yield f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}"
+    finally:
+        asyncio.run(_postgres(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
-def user_message(
-    text: str, *, context_id: str = "", task_id: str = "", metadata: dict[str, Any] | None = None
-) -> Message:
-    message = Message(
-        role=Role.ROLE_USER,
-        message_id=str(uuid.uuid4()),
-        context_id=context_id,
-        task_id=task_id,
-        parts=[Part(text=text)],
-    )
-    if metadata:
-        message.metadata.update(metadata)
-    return message
+# -- a model provider ---------------------------------------------------------------------------
 
 
-async def send(client: Client, message: Message) -> list[StreamResponse]:
-    """Every stream response the client yields for one SendMessage (one, unless streaming)."""
-    return [response async for response in client.send_message(SendMessageRequest(message=message))]
+@pytest.fixture(scope="module")
+def provider() -> Iterator[tuple[FakeOpenAI, str]]:
+    """One scripted OpenAI-compatible server per test module: (the fake, its base URL)."""
+    with serve_fake_openai() as served:
+        yield served
 
 
-def trail_of(task: Task) -> list[dict[str, Any]]:
-    """The trail in a team task's metadata (docs/routing.md section 3)."""
-    data = MessageToDict(task.metadata).get(URI, {})
-    return list(data.get("trail", []))
+@pytest.fixture
+def fake(provider: tuple[FakeOpenAI, str]) -> FakeOpenAI:
+    """The module's fake, with an empty script and no recorded requests."""
+    provider[0].reset()
+    return provider[0]
+
+
+@pytest.fixture
+def base_url(provider: tuple[FakeOpenAI, str]) -> str:
+    return provider[1]

@@ -10,7 +10,6 @@ import asyncio
 import signal
 import sys
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -24,7 +23,6 @@ from a2a.types import (
     GetTaskRequest,
     InternalError,
     Message,
-    Part,
     Role,
     SendMessageConfiguration,
     SendMessageRequest,
@@ -34,8 +32,9 @@ from a2a.types import (
 )
 from google.protobuf.json_format import MessageToDict
 
-from peers import GARBAGE_BODY, ROUTING_URI, build_peer_app, running_peer
-from servers import ServerProcess, ServerThread, free_port
+from _support.peers import GARBAGE_BODY, ROUTING_URI, build_peer_app, running_peer
+from _support.sdk import user_message
+from _support.servers import ServerProcess, ServerThread, free_port
 
 T = TypeVar("T")
 
@@ -59,16 +58,6 @@ async def connect(
     card = await A2ACardResolver(http, url).get_agent_card()
     config = ClientConfig(httpx_client=http, supported_protocol_bindings=[binding], streaming=streaming)
     return card, ClientFactory(config).create(card)
-
-
-def user_message(text: str, *, task_id: str = "", context_id: str = "") -> Message:
-    return Message(
-        role=Role.ROLE_USER,
-        message_id=str(uuid.uuid4()),
-        task_id=task_id,
-        context_id=context_id,
-        parts=[Part(text=text)],
-    )
 
 
 async def send(client: Client, message: Message, *, return_immediately: bool = False) -> list[StreamResponse]:

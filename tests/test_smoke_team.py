@@ -6,7 +6,8 @@ import httpx
 import pytest
 from a2a.types import TaskState
 
-from conftest import sdk_client, send, serve_ranch, trail_of, user_message
+from _support.hubkit import serve_ranch
+from _support.sdk import sdk_client, send, trail_of, user_message
 from ranch.cli.demo import DEMO_YAML
 
 

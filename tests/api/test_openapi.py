@@ -18,8 +18,7 @@ import pytest
 from jsonschema import Draft202012Validator, FormatChecker
 from starlette.routing import Route
 
-from conftest import RunningRanch
-from hubkit import ADMIN_KEY, Api, serve_hub, wait_until
+from _support.hubkit import ADMIN_KEY, Api, RunningRanch, serve_ranch, wait_until
 from ranch.config import parse_config
 from ranch.hub.app import Settings, create_app
 
@@ -33,7 +32,7 @@ METHODS = ("get", "post", "patch", "put", "delete")
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningRanch]:
     database = tmp_path_factory.mktemp("openapi") / "hub.db"
-    with serve_hub(CONFIG, f"sqlite+aiosqlite:///{database}", caller_rate=None) as running:
+    with serve_ranch(CONFIG, f"sqlite+aiosqlite:///{database}", caller_rate=None) as running:
         yield running
 
 

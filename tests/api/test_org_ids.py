@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hubkit import ADMIN_KEY, Api, database_url, serve_hub, wait_until
-
-__all__ = ["database_url"]  # the parametrized fixture, used by name
+from _support.hubkit import ADMIN_KEY, Api, serve_ranch, wait_until
 
 CONFIG = """
 agents:
@@ -37,7 +35,7 @@ def _choose(api: Api) -> tuple[str, str, str]:
 
 
 def test_two_organizations_choose_the_same_names_and_neither_learns_of_the_other(database_url: str) -> None:
-    with serve_hub(CONFIG, database_url) as hub:
+    with serve_ranch(CONFIG, database_url) as hub:
         admin = Api(hub.url, ADMIN_KEY)
         acme, beta = _organization(admin, "acme"), _organization(admin, "beta")
         assert _choose(acme) == ("acme.ops", "acme.sam", "acme.helper")
@@ -68,7 +66,7 @@ def test_two_organizations_choose_the_same_names_and_neither_learns_of_the_other
 def test_the_default_organization_and_generated_ids_have_no_prefix_and_no_one_chooses_a_dot(
     database_url: str,
 ) -> None:
-    with serve_hub(CONFIG, database_url) as hub:
+    with serve_ranch(CONFIG, database_url) as hub:
         admin = Api(hub.url, ADMIN_KEY)
         acme = _organization(admin, "acme")
         assert _choose(acme) == ("acme.ops", "acme.sam", "acme.helper")
@@ -90,7 +88,7 @@ def test_the_default_organization_and_generated_ids_have_no_prefix_and_no_one_ch
 
 
 def test_an_organization_names_its_own_by_their_short_names(database_url: str) -> None:
-    with serve_hub(CONFIG, database_url) as hub:
+    with serve_ranch(CONFIG, database_url) as hub:
         admin = Api(hub.url, ADMIN_KEY)
         acme = _organization(admin, "acme")
         room, _, helper = _choose(acme)

@@ -19,7 +19,6 @@ from sqlalchemy import select, text
 from sqlalchemy.exc import StatementError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from hubkit import database_url
 from ranch.db import migrate
 from ranch.db.engine import open_engine
 from ranch.db.models import (
@@ -44,7 +43,6 @@ from ranch.db.models import (
 )
 from ranch.rooms import views
 
-__all__ = ["database_url"]  # the parametrized fixture, used by name
 pytestmark = pytest.mark.anyio
 
 COLUMNS: list[tuple[Any, str, type[StrEnum]]] = [

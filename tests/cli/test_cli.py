@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from _support.servers import ServerProcess, free_port
 from ranch.db import migrate
-from servers import ServerProcess, free_port
 
 RANCH = [sys.executable, "-m", "ranch"]
 

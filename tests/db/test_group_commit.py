@@ -10,11 +10,8 @@ from collections.abc import AsyncIterator
 from sqlalchemy import Column, Integer, MetaData, String, Table, event, insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from hubkit import database_url
 from ranch.db.engine import open_engine
 from ranch.db.group_commit import GroupWriter
-
-__all__ = ["database_url"]  # the parametrized fixture: sqlite and postgresql
 
 metadata = MetaData()
 notes = Table(

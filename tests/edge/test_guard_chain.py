@@ -14,8 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import RunningRanch
-from hubkit import ADMIN_KEY, serve_hub
+from _support.hubkit import ADMIN_KEY, RunningRanch, serve_ranch
 from ranch.edge.app import EdgeApp
 
 CONFIG = """
@@ -43,7 +42,7 @@ def app_of(hub: RunningRanch) -> EdgeApp:
 @pytest.fixture
 def keyed(tmp_path: Path) -> Iterator[RunningRanch]:
     database = f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}"
-    with serve_hub(CONFIG, database, auth="keys", root="echo") as hub:
+    with serve_ranch(CONFIG, database, auth="keys", root="echo") as hub:
         yield hub
 
 
@@ -144,7 +143,7 @@ def test_rate_limits_and_the_body_limit_answer_in_each_format(tmp_path: Path) ->
         "rest": "REQUEST_TOO_LARGE",
     }
     big = '{"text": "' + "x" * 3000 + '"}'
-    with serve_hub(CONFIG, f"sqlite+aiosqlite:///{tmp_path / 'a.db'}", max_body_bytes=2000) as hub:
+    with serve_ranch(CONFIG, f"sqlite+aiosqlite:///{tmp_path / 'a.db'}", max_body_bytes=2000) as hub:
         with httpx.Client(timeout=30) as http:
             for method, url, kwargs, shape in entries(hub).values():
                 if method == "POST":
@@ -153,7 +152,7 @@ def test_rate_limits_and_the_body_limit_answer_in_each_format(tmp_path: Path) ->
                     assert_refused(oversized, 413, shape, too_large[shape], request_id=None)  # body unread
             rooms = http.post(f"{hub.url}/api/v1/rooms", headers=KEY, content=big)
             assert_refused(rooms, 413, "rest", too_large["rest"])
-    with serve_hub(
+    with serve_ranch(
         CONFIG, f"sqlite+aiosqlite:///{tmp_path / 'b.db'}", caller_rate=0.001, caller_burst=1
     ) as hub:
         with httpx.Client(timeout=30) as http:
@@ -167,7 +166,7 @@ def test_rate_limits_and_the_body_limit_answer_in_each_format(tmp_path: Path) ->
 def test_every_entry_spends_the_key_holders_one_bucket(tmp_path: Path) -> None:
     """REST, A2A (fast path) and /mcp calls with one key spend one bucket, named by the key's owner."""
     database = f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}"
-    with serve_hub(CONFIG, database, caller_rate=0.001, caller_burst=3, auth="keys") as hub:
+    with serve_ranch(CONFIG, database, caller_rate=0.001, caller_burst=3, auth="keys") as hub:
         with httpx.Client(timeout=30) as http:
             assert http.get(f"{hub.url}/api/v1/me", headers=KEY).status_code == 200
             me = http.get(f"{hub.url}/api/v1/me", headers=KEY).json()
@@ -182,7 +181,7 @@ def test_every_entry_spends_the_key_holders_one_bucket(tmp_path: Path) -> None:
 def test_the_failed_auth_limit_holds_on_the_fast_path(tmp_path: Path) -> None:
     database = f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}"
     settings: dict[str, Any] = {"auth_failure_burst": 2, "auth_failure_rate": 0.001, "caller_rate": None}
-    with serve_hub(CONFIG, database, auth="keys", **settings) as hub:
+    with serve_ranch(CONFIG, database, auth="keys", **settings) as hub:
         app = app_of(hub)
         before = app.fast_answers
         with httpx.Client(timeout=30) as http:

@@ -14,7 +14,7 @@ from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import serve_ranch
+from _support.hubkit import serve_ranch
 from ranch.cli.demo import DEMO_YAML
 
 pytestmark = pytest.mark.anyio

@@ -15,10 +15,11 @@ import anyio
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks.database_task_store import DatabaseTaskStore
 from a2a.types import ListTasksRequest, Message, Part, Role, Task, TaskState, TaskStatus
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from _support.fuzzkit import fuzzing
 from ranch.db import migrate
 from ranch.tasks.store import SqlTaskStore, owner_of
 
@@ -95,7 +96,7 @@ QUERIES: list[dict[str, Any]] = [
 ]
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@fuzzing(40)
 @given(task_sets())
 def test_sql_task_store_answers_as_the_sdk_database_store(
     tmp_path_factory: Any, saved: list[tuple[str, Task]]

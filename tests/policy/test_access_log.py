@@ -16,9 +16,9 @@ import httpx
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fuzzkit import fuzzing
+from _support.fuzzkit import fuzzing
+from _support.servers import ServerProcess, free_port
 from ranch.policy.logs import NEEDS_CARE, AccessLog, scrub
-from servers import ServerProcess, free_port
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 EMAIL = "ada.lovelace@example.org"

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
-from hubkit import ADMIN_KEY, Api, Live, serve_hub
+from _support.clock import Clock
+from _support.hubkit import ADMIN_KEY, Api, Live, serve_ranch
 
 CONFIG = """
 agents:
@@ -15,7 +15,8 @@ agents:
 
 def test_rest_and_websocket_callers_are_rate_limited_with_retry_after(tmp_path: Path) -> None:
     database = f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}"
-    with serve_hub(CONFIG, database, caller_rate=2.0, caller_burst=3) as hub:
+    clock = Clock()  # stands still: the fourth call finds the bucket empty, however slow the first three
+    with serve_ranch(CONFIG, database, caller_rate=2.0, caller_burst=3, clock=clock) as hub:
         admin = Api(hub.url, ADMIN_KEY)
         answers = [admin.call("GET", "/me") for _ in range(4)]
         assert [a.status_code for a in answers[:3]] == [200, 200, 200]
@@ -24,7 +25,7 @@ def test_rest_and_websocket_callers_are_rate_limited_with_retry_after(tmp_path: 
         assert refused.json()["error"]["code"] == "RATE_LIMITED"
         wait = int(refused.headers["Retry-After"])
         assert 1 <= wait <= 2
-        time.sleep(wait)
+        clock.advance(wait)
         assert admin.call("GET", "/me").status_code == 200  # honouring Retry-After is enough
 
         live = Live(hub.url, ADMIN_KEY)

@@ -12,12 +12,10 @@ import httpx
 import pytest
 from websockets.exceptions import ConnectionClosed
 
-from fuzzkit import nested
-from hubkit import ADMIN_KEY, Api, Live, database_url, serve_hub
+from _support.fuzzkit import nested
+from _support.hubkit import ADMIN_KEY, Api, Live, serve_ranch
 from ranch.api import ws
 from ranch.policy.limits import MAX_INT
-
-__all__ = ["database_url"]  # the parametrized fixture, used by name
 
 CONFIG = "agents:\n  - {id: echo, kind: echo}\n"
 V1 = {"A2A-Version": "1.0"}
@@ -35,7 +33,7 @@ def refused(response: httpx.Response, field: str) -> dict[str, Any]:
 
 
 def test_rest_refuses_deep_bodies_and_numbers_past_64_bits(database_url: str) -> None:
-    with serve_hub(CONFIG, database_url) as hub:
+    with serve_ranch(CONFIG, database_url) as hub:
         admin = Api(hub.url, ADMIN_KEY)
         admin.post("/rooms", {"id": "r1", "title": "R"})
         for path in ("/rooms/r1/messages", "/rooms", "/agents"):
@@ -52,7 +50,7 @@ def test_rest_refuses_deep_bodies_and_numbers_past_64_bits(database_url: str) ->
 
 
 def test_websocket_bad_values_get_error_frames_naming_the_field(database_url: str) -> None:
-    with serve_hub(CONFIG, database_url) as hub:
+    with serve_ranch(CONFIG, database_url) as hub:
         Api(hub.url, ADMIN_KEY).post("/rooms", {"id": "r1", "title": "R"})
         live = Live(hub.url, ADMIN_KEY)
         live.send({"type": "subscribe", "rooms": ["r1"], "cursor": 2**63})
@@ -66,7 +64,7 @@ def test_websocket_bad_values_get_error_frames_naming_the_field(database_url: st
 
 
 def test_a_binary_frame_gets_an_error_frame_then_close_1003(database_url: str) -> None:
-    with serve_hub(CONFIG, database_url) as hub:
+    with serve_ranch(CONFIG, database_url) as hub:
         live = Live(hub.url, ADMIN_KEY)
         live.connection.send(b"\x00\x01binary")
         frame = live.recv()
@@ -83,7 +81,7 @@ def test_an_unexpected_failure_gets_an_error_frame_then_close_1011(
     async def broken(*args: Any) -> None:
         raise RuntimeError("the database went away")
 
-    with serve_hub(CONFIG, database_url) as hub:
+    with serve_ranch(CONFIG, database_url) as hub:
         live = Live(hub.url, ADMIN_KEY)
         monkeypatch.setattr(ws, "visible_room", broken)  # a fault in the server, as a real one would be
         live.send({"type": "subscribe", "rooms": ["r1"]})
@@ -97,7 +95,7 @@ def test_an_unexpected_failure_gets_an_error_frame_then_close_1011(
 
 
 def test_list_tasks_refuses_times_past_64_bit_nanoseconds(database_url: str) -> None:
-    with serve_hub(CONFIG, database_url) as hub:
+    with serve_ranch(CONFIG, database_url) as hub:
         agent = f"{hub.url}/a2a/agents/echo"
         rest = httpx.get(
             f"{agent}/tasks", params={"statusTimestampAfter": FAR_FUTURE}, headers=V1, timeout=30
@@ -126,7 +124,7 @@ def test_list_tasks_refuses_times_past_64_bit_nanoseconds(database_url: str) -> 
 def test_http_json_bodies_it_cannot_parse_answer_400(
     path: str, headers: dict[str, str], body: bytes, tmp_path: Any
 ) -> None:
-    with serve_hub(CONFIG, f"sqlite+aiosqlite:///{tmp_path / 'h.db'}") as hub:
+    with serve_ranch(CONFIG, f"sqlite+aiosqlite:///{tmp_path / 'h.db'}") as hub:
         answer = httpx.post(
             f"{hub.url}/a2a/agents/echo/{path}",
             content=body,
@@ -140,7 +138,7 @@ def test_http_json_bodies_it_cannot_parse_answer_400(
 
 
 def test_jsonrpc_and_03_query_bodies_it_cannot_parse_answer_in_their_format(tmp_path: Any) -> None:
-    with serve_hub(CONFIG, f"sqlite+aiosqlite:///{tmp_path / 'h.db'}") as hub:
+    with serve_ranch(CONFIG, f"sqlite+aiosqlite:///{tmp_path / 'h.db'}") as hub:
         agent = f"{hub.url}/a2a/agents/echo"
         deep = f'{{"jsonrpc":"2.0","id":1,"method":"message/send","params":{nested(1000)}}}'
         for body in (NOT_UTF8, deep.encode()):  # A2A 0.3 JSON-RPC: the SDK's dispatcher
@@ -154,7 +152,7 @@ def test_jsonrpc_and_03_query_bodies_it_cannot_parse_answer_in_their_format(tmp_
 def test_mcp_bodies_it_cannot_parse_answer_a_parse_error_400(tmp_path: Any) -> None:
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
     deep = f'{{"jsonrpc":"2.0","id":1,"method":"ping","params":{nested(1000)}}}'.encode()
-    with serve_hub(CONFIG, f"sqlite+aiosqlite:///{tmp_path / 'h.db'}") as hub:
+    with serve_ranch(CONFIG, f"sqlite+aiosqlite:///{tmp_path / 'h.db'}") as hub:
         for body in (NOT_UTF8, deep):
             answer = httpx.post(f"{hub.url}/mcp", content=body, headers=headers, timeout=30)
             assert answer.status_code == 400, answer.text
@@ -203,7 +201,7 @@ EMPTY_PART_03 = {
 def test_an_empty_text_part_is_refused_on_every_a2a_entry(
     path: str, headers: dict[str, str], body: dict[str, Any], field: int, tmp_path: Any
 ) -> None:
-    with serve_hub(CONFIG, f"sqlite+aiosqlite:///{tmp_path / 'h.db'}") as hub:
+    with serve_ranch(CONFIG, f"sqlite+aiosqlite:///{tmp_path / 'h.db'}") as hub:
         answer = httpx.post(f"{hub.url}/a2a/agents/echo{path}", json=body, headers=headers, timeout=30)
     expected = f"message.parts[{field}].text is empty"
     if not path:  # JSON-RPC: HTTP 200 with -32602

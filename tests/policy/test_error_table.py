@@ -9,7 +9,7 @@ import httpx
 import pytest
 from a2a.utils.errors import TaskNotFoundError
 
-from conftest import serve_ranch
+from _support.hubkit import serve_ranch
 from ranch import exceptions as ranch
 from ranch.wire import errors
 

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from conftest import RunningRanch, serve_ranch
-from fuzzkit import fuzzing, json_values, nested
+from _support.fuzzkit import fuzzing, json_values, nested
+from _support.hubkit import RunningRanch, serve_ranch
 
 EXAMPLES = 100
 CONFIG = "agents:\n  - {id: echo, kind: echo}\n"

@@ -6,30 +6,27 @@ import pytest
 from a2a.types import Message, Part, Role
 from google.protobuf.struct_pb2 import Struct
 
+from _support.sdk import user_message
 from ranch.exceptions import InvalidInput, PayloadTooLarge
 from ranch.policy.limits import Limits, check_message, check_value_keys
 
 
-def _message(text: str = "hello", **fields: str) -> Message:
-    return Message(role=Role.ROLE_USER, message_id="m1", parts=[Part(text=text)], **fields)
-
-
 def test_size_limit_names_the_limit() -> None:
-    check_message(_message("x" * 900), Limits(max_message_bytes=1000))
+    check_message(user_message("x" * 900), Limits(max_message_bytes=1000))
     with pytest.raises(PayloadTooLarge, match="limit is 1000 bytes") as caught:
-        check_message(_message("x" * 1000), Limits(max_message_bytes=1000))
+        check_message(user_message("x" * 1000), Limits(max_message_bytes=1000))
     assert caught.value.limit == 1000 and caught.value.size > 1000
 
 
 @pytest.mark.parametrize("char", ["\x00", "\x07", "\x1b", "\x7f", "\x85", "\x9f", "\x0b"])
 def test_control_characters_are_refused(char: str) -> None:
     with pytest.raises(InvalidInput, match=f"U\\+{ord(char):04X}") as caught:
-        check_message(_message(f"a{char}b"), Limits())
+        check_message(user_message(f"a{char}b"), Limits())
     assert caught.value.field == "message.parts[0].text"
 
 
 def test_tab_newline_and_other_unicode_pass() -> None:
-    check_message(_message("a\tb\nc\r\nd — é 中文 🐄 \u200b"), Limits())
+    check_message(user_message("a\tb\nc\r\nd — é 中文 🐄 \u200b"), Limits())
 
 
 @pytest.mark.parametrize(("texts", "index"), [([""], 0), (["hello", ""], 1)])
@@ -38,18 +35,18 @@ def test_an_empty_text_part_is_refused_naming_it(texts: list[str], index: int) -
     with pytest.raises(InvalidInput, match="is empty") as caught:
         check_message(message, Limits())
     assert caught.value.field == f"message.parts[{index}].text"
-    check_message(_message(" "), Limits())  # a space is text
+    check_message(user_message(" "), Limits())  # a space is text
 
 
 def test_ids_are_checked() -> None:
     with pytest.raises(InvalidInput, match="message.contextId"):
-        check_message(_message(context_id="c" * 300), Limits())
+        check_message(user_message(context_id="c" * 300), Limits())
     with pytest.raises(InvalidInput, match="message.taskId"):
-        check_message(_message(task_id="t\x00"), Limits())
+        check_message(user_message(task_id="t\x00"), Limits())
 
 
 def test_metadata_keys() -> None:
-    message = _message()
+    message = user_message()
     message.metadata.update({"ok": {"nested": [1, {"deeper": True}]}})
     check_message(message, Limits())
     message.metadata.update({"bad\x01key": 1})

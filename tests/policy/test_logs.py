@@ -15,10 +15,10 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import serve_ranch
+from _support.hubkit import serve_ranch
+from _support.servers import ServerProcess, free_port
 from ranch.edge.debug import DEBUG_BODY_BYTES
 from ranch.policy.logs import MAX_FIELD_CHARS, PATTERNS, configure_logging, debug_enabled, scrub, traced
-from servers import ServerProcess, free_port
 
 EMAIL = "ada.lovelace@example.org"
 PHONE = "+44 20 7946 0958"

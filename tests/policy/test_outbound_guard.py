@@ -1,6 +1,6 @@
 """What a tenant's agents may make the hub call, judged when each connection is made.
 
-Real servers on 127.0.0.1: the hub, the misbehaving peer (tests/faulty.py) and an "internal"
+Real servers on 127.0.0.1: the hub, the misbehaving peer (tests/_support/faulty.py) and an "internal"
 service. Only 127.0.0.1 can be bound here, so the hub's guard is given an exemption for the
 peer's own port (it plays a public host); the internal service, on another port of 127.0.0.1,
 is what a tenant must never reach.
@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from faulty import Faulty, running_faulty
-from hubkit import ADMIN_KEY, Api, serve_hub
+from _support.faulty import Faulty, running_faulty
+from _support.hubkit import ADMIN_KEY, Api, serve_ranch
 from ranch.policy.egress import GuardedBackend, RefusedConnection, guarded_client
 from ranch.policy.ssrf import IPAddress, UrlGuard, system_resolver
 
@@ -70,7 +70,7 @@ def test_a_card_naming_an_internal_interface_is_refused_and_never_called(
 ) -> None:
     database = f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}"
     guard = UrlGuard(exempt=_peer_only(faulty))
-    with serve_hub(CONFIG, database, auth="keys", guard=guard) as hub:
+    with serve_ranch(CONFIG, database, auth="keys", guard=guard) as hub:
         tenant = _tenant(hub.url)
         refused = tenant.call(
             "POST", "/agents", {"id": "cardssrf", "kind": "remote", "url": f"{faulty.url}/ssrfcard"}
@@ -100,7 +100,7 @@ def test_a_card_naming_an_internal_interface_is_refused_and_never_called(
 
 def test_a_tenant_provider_redirect_is_not_followed(tmp_path: Path, faulty: Faulty) -> None:
     database = f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}"
-    with serve_hub(CONFIG, database, auth="keys", guard=UrlGuard(exempt=_peer_only(faulty))) as hub:
+    with serve_ranch(CONFIG, database, auth="keys", guard=UrlGuard(exempt=_peer_only(faulty))) as hub:
         tenant = _tenant(hub.url)
         body = {"id": "llmredir", "kind": "llm", "model": "m", "base_url": f"{faulty.url}/redir307/v1"}
         assert tenant.call("POST", "/agents", body).status_code == 201
@@ -126,7 +126,7 @@ def test_dns_rebinding_cannot_reach_an_internal_address(tmp_path: Path, faulty: 
     database = f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}"
     internal_port = faulty.internal.url.rsplit(":", 1)[1]
     guard = UrlGuard(resolver=_rebinding("localhost"))
-    with serve_hub(CONFIG, database, auth="keys", guard=guard) as hub:
+    with serve_ranch(CONFIG, database, auth="keys", guard=guard) as hub:
         tenant = _tenant(hub.url)
         body = {
             "id": "rebound",

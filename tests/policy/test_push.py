@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import ipaddress
-import time
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,11 +16,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from conftest import serve_ranch
+from _support.hubkit import serve_ranch, wait_until
+from _support.sdk import as_json, user_message
+from _support.servers import ServerThread
 from ranch.exceptions import UnsafeUrl
 from ranch.policy.ssrf import UrlGuard, refusal
 from ranch.tasks.push import TOKEN_HEADER, Backoff, PushSender, webhook_client
-from servers import ServerThread
 
 # -- the guard, address by address ----------------------------------------------------------------
 
@@ -203,7 +202,7 @@ CONFIG = """
 agents:
   - id: steady
     kind: python
-    entry: probes:Probe
+    entry: _support.probes:Probe
     client_routing: true
     options: {sleep: 0.3, reply: "steady saw: {text}", route: user, reason: answered}
   - {id: echo, kind: echo}
@@ -220,10 +219,6 @@ def _rpc(http: httpx.Client, url: str, method: str, params: dict[str, Any]) -> d
     return answer
 
 
-def _message(text: str = "hello") -> dict[str, Any]:
-    return {"role": "ROLE_USER", "messageId": uuid.uuid4().hex, "parts": [{"text": text}]}
-
-
 def _states(receiver: Receiver, path: str, task_id: str) -> list[str]:
     states = []
     for _, body in receiver.on(path):
@@ -232,13 +227,6 @@ def _states(receiver: Receiver, path: str, task_id: str) -> list[str]:
             if item and (item.get("id") == task_id or item.get("taskId") == task_id):
                 states.append(item["status"]["state"])
     return states
-
-
-def _wait_for(check: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 def test_push_configs_and_deliveries_over_json_rpc(tmp_path: Path, receiver: Receiver) -> None:
@@ -256,12 +244,12 @@ def test_push_configs_and_deliveries_over_json_rpc(tmp_path: Path, receiver: Rec
             url,
             "SendMessage",
             {
-                "message": _message(),
+                "message": as_json(user_message()),
                 "configuration": {"returnImmediately": True, "taskPushNotificationConfig": inline},
             },
         )
         task_id = sent["result"]["task"]["id"]
-        _wait_for(lambda: "TASK_STATE_COMPLETED" in _states(receiver, "/hook", task_id))
+        wait_until(lambda: "TASK_STATE_COMPLETED" in _states(receiver, "/hook", task_id))
         states = _states(receiver, "/hook", task_id)
         assert states[0] == "TASK_STATE_SUBMITTED" and states[-1] == "TASK_STATE_COMPLETED", states
         tokens = {h[TOKEN_HEADER.lower()] for h, b in receiver.on("/hook") if task_id in str(b)}
@@ -289,7 +277,7 @@ def test_push_configs_and_deliveries_over_json_rpc(tmp_path: Path, receiver: Rec
         # the HTTP+JSON binding: a config for a running task hears the rest of it
         started = http.post(
             f"{url}/message:send",
-            json={"message": _message(), "configuration": {"returnImmediately": True}},
+            json={"message": as_json(user_message()), "configuration": {"returnImmediately": True}},
             headers={"A2A-Version": "1.0"},
         ).json()
         rest_task = started["task"]["id"]
@@ -299,7 +287,7 @@ def test_push_configs_and_deliveries_over_json_rpc(tmp_path: Path, receiver: Rec
             headers={"A2A-Version": "1.0"},
         )
         assert made.status_code == 200, made.text
-        _wait_for(lambda: "TASK_STATE_COMPLETED" in _states(receiver, "/hook", rest_task))
+        wait_until(lambda: "TASK_STATE_COMPLETED" in _states(receiver, "/hook", rest_task))
 
 
 def test_unsafe_webhooks_are_refused_when_the_switch_is_off(tmp_path: Path, receiver: Receiver) -> None:
@@ -308,7 +296,10 @@ def test_unsafe_webhooks_are_refused_when_the_switch_is_off(tmp_path: Path, rece
     with serve_ranch(CONFIG, tmp_path / "t.db") as ranch, httpx.Client(timeout=10) as http:
         url = ranch.agent_url("relay")
         task_id = _rpc(
-            http, url, "SendMessage", {"message": _message(), "configuration": {"returnImmediately": True}}
+            http,
+            url,
+            "SendMessage",
+            {"message": as_json(user_message()), "configuration": {"returnImmediately": True}},
         )["result"]["task"]["id"]
         for target in [
             f"http://127.0.0.1:{port}/hook",
@@ -328,7 +319,7 @@ def test_unsafe_webhooks_are_refused_when_the_switch_is_off(tmp_path: Path, rece
             url,
             "SendMessage",
             {
-                "message": _message(),
+                "message": as_json(user_message()),
                 "configuration": {"taskPushNotificationConfig": {"url": f"http://localhost:{port}/hook"}},
             },
         )

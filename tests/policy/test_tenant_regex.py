@@ -10,13 +10,12 @@ import os
 import sys
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from servers import ServerProcess, free_port
+from _support.servers import ServerProcess, free_port
 
 ADMIN = "rk_test_admin_regex_0123456789"
 CONFIG = """
@@ -30,8 +29,10 @@ agents:
 V1 = {"A2A-Version": "1.0", "Content-Type": "application/json"}
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
+    """One server for the module: every refused registration leaves it as it was."""
+    tmp_path = tmp_path_factory.mktemp("regex")
     config = tmp_path / "ranch.yaml"
     config.write_text(CONFIG)
     port = free_port()

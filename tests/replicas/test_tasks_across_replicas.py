@@ -21,17 +21,15 @@ from a2a.types import (
     TaskState,
 )
 
-from conftest import sdk_client, user_message
-from hubkit import database_url, serve_hub
-
-__all__ = ["database_url"]  # the parametrized fixture, used by name
+from _support.hubkit import serve_ranch
+from _support.sdk import sdk_client, user_message
 
 REDIS = "redis://127.0.0.1:6379/0"
 CONFIG = """
 agents:
   - id: reader
     kind: python
-    entry: probes:Probe
+    entry: _support.probes:Probe
     options: {sleep: 1.5, chunks: ["Reading ", "the ", "papers"], chunk_pause: 0.5}
 """
 WORKING = TaskState.TASK_STATE_WORKING
@@ -40,8 +38,8 @@ WORKING = TaskState.TASK_STATE_WORKING
 def test_a_task_running_on_one_replica_is_followed_read_and_listed_on_another(database_url: str) -> None:
     shared: dict[str, Any] = {"redis_url": REDIS, "redis_prefix": f"ranch-test-{uuid.uuid4().hex[:8]}"}
     with (
-        serve_hub(CONFIG, database_url, **shared) as first,
-        serve_hub(CONFIG, database_url, **shared) as second,
+        serve_ranch(CONFIG, database_url, **shared) as first,
+        serve_ranch(CONFIG, database_url, **shared) as second,
     ):
 
         async def scenario() -> None:
@@ -71,8 +69,8 @@ def test_a_task_running_on_one_replica_is_followed_read_and_listed_on_another(da
 def test_another_replica_reads_and_lists_a_running_task_as_it_is_now(database_url: str) -> None:
     shared: dict[str, Any] = {"redis_url": REDIS, "redis_prefix": f"ranch-test-{uuid.uuid4().hex[:8]}"}
     with (
-        serve_hub(CONFIG, database_url, **shared) as first,
-        serve_hub(CONFIG, database_url, **shared) as second,
+        serve_ranch(CONFIG, database_url, **shared) as first,
+        serve_ranch(CONFIG, database_url, **shared) as second,
     ):
 
         async def scenario() -> None:

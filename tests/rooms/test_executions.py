@@ -33,13 +33,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-import probes
-from conftest import sdk_client, send, user_message
-from hubkit import ADMIN_KEY, Api, database_url, serve_hub, wait_until
-from peers import RunningPeer, running_peer
-from servers import ServerThread
-
-__all__ = ["database_url"]  # the parametrized fixture, used by name
+from _support import probes
+from _support.hubkit import ADMIN_KEY, Api, serve_ranch, wait_until
+from _support.peers import RunningPeer, running_peer
+from _support.sdk import sdk_client, send, user_message
+from _support.servers import ServerThread
 
 CONFIG = """
 agents:
@@ -48,15 +46,15 @@ agents:
     rules: [{reply: "Hello from greeter: {text}"}]
   - id: streamer
     kind: python
-    entry: probes:Probe
+    entry: _support.probes:Probe
     options: {chunks: ["Reading ", "the ", "papers"]}
   - id: closer
     kind: python
-    entry: probes:Probe
+    entry: _support.probes:Probe
     options: {reply: "All done: {text}", done: true}
   - id: slow
     kind: python
-    entry: probes:Probe
+    entry: _support.probes:Probe
     options: {sleep: 30, reply: "too late"}
 """
 BINDINGS = ["JSONRPC", "HTTP+JSON"]
@@ -105,7 +103,7 @@ def webhook() -> Iterator[Webhook]:
 @pytest.mark.parametrize("binding", BINDINGS)
 def test_every_task_method_works_on_an_execution(binding: str, tmp_path: Any, webhook: Webhook) -> None:
     database = f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}"
-    with serve_hub(CONFIG, database, allow_private_outbound=True) as hub:
+    with serve_ranch(CONFIG, database, allow_private_outbound=True) as hub:
         admin = Api(hub.url, ADMIN_KEY)
         room = room_with(admin, "greeter", "streamer", "slow")
 
@@ -182,7 +180,7 @@ def test_every_task_method_works_on_an_execution(binding: str, tmp_path: Any, we
 
 
 def test_an_execution_ends_when_its_agent_is_done_or_an_admin_completes_it(database_url: str) -> None:
-    with serve_hub(CONFIG, database_url) as hub:
+    with serve_ranch(CONFIG, database_url) as hub:
         admin = Api(hub.url, ADMIN_KEY)
         bob_key = admin.post("/users", {"id": "bob", "name": "Bob"})["api_key"]
         bob = Api(hub.url, bob_key)
@@ -231,7 +229,7 @@ def asker() -> Iterator[RunningPeer]:
 def test_an_execution_waits_for_input_and_its_answer_continues_it(
     database_url: str, asker: RunningPeer
 ) -> None:
-    with serve_hub(CONFIG, database_url) as hub:
+    with serve_ranch(CONFIG, database_url) as hub:
         admin = Api(hub.url, ADMIN_KEY)
         admin.post("/agents", {"id": "asker", "kind": "remote", "url": asker.url})
         room = room_with(admin, "asker")

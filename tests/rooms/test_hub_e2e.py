@@ -14,12 +14,10 @@ import pytest
 from a2a.types import GetTaskRequest, TaskState
 from google.protobuf.json_format import MessageToDict
 
-import probes
-from conftest import sdk_client, send, user_message
-from hubkit import ADMIN_KEY, Api, Live, database_url, serve_hub, wait_until
-from peers import RunningPeer, running_peer
-
-__all__ = ["database_url"]  # the parametrized fixture, used by name
+from _support import probes
+from _support.hubkit import ADMIN_KEY, Api, Live, serve_ranch, wait_until
+from _support.peers import RunningPeer, running_peer
+from _support.sdk import sdk_client, send, user_message
 
 AGENTS = """
 agents:
@@ -80,7 +78,7 @@ def reply_from(agent: str, starts: str) -> Any:
 
 
 def test_people_agents_and_a_team_share_a_room(database_url: str, peer: RunningPeer) -> None:
-    with serve_hub(CONFIG, database_url) as hub:
+    with serve_ranch(CONFIG, database_url) as hub:
         admin = Api(hub.url, ADMIN_KEY)
         room, bob = make_room(admin, peer.url)
         live = Live(hub.url, ADMIN_KEY)
@@ -126,7 +124,7 @@ def test_people_agents_and_a_team_share_a_room(database_url: str, peer: RunningP
 def test_an_execution_is_an_a2a_task_and_the_gateway_posts_into_rooms(
     database_url: str, peer: RunningPeer
 ) -> None:
-    with serve_hub(CONFIG, database_url) as hub:
+    with serve_ranch(CONFIG, database_url) as hub:
         admin = Api(hub.url, ADMIN_KEY)
         room, _bob = make_room(admin, peer.url)
         admin.post(f"/rooms/{room}/messages", {"text": "@greeter one"})
@@ -182,7 +180,7 @@ def test_an_execution_is_an_a2a_task_and_the_gateway_posts_into_rooms(
 
 
 def test_tenants_never_see_each_other(database_url: str, peer: RunningPeer) -> None:
-    with serve_hub(CONFIG, database_url) as hub:
+    with serve_ranch(CONFIG, database_url) as hub:
         admin = Api(hub.url, ADMIN_KEY)
         room, _bob = make_room(admin, peer.url)
         admin.post(f"/rooms/{room}/messages", {"text": "@greeter secret plans"})
@@ -251,10 +249,10 @@ def test_canceling_an_execution_stops_its_agent(tmp_path: Any) -> None:
     slow = """
   - id: slow
     kind: python
-    entry: probes:Probe
+    entry: _support.probes:Probe
     options: {sleep: 30, reply: "too late"}
 """
-    with serve_hub(AGENTS + slow + TEAMS, f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}") as hub:
+    with serve_ranch(AGENTS + slow + TEAMS, f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}") as hub:
         admin = Api(hub.url, ADMIN_KEY)
         room = admin.post("/rooms", {"title": "Patience", "participants": [{"kind": "agent", "id": "slow"}]})[
             "id"
@@ -278,7 +276,7 @@ def test_canceling_an_execution_stops_its_agent(tmp_path: Any) -> None:
 def test_a_watcher_that_reconnects_with_its_cursor_misses_nothing(
     database_url: str, peer: RunningPeer
 ) -> None:
-    with serve_hub(CONFIG, database_url) as hub:
+    with serve_ranch(CONFIG, database_url) as hub:
         admin = Api(hub.url, ADMIN_KEY)
         room, bob = make_room(admin, peer.url)
         live = Live(hub.url, ADMIN_KEY)
@@ -307,7 +305,7 @@ def test_a_watcher_that_reconnects_with_its_cursor_misses_nothing(
 
 
 def test_an_external_agent_reads_acknowledges_and_answers(database_url: str, peer: RunningPeer) -> None:
-    with serve_hub(CONFIG, database_url) as hub:
+    with serve_ranch(CONFIG, database_url) as hub:
         admin = Api(hub.url, ADMIN_KEY)
         room, _bob = make_room(admin, peer.url)
         scout = admin.post(
@@ -323,7 +321,7 @@ def test_an_external_agent_reads_acknowledges_and_answers(database_url: str, pee
         assert admin.executions(room)["scout"]["status"] == "working"
         database = hub.database_url
 
-    with serve_hub(CONFIG, database) as hub:  # a restart: the unacknowledged delivery comes again
+    with serve_ranch(CONFIG, database) as hub:  # a restart: the unacknowledged delivery comes again
         admin = Api(hub.url, ADMIN_KEY)
         agent = Api(hub.url, scout["api_key"])
         assert agent.get("/agent/messages/next")["delivery_id"] == delivery["delivery_id"]
@@ -346,7 +344,7 @@ def test_an_external_agent_reads_acknowledges_and_answers(database_url: str, pee
 
 
 def test_bad_requests_get_clear_errors_naming_the_field(database_url: str, peer: RunningPeer) -> None:
-    with serve_hub(CONFIG, database_url) as hub:
+    with serve_ranch(CONFIG, database_url) as hub:
         admin = Api(hub.url, ADMIN_KEY)
         room, bob = make_room(admin, peer.url)
         anonymous = Api(hub.url, "")
@@ -406,11 +404,11 @@ def test_agents_work_concurrently_across_rooms_and_in_order_within_one(tmp_path:
     pondering = """
   - id: pondering
     kind: python
-    entry: probes:Probe
+    entry: _support.probes:Probe
     options: {sleep: 0.4, reply: "thought about: {text}"}
 """
     config = AGENTS + pondering + TEAMS
-    with serve_hub(config, f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}") as hub:
+    with serve_ranch(config, f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}") as hub:
         admin = Api(hub.url, ADMIN_KEY)
         rooms = [
             admin.post("/rooms", {"title": name, "participants": [{"kind": "agent", "id": "pondering"}]})[

@@ -7,13 +7,11 @@ from collections.abc import Iterator
 
 import pytest
 
-import mcp_tools
-from fake_openai import FakeOpenAI, provider, text, tool
-from hubkit import ADMIN_KEY, Api, Live, database_url, serve_hub, wait_until
-from peers import running_peer
-from servers import ServerThread
-
-__all__ = ["database_url", "provider"]  # fixtures, used by name
+from _support import mcp_tools
+from _support.fake_openai import FakeOpenAI, text, tool
+from _support.hubkit import ADMIN_KEY, Api, Live, serve_ranch, wait_until
+from _support.peers import running_peer
+from _support.servers import ServerThread
 
 CONFIG = """
 agents:
@@ -37,7 +35,7 @@ def test_an_llm_agent_uses_tools_and_remote_agents_in_a_room(
     with (
         running_peer("plain") as allowed,
         running_peer("plain") as elsewhere,
-        serve_hub(CONFIG, database_url) as hub,
+        serve_ranch(CONFIG, database_url) as hub,
     ):
         admin = Api(hub.url, ADMIN_KEY)
         admin.call("PATCH", "/organizations/current", {"allowed_agent_urls": [allowed.url]})

@@ -11,12 +11,10 @@ import os
 import sys
 from pathlib import Path
 
-from hubkit import ADMIN_KEY, Api, database_url, wait_until
-from servers import ServerProcess, free_port
+from _support import TESTS
+from _support.hubkit import ADMIN_KEY, Api, wait_until
+from _support.servers import ServerProcess, free_port
 
-__all__ = ["database_url"]
-
-TESTS = Path(__file__).parent.parent
 CONFIG = """
 agents:
   - id: greeter
@@ -24,7 +22,7 @@ agents:
     rules: [{reply: "Hello from greeter: {text}"}]
   - id: slow
     kind: python
-    entry: probes:Probe
+    entry: _support.probes:Probe
     options: {sleep: 60, reply: "finally"}
 """
 

@@ -19,7 +19,7 @@ import pytest
 from a2a.types import Message
 from sqlalchemy.ext.asyncio import async_sessionmaker
 
-from hubkit import ADMIN_KEY, Api, database_url, serve_hub
+from _support.hubkit import ADMIN_KEY, Api, serve_ranch
 from ranch.agents.base import Agent, AgentInfo, Call, Event, reply
 from ranch.catalog import records
 from ranch.catalog.registry import Registry
@@ -29,8 +29,6 @@ from ranch.db.engine import open_engine
 from ranch.db.models import AgentRecord, Organization
 from ranch.exceptions import Unprocessable
 from ranch.wire.client import ClientPool
-
-__all__ = ["database_url"]  # the parametrized fixture, used by name
 
 CONFIG = """
 agents:
@@ -65,7 +63,7 @@ def ask(url: str, key: str) -> httpx.Response:
 
 
 def test_concurrent_registrations_of_one_id_give_one_201_and_one_409(database_url: str) -> None:
-    with serve_hub(CONFIG, database_url, auth="keys", caller_rate=None) as hub:
+    with serve_ranch(CONFIG, database_url, auth="keys", caller_rate=None) as hub:
         admin = Api(hub.url, ADMIN_KEY)
         owner = admin.post("/organizations", {"id": "acme"})["owner"]["api_key"]
         second = Api(hub.url, owner).post("/users", {"id": "ann", "name": "Ann", "role": "admin"})["api_key"]
@@ -87,7 +85,7 @@ def test_concurrent_registrations_of_one_id_give_one_201_and_one_409(database_ur
 
 
 def test_two_organizations_choosing_one_name_at_once_both_get_it(database_url: str) -> None:
-    with serve_hub(CONFIG, database_url, auth="keys", caller_rate=None) as hub:
+    with serve_ranch(CONFIG, database_url, auth="keys", caller_rate=None) as hub:
         admin = Api(hub.url, ADMIN_KEY)
         keys = {
             org: admin.post("/organizations", {"id": org})["owner"]["api_key"] for org in ("acme", "beta")

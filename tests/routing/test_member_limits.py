@@ -1,6 +1,6 @@
 """Members that misbehave on size and time: a card endpoint that hangs, cards and replies too large.
 
-Real servers on 127.0.0.1: ranch and the misbehaving peer (tests/faulty.py). Deadlines here are
+Real servers on 127.0.0.1: ranch and the misbehaving peer (tests/_support/faulty.py). Deadlines here are
 generous: they turn a hang into a failure, they do not measure speed.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import serve_ranch
-from faulty import Faulty, running_faulty
+from _support.faulty import Faulty, running_faulty
+from _support.hubkit import serve_ranch
 
 DEADLINE = 30.0
 """Seconds a request may take here; a card endpoint that hangs used to stall a turn for 60."""

@@ -10,8 +10,8 @@ import anyio
 import pytest
 from a2a.types import Message, Part, Role, Task, TaskState, TaskStatus
 
-import probes
-from conftest import user_message
+from _support import probes
+from _support.sdk import user_message
 from ranch.agents.base import CONTEXT_PART_KEY, Call
 from ranch.agents.llm.agent import ChatMemory
 from ranch.catalog.registry import Registry
@@ -25,9 +25,9 @@ pytestmark = pytest.mark.anyio
 
 YAML = """
 agents:
-  - {id: first, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: first, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "first: {text}", route: second}}
-  - {id: second, kind: python, entry: "probes:Probe", client_routing: true,
+  - {id: second, kind: python, entry: "_support.probes:Probe", client_routing: true,
      options: {reply: "ok", route: user}}
 teams:
   - {id: pair, members: [first, second], default_agent: first}

@@ -20,7 +20,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, WebSocketRoute, expect, sync_playwright
 
-from servers import ServerProcess, free_port
+from _support.servers import ServerProcess, free_port
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).parents[1] / "artifacts"

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-from conftest import serve_ranch
+from _support.hubkit import serve_ranch
 from ranch.cli.demo import demo_config
 from ranch.web import STATIC, web_routes
 

@@ -29,12 +29,13 @@ from a2a.types import (
 )
 from google.protobuf.json_format import MessageToDict, ParseDict, ParseError, SerializeToJsonError
 from google.protobuf.struct_pb2 import Value
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
+from _support.fuzzkit import fuzzing
 from ranch.wire import codec
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = fuzzing(150)
 
 text = st.text(max_size=20)
 keys = st.text(min_size=1, max_size=8)

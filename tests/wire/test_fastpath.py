@@ -16,7 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import RunningRanch, serve_ranch
+from _support.hubkit import RunningRanch, serve_ranch
+from _support.sdk import as_json, user_message
 from ranch.wire import client_routing
 
 CONFIG = """
@@ -31,7 +32,7 @@ V1 = {"A2A-Version": "1.0"}
 
 
 def _send(text: str, method: str = "SendMessage") -> dict[str, object]:
-    message = {"role": "ROLE_USER", "messageId": uuid.uuid4().hex, "parts": [{"text": text}]}
+    message = as_json(user_message(text))
     return {"jsonrpc": "2.0", "id": "r-1", "method": method, "params": {"message": message}}
 
 

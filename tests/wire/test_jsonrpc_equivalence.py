@@ -16,10 +16,11 @@ from typing import Any
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import RunningRanch, serve_ranch
+from _support.fuzzkit import fuzzing
+from _support.hubkit import RunningRanch, serve_ranch
 from ranch.config import parse_config
 
 CONFIG = """
@@ -116,7 +117,7 @@ def call(server: RunningRanch, agent: str, body: dict[str, Any]) -> httpx.Respon
     return httpx.post(server.agent_url(agent), json=body, headers={"A2A-Version": "1.0"}, timeout=10)
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@fuzzing(120)
 @given(requests)
 def test_lean_binding_answers_as_the_sdk_dispatcher(
     servers: tuple[RunningRanch, RunningRanch], request: tuple[str, dict[str, Any], Any, Any]

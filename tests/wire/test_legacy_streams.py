@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import RunningRanch, serve_ranch
+from _support.hubkit import RunningRanch, serve_ranch
 from ranch.cli.demo import DEMO_YAML
 from ranch.wire.client_routing import URI
 

@@ -7,9 +7,12 @@
 - an object with `run(message, call)`;
 - an async generator function `run(message, call)`.
 
-`run` yields A2A events (see `ranch.agents.base.Event`) or plain strings, which
-become the agent's reply. Identity, skills and whether it declares client
-routing come from the config.
+`run` yields A2A events (`ranch.Event`) or plain strings, which become the agent's
+reply. Identity, skills and whether it declares client routing come from the config.
+
+A `ranch.Agent` subclass (or instance) is the typed way to write the same: its `info()`
+describes it where the config does not (the config's id, name, description and skills win),
+`client_routing: true` adds the declaration, and the server calls its `open` and `aclose`.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from ranch.agents.base import Agent, AgentInfo, Call, Event, reply
 from ranch.exceptions import ConfigError, InvalidAgentReply
 
 Runner = Callable[[Message, Call], AsyncGenerator[Any, None]]
+"""The duck type: `run(message, call)` yielding events or strings."""
 
 
 def import_entry(agent_id: str, entry: str) -> Any:
@@ -40,8 +44,8 @@ def import_entry(agent_id: str, entry: str) -> Any:
     return target
 
 
-def resolve_runner(agent_id: str, target: Any, options: dict[str, Any]) -> Runner:
-    """Turn whatever `entry` named into a `run(message, call)` callable."""
+def resolve_runner(agent_id: str, target: Any, options: dict[str, Any]) -> Runner | Agent:
+    """Turn whatever `entry` named into a `run(message, call)` callable, or the `Agent` it built."""
     if inspect.isclass(target):
         kwargs = dict(options)
         if "agent_id" in inspect.signature(target).parameters:
@@ -50,6 +54,8 @@ def resolve_runner(agent_id: str, target: Any, options: dict[str, Any]) -> Runne
             target = target(**kwargs)
         except TypeError as exc:
             raise ConfigError([f"{agent_id}: cannot create {target.__name__}(**options): {exc}"]) from exc
+    if isinstance(target, Agent):
+        return target
     run = getattr(target, "run", target)
     if not inspect.isasyncgenfunction(run):
         raise ConfigError([f"{agent_id}: entry must be an async generator `run(message, call)` or have one"])
@@ -57,15 +63,27 @@ def resolve_runner(agent_id: str, target: Any, options: dict[str, Any]) -> Runne
 
 
 class PythonAgent(Agent):
-    """Adapts user code to the Agent interface."""
+    """Adapts user code to the Agent interface, under the id and limits the config gives it."""
 
-    def __init__(self, info: AgentInfo, run: Runner) -> None:
+    def __init__(self, info: AgentInfo, run: Runner | Agent) -> None:
         self.id = info.id
         self._info = info
-        self._run = run
+        self._agent = run if isinstance(run, Agent) else None
+        """The user's own `Agent`, when the entry built one: it describes itself and holds resources."""
+        self._run: Runner = run.run if isinstance(run, Agent) else run
 
     async def info(self) -> AgentInfo:
-        return self._info
+        if self._agent is None:
+            return self._info
+        return _merged(self._info, await self._agent.info())
+
+    async def open(self) -> None:
+        if self._agent is not None:
+            await self._agent.open()
+
+    async def aclose(self) -> None:
+        if self._agent is not None:
+            await self._agent.aclose()
 
     async def run(self, message: Message, call: Call) -> AsyncGenerator[Event, None]:
         async with aclosing(self._run(message, call)) as items:
@@ -78,3 +96,17 @@ class PythonAgent(Agent):
                     raise InvalidAgentReply(
                         self.id, f"yielded a {type(item).__name__}; expected an A2A event or str"
                     )
+
+
+def _merged(config: AgentInfo, own: AgentInfo) -> AgentInfo:
+    """An `Agent`'s own info under the config's id; what the config sets wins, the declaration adds."""
+    extensions = list(own.extensions)
+    extensions += [ext for ext in config.extensions if ext.uri not in {e.uri for e in extensions}]
+    return AgentInfo(
+        id=config.id,
+        name=config.name if config.name != config.id else own.name,
+        description=config.description or own.description,
+        skills=config.skills or own.skills,
+        extensions=extensions,
+        streaming=own.streaming,
+    )

@@ -96,13 +96,13 @@ class EdgeApp(Starlette):
                 return CLIENT_GONE
             answer = await self.fast(call.agent_id, scope, body)
             if isinstance(answer, bytes):
+                self.fast_answers += 1  # counted before sending: a client reading it has its answer
                 await send_json(send, answer, [(TRACE_HEADER, trace)])
-                self.fast_answers += 1
                 return 200
             if answer is not None:
+                self.fast_answers += 1
                 answer.raw_headers.append((TRACE_HEADER, trace))
                 await answer(scope, receive, send)
-                self.fast_answers += 1
                 return answer.status_code
             receive = replay(body, receive)  # an A2A 0.3 method name: the SDK's dispatcher serves it
         sent = _Traced(send, trace)

@@ -10,6 +10,7 @@ agent under /a2a/agents/{id}, and every agent and team as MCP tools at /mcp.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -138,6 +139,9 @@ class Settings:
     """Seconds a SQLite write waits for another connection's lock before it fails (and is retried)."""
     lease: float = DEFAULT_LEASE
     """Seconds a replica may stay silent before another takes its work over (docs/deploy.md)."""
+    clock: Callable[[], float] = time.monotonic
+    """The seconds that session TTLs and in-process rate limits count (Redis buckets count Redis's);
+    embedding code and tests may pass a clock of their own."""
 
     def limits(self) -> Limits:
         return Limits(max_message_bytes=self.max_message_bytes)
@@ -183,6 +187,7 @@ class Hub:
             redis_url=settings.redis_url,
             prefix=f"{settings.redis_prefix}:ratelimit:",
             failures=settings.failures(),
+            clock=settings.clock,
         )
         self.security = build_security(
             settings.auth,
@@ -190,6 +195,7 @@ class Hub:
             lambda: self.rooms.sessions,
             session_ttl=settings.session_ttl,
             failures=AuthFailures(self.rates.failures),
+            clock=settings.clock,
         )
         self.signer = CardSigner.from_file(settings.signing_key) if settings.signing_key else None
         """Signs every served card; an unreadable key fails here, at start-up, naming the file."""

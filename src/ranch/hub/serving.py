@@ -201,7 +201,11 @@ class RanchRequestHandler(RequestHandler):
     async def on_create_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        store, owner = await self._push_store(params.task_id, context)
+        try:
+            store, owner = await self._push_store(params.task_id, context)
+        except TaskNotFoundError:  # an agent that never notifies says so, whatever the task id
+            self._refuse_push(self.registry.get(context.state.get(AGENT_KEY, "")))
+            raise
         if room_of(owner) is None:  # an execution notifies whatever its agent's kind; a plain task not always
             self._refuse_push(self.registry.get(context.state.get(AGENT_KEY, "")))
         await self._check_push_config(params)

@@ -10,6 +10,7 @@ privately by one organization looks absent (AgentNotFound) to the others
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -56,12 +57,13 @@ def build_security(
     *,
     session_ttl: float | None,
     failures: AuthFailures | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Security:
-    """The hub's `Security`."""
+    """The hub's `Security`; `clock` times the sessions."""
     return Security(
         mode=mode,
         served=served,
         keys=KeyResolver(sessions, failures=failures),
         access=AgentAccess(sessions),
-        sessions=Sessions(session_ttl) if session_ttl else None,
+        sessions=Sessions(session_ttl, clock=clock) if session_ttl else None,
     )

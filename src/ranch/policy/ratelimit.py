@@ -196,10 +196,11 @@ def build_policy(
     redis_url: str | None,
     prefix: str = "ranch:ratelimit:",
     failures: Rate | None = None,
+    clock: Any = time.monotonic,
 ) -> RatePolicy:
-    """In-process buckets, or Redis ones sharing one client when `redis_url` is set."""
+    """In-process buckets on `clock`, or Redis ones sharing one client when `redis_url` is set."""
     rates = (caller, agent, failures)
     if redis_url is None or all(rate is None for rate in rates):
-        return RatePolicy(*(MemoryBuckets(rate) if rate else None for rate in rates))
+        return RatePolicy(*(MemoryBuckets(rate, clock) if rate else None for rate in rates))
     client: Redis = Redis.from_url(redis_url)
     return RatePolicy(*(RedisBuckets(client, rate, prefix) if rate else None for rate in rates))

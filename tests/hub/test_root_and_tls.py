@@ -26,11 +26,12 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from conftest import sdk_client, send, serve_ranch, user_message
+from _support.hubkit import serve_ranch
+from _support.sdk import sdk_client, send, user_message
+from _support.servers import ServerProcess, free_port
 from ranch.config import parse_config
 from ranch.exceptions import ConfigError
 from ranch.hub.app import Settings, create_app
-from servers import ServerProcess, free_port
 
 YAML = """
 agents:

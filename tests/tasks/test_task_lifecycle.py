@@ -7,7 +7,7 @@
   of the same context holds the team;
 - an unknown `status` filter is refused, naming the field, on both bindings.
 
-Every server runs on 127.0.0.1 (`serve_ranch`), with scripted probe members (tests/probes.py).
+Every server runs on 127.0.0.1 (`serve_ranch`), with scripted probe members (tests/_support/probes.py).
 """
 
 from __future__ import annotations
@@ -24,31 +24,30 @@ from typing import Any
 import httpx
 import pytest
 
-import probes
-from conftest import RunningRanch, serve_ranch
-from hubkit import wait_until
+from _support import probes
+from _support.hubkit import RunningRanch, serve_ranch, wait_until
 from ranch.wire.client_routing import URI
 
 YAML = """
 agents:
   - id: first
     kind: python
-    entry: probes:Probe
+    entry: _support.probes:Probe
     client_routing: true
     options: {sleep: 1.5, reply: "first done", route: second, reason: next step}
   - id: second
     kind: python
-    entry: probes:Probe
+    entry: _support.probes:Probe
     client_routing: true
     options: {sleep: 4, reply: "second done", route: user, reason: done}
   - id: fast
     kind: python
-    entry: probes:Probe
+    entry: _support.probes:Probe
     client_routing: true
     options: {reply: "fast saw: {text}", route: user, reason: done}
   - id: steady
     kind: python
-    entry: probes:Probe
+    entry: _support.probes:Probe
     client_routing: true
     options: {sleep: 1, reply: "steady saw: {text}", route: user, reason: done}
 teams:

@@ -14,10 +14,8 @@ from a2a.utils.errors import TaskNotFoundError
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import sdk_client, send, user_message
-from hubkit import ADMIN_KEY, Api, Live, database_url, serve_hub, wait_until
-
-__all__ = ["database_url"]  # the parametrized fixture, used by name
+from _support.hubkit import ADMIN_KEY, Api, Live, serve_ranch, wait_until
+from _support.sdk import sdk_client, send, user_message
 
 CONFIG = """
 agents:
@@ -47,7 +45,7 @@ def assert_unauthorized(response: httpx.Response) -> None:
 
 
 def test_every_a2a_entry_and_mcp_refuse_a_call_without_a_valid_key(database_url: str) -> None:
-    with serve_hub(CONFIG, database_url, auth="keys") as hub:
+    with serve_ranch(CONFIG, database_url, auth="keys") as hub:
         url = hub.agent_url("desk")
         for key_headers in ({}, {"X-API-Key": "rk_wrong"}, {"Authorization": "Bearer rk_wrong"}):
             # JSON-RPC 1.0: the fast path
@@ -102,7 +100,7 @@ def test_every_a2a_entry_and_mcp_refuse_a_call_without_a_valid_key(database_url:
 
 
 def test_without_auth_a2a_stays_open_and_cards_declare_no_schemes(database_url: str) -> None:
-    with serve_hub(CONFIG, database_url) as hub:
+    with serve_ranch(CONFIG, database_url) as hub:
         url = hub.agent_url("greeter")
         answer = httpx.post(url, json=rpc("SendMessage", send_params()), headers=V1)
         assert "result" in answer.json(), answer.text
@@ -111,7 +109,7 @@ def test_without_auth_a2a_stays_open_and_cards_declare_no_schemes(database_url: 
 
 
 def test_the_websocket_refuses_a_missing_or_unknown_key(database_url: str) -> None:
-    with serve_hub(CONFIG, database_url, auth="keys") as hub:
+    with serve_ranch(CONFIG, database_url, auth="keys") as hub:
         live = Live(hub.url, "rk_wrong")
         frame = live.recv()
         assert frame["type"] == "error" and frame["error"]["code"] == "UNAUTHENTICATED"
@@ -131,7 +129,7 @@ async def _mcp_tools(base_url: str, key: str) -> tuple[set[str], Any]:
 
 
 def test_tenants_see_only_their_own_tasks_rooms_and_agents(database_url: str) -> None:
-    with serve_hub(CONFIG, database_url, auth="keys") as hub:
+    with serve_ranch(CONFIG, database_url, auth="keys") as hub:
         admin = Api(hub.url, ADMIN_KEY)
         acme = admin.post("/organizations", {"id": "acme", "name": "Acme"})
         acme_key = acme["owner"]["api_key"]

@@ -7,7 +7,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import serve_ranch
+from _support.hubkit import serve_ranch
 from ranch.config import LlmAgentConfig, parse_config
 from ranch.exceptions import ConfigError
 

@@ -19,9 +19,8 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import RunningRanch
-from hubkit import ADMIN_KEY, Api, serve_hub
-from peers import RunningPeer, running_peer
+from _support.hubkit import ADMIN_KEY, Api, RunningRanch, serve_ranch
+from _support.peers import RunningPeer, running_peer
 
 SECRET = "my password is hunter2 and card 4111 1111 1111 1111"
 V1 = {"A2A-Version": "1.0", "Content-Type": "application/json"}
@@ -47,7 +46,7 @@ teams:
 def hub(tmp_path: Path) -> Iterator[tuple[RunningRanch, RunningPeer, RunningPeer]]:
     with running_peer("echoall") as echo, running_peer("asker") as asker:
         database = f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}"
-        with serve_hub(config(echo.url, asker.url), database, auth="keys") as served:
+        with serve_ranch(config(echo.url, asker.url), database, auth="keys") as served:
             yield served, echo, asker
 
 

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 
 import httpx
 
-from servers import ServerProcess, free_port
+from _support import TESTS
+from _support.sdk import as_json, user_message
+from _support.servers import ServerProcess, free_port
 
-TESTS = Path(__file__).parent
 CONFIG = """
 agents:
   - {id: quick, kind: echo}
   - id: slow
     kind: python
-    entry: probes:Probe
+    entry: _support.probes:Probe
     options: {sleep: 60}
 teams:
   - {id: patient, members: [slow], default_agent: slow}
@@ -33,9 +33,7 @@ def rpc(url: str, method: str, params: dict[str, object]) -> dict[str, object]:
 
 
 def message(text: str) -> dict[str, object]:
-    return {
-        "message": {"role": "ROLE_USER", "messageId": f"m-{time.monotonic_ns()}", "parts": [{"text": text}]}
-    }
+    return {"message": as_json(user_message(text))}
 
 
 def serve(config: Path, db: Path, port: int) -> ServerProcess:

@@ -21,8 +21,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 from websockets.sync.connection import Connection
 
-from conftest import RunningRanch
-from hubkit import ADMIN_KEY, Api, serve_hub
+from _support.hubkit import ADMIN_KEY, Api, RunningRanch, serve_ranch
 
 CONFIG = """
 agents:
@@ -32,7 +31,7 @@ agents:
 
 @pytest.fixture
 def hub(tmp_path: Path) -> Iterator[RunningRanch]:
-    with serve_hub(CONFIG, f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}", auth="keys") as served:
+    with serve_ranch(CONFIG, f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}", auth="keys") as served:
         yield served
 
 

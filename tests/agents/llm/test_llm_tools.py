@@ -13,32 +13,22 @@ import pytest
 from a2a.types import Message, TaskState
 from google.protobuf.json_format import MessageToDict
 
-import mcp_tools
-from conftest import sdk_client, send, serve_ranch, trail_of, user_message
-from fake_openai import (
-    FakeOpenAI,
-    Reply,
-    base_url,
-    fake,
-    provider,
-    route_enum,
-    text,
-    tool,
-    tool_names,
-)
-from peers import running_peer
+from _support import TESTS, mcp_tools
+from _support.fake_openai import FakeOpenAI, Reply, route_enum, text, tool, tool_names
+from _support.hubkit import serve_ranch
+from _support.peers import running_peer
+from _support.sdk import sdk_client, send, trail_of, user_message
+from _support.servers import ServerThread
 from ranch.agents.base import Call, text_of
 from ranch.agents.fold import collect
 from ranch.agents.llm import LlmAgent
 from ranch.catalog.build import build_agent
 from ranch.config import parse_config
 from ranch.wire.client import ClientPool
-from servers import ServerThread
 
 pytestmark = pytest.mark.anyio
-__all__ = ["base_url", "fake", "provider"]  # fixtures, used by name
 
-TOOLS_SCRIPT = Path(__file__).resolve().parents[1] / "mcp_tools.py"
+TOOLS_SCRIPT = TESTS / "_support" / "mcp_tools.py"
 
 
 @pytest.fixture(scope="module")

@@ -1,67 +1,55 @@
-"""Helpers for the hub's tests: a database on SQLite or PostgreSQL, a served hub, REST and WebSocket clients.
+"""A served ranch (agents, teams and rooms), its REST and WebSocket clients, and bounded polling.
 
-`database_url` is parametrized: every test that uses it runs on a fresh SQLite file
-and on a fresh PostgreSQL database at 127.0.0.1:5432. PostgreSQL is required: when
-it cannot be reached the test fails and says so.
+`serve_ranch` is the one way tests start ranch in-process: uvicorn in a thread on 127.0.0.1, the
+tasks and rooms in a SQLite file or any database URL (the `database_url` fixture gives SQLite and
+PostgreSQL), the bootstrap admin's key fixed to ADMIN_KEY.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import time
-import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from websockets.sync.client import ClientConnection, connect
 
-from conftest import RunningRanch
-from ranch.config import parse_config
+from _support.servers import ServerThread, bind_socket
+from ranch.config import RanchConfig, parse_config
 from ranch.hub.app import Settings, create_app
-from servers import ServerThread, bind_socket
 
 ADMIN_KEY = "rk_test_admin"
-POSTGRES_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
-async def _postgres(statement: str) -> None:
-    import asyncpg
+@dataclass
+class RunningRanch:
+    """A ranch app served on 127.0.0.1 by uvicorn in a thread."""
 
-    connection = await asyncpg.connect(POSTGRES_ADMIN, timeout=5)
-    try:
-        await connection.execute(statement)
-    finally:
-        await connection.close()
+    url: str
+    config: RanchConfig
+    server: ServerThread
+    database_url: str
 
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}"
-        return
-    name = f"ranch_test_{uuid.uuid4().hex[:12]}"
-    try:
-        asyncio.run(_postgres(f'CREATE DATABASE "{name}"'))
-    except (TimeoutError, OSError) as exc:
-        pytest.fail(f"this test needs PostgreSQL at 127.0.0.1:5432 (user postgres, trust auth): {exc}")
-    try:
-        yield f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}"
-    finally:
-        asyncio.run(_postgres(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    def agent_url(self, agent_id: str) -> str:
+        return f"{self.url}/a2a/agents/{agent_id}"
 
 
 @contextlib.contextmanager
-def serve_hub(config: str, database_url: str, **settings: Any) -> Iterator[RunningRanch]:
-    """A ranch server with rooms, its admin key fixed to ADMIN_KEY."""
-    parsed = parse_config(config)
+def serve_ranch(config: str | RanchConfig, database: Path | str, **settings: Any) -> Iterator[RunningRanch]:
+    """Serve `config` (YAML text or a parsed config); `database` is a SQLite file or a database URL.
+
+    `settings` are `Settings` fields; the admin key defaults to ADMIN_KEY and start-up notices
+    are not printed.
+    """
+    parsed = parse_config(config) if isinstance(config, str) else config
+    database_url = f"sqlite+aiosqlite:///{database}" if isinstance(database, Path) else database
     options: dict[str, Any] = {"admin_key": ADMIN_KEY, "announce": lambda _line: None, **settings}
     app = create_app(parsed, Settings(database_url=database_url, **options))
-    with ServerThread(app, sock=bind_socket(), name="hub") as server:
+    with ServerThread(app, sock=bind_socket(), name="ranch") as server:
         yield RunningRanch(url=server.url, config=parsed, server=server, database_url=database_url)
 
 

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any
 
 import httpx
 import pytest
 
-from hubkit import ADMIN_KEY, Api, database_url, serve_hub
+from _support.clock import Clock
+from _support.hubkit import ADMIN_KEY, Api, serve_ranch
 from ranch.exceptions import SessionExpired
 from ranch.identity.sessions import Sessions
-
-__all__ = ["database_url"]
 
 CONFIG = """
 agents:
@@ -22,14 +20,6 @@ agents:
     rules: [{reply: "Hello from greeter: {text}"}]
 """
 TTL = 0.5
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_a_session_is_refreshed_by_use_and_expires_after_the_ttl() -> None:
@@ -72,21 +62,22 @@ def send(url: str, context_id: str, headers: dict[str, str], binding: str = "jso
 
 
 def test_an_expired_session_answers_session_expired_and_the_next_call_starts_anew(database_url: str) -> None:
-    with serve_hub(CONFIG, database_url, auth="keys", session_ttl=TTL) as hub:
+    clock = Clock()
+    with serve_ranch(CONFIG, database_url, auth="keys", session_ttl=TTL, clock=clock) as hub:
         url, key = hub.agent_url("greeter"), {"X-API-Key": ADMIN_KEY}
         assert "result" in send(url, "ctx-1", key).json()
-        time.sleep(TTL / 2)
+        clock.advance(TTL / 2)
         assert "result" in send(url, "ctx-1", key).json()  # refreshed
-        time.sleep(TTL / 2)
+        clock.advance(TTL / 2)
         assert "result" in send(url, "ctx-1", key).json()  # TTL passed since the first, not the last call
-        time.sleep(TTL * 1.5)
+        clock.advance(TTL * 1.5)
         expired = send(url, "ctx-1", key).json()
         assert expired["error"]["code"] == -32063, expired
         assert "expired after 0.5 s" in expired["error"]["message"]
         assert "result" in send(url, "ctx-1", key).json()  # a new session
 
         assert send(url, "ctx-2", key, "rest").status_code == 200
-        time.sleep(TTL * 1.5)
+        clock.advance(TTL * 1.5)
         rest = send(url, "ctx-2", key, "rest")
         assert rest.status_code == 401 and rest.json()["error"]["status"] == "UNAUTHENTICATED", rest.text
         assert send(url, "ctx-2", key, "rest").status_code == 200
@@ -95,7 +86,7 @@ def test_an_expired_session_answers_session_expired_and_the_next_call_starts_ane
         admin = Api(hub.url, ADMIN_KEY)
         room = admin.post("/rooms", {"title": "Ops"})["id"]
         admin.post(f"/rooms/{room}/messages", {"text": "one"})
-        time.sleep(TTL * 1.5)
+        clock.advance(TTL * 1.5)
         answer = admin.call("POST", f"/rooms/{room}/messages", {"text": "two"})
         assert answer.status_code == 401 and answer.json()["error"]["code"] == "SESSION_EXPIRED", answer.text
         assert answer.json()["error"]["field"] == "contextId"

@@ -19,8 +19,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from conftest import RunningRanch
-from hubkit import ADMIN_KEY, serve_hub
+from _support.hubkit import ADMIN_KEY, RunningRanch, serve_ranch
 
 BURST = 5
 CONFIG = """
@@ -117,7 +116,7 @@ def hub(tmp_path: Path) -> Iterator[RunningRanch]:
     database = f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}"
     # a refill far slower than the test, so the counts below are exact
     settings: dict[str, Any] = {"auth_failure_burst": BURST, "auth_failure_rate": 0.001, "caller_rate": None}
-    with serve_hub(CONFIG, database, auth="keys", **settings) as served:
+    with serve_ranch(CONFIG, database, auth="keys", **settings) as served:
         yield served
 
 

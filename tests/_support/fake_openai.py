@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from servers import ServerThread
+from _support.servers import ServerThread
 
 
 @dataclass
@@ -65,6 +65,8 @@ class FakeOpenAI:
         self.scripts: defaultdict[str, deque[Reply]] = defaultdict(deque)
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.arrivals: list[float] = []
+        """`time.monotonic()` as each request arrived: how long a client waited between tries."""
         self.app = Starlette(routes=[Route("/v1/chat/completions", self._complete, methods=["POST"])])
 
     def script(self, model: str, *replies: Reply) -> None:
@@ -74,11 +76,13 @@ class FakeOpenAI:
         self.scripts.clear()
         self.requests.clear()
         self.headers.clear()
+        self.arrivals.clear()
 
     def requests_for(self, model: str) -> list[dict[str, Any]]:
         return [r for r in self.requests if r.get("model") == model]
 
     async def _complete(self, request: Request) -> Response:
+        self.arrivals.append(time.monotonic())
         body = await request.json()
         self.requests.append(body)
         self.headers.append(dict(request.headers))

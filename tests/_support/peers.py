@@ -57,7 +57,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.types import Message as AsgiMessage
 
-from servers import ServerThread, bind_socket
+from _support.servers import ServerThread, bind_socket
 
 ROUTING_URI = "https://ranch.woi.dev/extensions/client-routing/v1"
 """The client-routing extension URI (kept literal here so tests catch a drift in src)."""

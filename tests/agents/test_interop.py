@@ -1,4 +1,4 @@
-"""Interop: ranch teams with remote members built on the official a2a-sdk server (tests/peers.py).
+"""Interop: ranch teams with remote members built on the official a2a-sdk server (tests/_support/peers.py).
 
 Every peer records the raw HTTP requests and the messages its executor received, so these
 tests check the contract (docs/routing.md, /work/shared/specs/routing.md) on the wire:
@@ -27,11 +27,12 @@ from a2a.types import (
 )
 from google.protobuf.json_format import MessageToDict
 
-import probes
-from conftest import sdk_client, send, serve_ranch, trail_of, user_message
-from peers import ROUTING_URI, RecordedRequest, running_peer
+from _support import probes
+from _support.hubkit import serve_ranch
+from _support.peers import ROUTING_URI, RecordedRequest, running_peer
+from _support.sdk import sdk_client, send, trail_of, user_message
+from _support.servers import free_port
 from ranch.agents.base import CONTEXT_PART_KEY
-from servers import free_port
 
 TURN_LIMIT = 10.0
 """Upper bound for any one call to ranch in these tests."""
@@ -127,7 +128,7 @@ agents:
 {remote("scout", peer.url)}
   - id: worker
     kind: python
-    entry: probes:Probe
+    entry: _support.probes:Probe
     client_routing: true
     options: {{reply: "worker done: {{text}}", route: user, reason: finished}}
 teams:
@@ -182,7 +183,7 @@ agents:
 {plain}
   - id: worker
     kind: python
-    entry: probes:Probe
+    entry: _support.probes:Probe
     client_routing: true
     options: {{reply: "worker ok", route: user}}
 teams:
@@ -237,12 +238,12 @@ agents:
       - {reply: "to the inner team", route: inner, reason: inner knows}
   - id: inner-lead
     kind: python
-    entry: probes:Probe
+    entry: _support.probes:Probe
     client_routing: true
     options: {reply: "lead: {text}", route: inner-finisher, reason: finish it}
   - id: inner-finisher
     kind: python
-    entry: probes:Probe
+    entry: _support.probes:Probe
     client_routing: true
     options: {reply: "inner answer: {text}", route: user, reason: done}
 teams:

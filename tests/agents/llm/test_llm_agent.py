@@ -6,15 +6,16 @@ and memory per context.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 from a2a.types import Task, TaskState
 from google.protobuf.json_format import MessageToDict
 
-from conftest import sdk_client, send, serve_ranch, user_message
-from fake_openai import FakeOpenAI, base_url, error, fake, provider, text
+from _support.fake_openai import FakeOpenAI, error, text
+from _support.hubkit import serve_ranch
+from _support.sdk import sdk_client, send, user_message
+from _support.servers import free_port
 from ranch.agents.base import Call, text_of
 from ranch.agents.fold import collect
 from ranch.agents.llm import LlmAgent
@@ -22,10 +23,8 @@ from ranch.catalog.build import build_agent
 from ranch.config import parse_config
 from ranch.exceptions import AgentError, AgentUnavailable
 from ranch.wire.client import ClientPool
-from servers import free_port
 
 pytestmark = pytest.mark.anyio
-__all__ = ["base_url", "fake", "provider"]  # fixtures, used by name
 
 
 def llm_yaml(base_url: str, *, model: str = "solo", extra: str = "") -> str:
@@ -76,14 +75,13 @@ async def test_tokens_stream_to_an_a2a_client_as_artifact_updates(
 
 
 async def test_a_429_with_retry_after_is_retried_and_succeeds(fake: FakeOpenAI, base_url: str) -> None:
-    fake.script("solo", error(429, "slow down", retry_after=0.3), text("fine now"))
+    fake.script("solo", error(429, "slow down", retry_after=0.8), text("fine now"))
     async with llm_agent(llm_yaml(base_url)) as agent:
-        started = time.monotonic()
         outcome = await collect(agent, user_message("hi"), Call())
-        elapsed = time.monotonic() - started
     assert outcome.text == "fine now"
     assert len(fake.requests_for("solo")) == 2
-    assert 0.3 <= elapsed < 3  # waited as the provider asked, not the default backoff
+    first, second = fake.arrivals
+    assert second - first >= 0.8  # waited as the provider asked, not the default backoff (0.5 s)
 
 
 async def test_5xx_is_retried_with_backoff_and_gives_up_with_the_providers_message(
@@ -103,15 +101,13 @@ async def test_a_provider_that_is_down_fails_the_task_clearly_within_the_timeout
     down = f"http://127.0.0.1:{free_port()}/v1"
     with serve_ranch(llm_yaml(down), tmp_path / "t.db") as ranch:
         async with sdk_client(ranch.agent_url("writer")) as client:
-            started = time.monotonic()
             responses = await send(client, user_message("hello?"))
-            elapsed = time.monotonic() - started
     task = responses[0].task
     assert task.status.state == TaskState.TASK_STATE_FAILED
     assert text_of(task.status.message) == (
         f"agent 'writer': llm provider unreachable at {down} (connection refused) after 3 attempts"
     )
-    assert elapsed < 5  # two backoffs (0.5 s, 1 s), well inside the agent's 10 s timeout
+    # the provider's own failure after its retries, not the agent's 10 s timeout (AgentTimeout)
 
 
 async def test_the_api_key_never_reaches_errors(

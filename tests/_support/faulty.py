@@ -32,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from servers import ServerThread
+from _support.servers import ServerThread
 
 HUGE_CARD_BYTES = 64 * 1024 * 1024
 

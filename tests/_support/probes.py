@@ -18,17 +18,21 @@ the reply `ranch.done`: in a room, it ends the agent's execution).
 
 Every message a probe receives is appended to `RECEIVED[agent_id]`, so tests
 can check exactly what an agent was shown.
+
+`TypedProbe` is the same idea written as a `ranch.Agent` subclass: it describes itself and
+records its `open` / `aclose` in `LIFECYCLE`.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import anyio
 from a2a.types import (
+    AgentSkill,
     Artifact,
     Message,
     Part,
@@ -40,7 +44,7 @@ from a2a.types import (
 )
 from google.protobuf.json_format import MessageToDict
 
-from ranch.agents.base import Call, Event, reply, text_of
+from ranch import Agent, AgentInfo, Call, Event, reply, text_of
 from ranch.wire import client_routing
 from ranch.wire.keys import DONE
 
@@ -50,6 +54,8 @@ BUSY: defaultdict[str, int] = defaultdict(int)
 """Runs in progress, per agent id and per `agent id/context id`."""
 PEAK: defaultdict[str, int] = defaultdict(int)
 """The most runs that were ever in progress at once, with the same keys as BUSY."""
+LIFECYCLE: list[str] = []
+"""`open <id>` and `close <id>`, in the order a TypedProbe was opened and closed."""
 
 
 def reset() -> None:
@@ -57,6 +63,7 @@ def reset() -> None:
     CALLS.clear()
     BUSY.clear()
     PEAK.clear()
+    LIFECYCLE.clear()
 
 
 def metadata_of(message: Message) -> dict[str, Any]:
@@ -72,7 +79,7 @@ class Probe:
         self.options = options
         self.count = 0
 
-    async def run(self, message: Message, call: Call) -> AsyncIterator[Event]:
+    async def run(self, message: Message, call: Call) -> AsyncGenerator[Event, None]:
         copy = Message()
         copy.CopyFrom(message)
         RECEIVED[self.name].append(copy)
@@ -166,3 +173,42 @@ async def _streamed(message: Message, chunks: list[str], pause: float) -> AsyncI
         context_id=message.context_id,
         status=TaskStatus(state=TaskState.TASK_STATE_COMPLETED, message=whole),
     )
+
+
+class TypedProbe(Agent):
+    """A `ranch.Agent` subclass as a user writes one: its own card, resources opened and closed."""
+
+    def __init__(self, agent_id: str, prefix: str = "typed") -> None:
+        self.id = agent_id
+        self.prefix = prefix
+
+    async def info(self) -> AgentInfo:
+        skill = AgentSkill(id="shout", name="shout", description="Answers in capitals")
+        return AgentInfo(id="its-own-id", name="Typed Probe", description="its own words", skills=[skill])
+
+    async def run(self, message: Message, call: Call) -> AsyncGenerator[Event, None]:
+        RECEIVED[self.id].append(message)
+        yield reply(message, f"{self.prefix}: {text_of(message).upper()}")
+
+    async def open(self) -> None:
+        LIFECYCLE.append(f"open {self.id}")
+
+    async def aclose(self) -> None:
+        LIFECYCLE.append(f"close {self.id}")
+
+
+class AbstractProbe(Agent):
+    """An Agent subclass that forgot `info`: it cannot be built."""
+
+    async def run(self, message: Message, call: Call) -> AsyncGenerator[Event, None]:
+        yield reply(message, "never")
+
+
+async def shout(message: Message, call: Call) -> AsyncIterator[Event | str]:
+    """The smallest duck type: an async generator function that yields a string."""
+    yield text_of(message).upper()
+
+
+async def numbers(message: Message, call: Call) -> AsyncIterator[int]:
+    """Not an agent's answer: what ranch refuses, naming the agent."""
+    yield 42

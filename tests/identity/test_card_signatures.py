@@ -14,8 +14,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from google.protobuf.json_format import ParseDict
 
-from conftest import serve_ranch
-from peers import running_peer
+from _support.hubkit import serve_ranch
+from _support.peers import running_peer
 from ranch.catalog.registry import Registry
 from ranch.config import parse_config
 from ranch.exceptions import ConfigError

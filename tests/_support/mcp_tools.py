@@ -1,6 +1,6 @@
 """An MCP server written with the official SDK (FastMCP), for tests.
 
-Run as a script it serves over stdio (`python tests/mcp_tools.py`); `http_app()`
+Run as a script it serves over stdio (`python tests/_support/mcp_tools.py`); `http_app()`
 is the same server over streamable HTTP, for a ServerThread on 127.0.0.1.
 """
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import serve_ranch
-from peers import running_peer
+from _support.hubkit import serve_ranch
+from _support.peers import running_peer
 
 SECRET = "s3cr3t-peer-token"
 
