@@ -10,7 +10,6 @@ many refused keys is answered 429 without a query.
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -20,6 +19,7 @@ from starlette.requests import HTTPConnection
 
 from ranch.db.models import AgentRecord, ApiKey, User, iso
 from ranch.exceptions import RateLimited, Unauthorized
+from ranch.identity.cache import TtlCache
 from ranch.identity.keys import digest
 from ranch.identity.principal import Principal
 from ranch.policy.ratelimit import RateLimiter
@@ -125,12 +125,9 @@ class KeyResolver:
         failures: AuthFailures | None = None,
     ) -> None:
         self._sessions = sessions
-        self._ttl = ttl
-        self._clock = clock
         self.failures = failures or AuthFailures(None)
-        self._known: OrderedDict[str, tuple[float, KnownKey]] = OrderedDict()
-        self._revocations = 0
-        """Bumped by `forget`: a lookup that started before a revocation does not fill the cache."""
+        self._known: TtlCache[str, KnownKey] = TtlCache(ttl, KEY_CACHE_SIZE, clock)
+        """Principals by key digest; concurrent lookups of one key share one query."""
 
     async def __call__(self, connection: HTTPConnection) -> Principal:
         return await self.resolve(_required_key(connection), client_address(connection))
@@ -142,35 +139,30 @@ class KeyResolver:
     async def resolve(self, key: str, address: str, *, fresh: bool = False) -> Principal:
         """The principal of `key`, presented from `address`; `fresh` skips the cache. Raises
         Unauthorized, or RateLimited once `address` has used up its refused keys."""
-        if fresh:
-            return (await self._look_up(address, key)).principal
         name = digest(key)
-        cached = self._known.get(name)
-        now = self._clock()
-        if cached is not None and now - cached[0] < self._ttl and not cached[1].expired(time.time()):
-            return cached[1].principal
-        self._known.pop(name, None)
-        revocations = self._revocations
-        holder = await self._look_up(address, key)  # unknown keys are never cached
-        if revocations == self._revocations:
-            self._known[name] = (now, holder)
-            while len(self._known) > KEY_CACHE_SIZE:
-                self._known.popitem(last=False)
+        holder = None if fresh else self._known.peek(name)
+        if holder is not None:
+            if not holder.expired(time.time()):
+                return holder.principal
+            self._known.forget(name)  # expired since it was kept: the database says so
+        await self.failures.check(address)  # before the query: a blocked address costs none
+        try:
+            if fresh:
+                holder = await holder_of(key, self._sessions())
+            else:  # callers of one key share its query; each spends its own address's budget
+                holder = await self._known.get(name, lambda: holder_of(key, self._sessions()))
+        except Unauthorized:  # unknown keys are never kept
+            await self.failures.refused(address)
+            raise
         return holder.principal
 
     def forget(self, key_id: str) -> None:
         """A key was revoked: no entry serves it from the cache any more, starting now."""
-        self._revocations += 1
-        for name in [name for name, (_, holder) in self._known.items() if holder.key_id == key_id]:
-            del self._known[name]
+        self._known.forget_where(lambda holder: holder.key_id == key_id)
 
-    async def _look_up(self, address: str, key: str) -> KnownKey:
-        await self.failures.check(address)  # before the query: a blocked address costs none
-        try:
-            return await holder_of(key, self._sessions())
-        except Unauthorized:
-            await self.failures.refused(address)
-            raise
+    def forget_all(self) -> None:
+        """Revocations may have been missed: every key is looked up again."""
+        self._known.forget_all()
 
 
 def _required_key(connection: HTTPConnection) -> str:

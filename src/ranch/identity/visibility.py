@@ -17,10 +17,12 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from ranch.db.models import AgentRecord, Visibility
 from ranch.exceptions import NotFound
+from ranch.identity.cache import TtlCache
 from ranch.identity.orgs import candidates
 from ranch.identity.principal import Principal
 
 ACCESS_CACHE_TTL = 5.0
+ACCESS_CACHE_SIZE = 10_000
 
 
 def usable_agents(principal: Principal) -> Any:
@@ -65,34 +67,44 @@ async def named_agent(session: AsyncSession, principal: Principal, name: str, fi
     raise NotFound(f"no agent or team '{name}'", field)
 
 
-@dataclass
-class _CachedVisibility:
+@dataclass(frozen=True)
+class _Visibility:
     visibility: str
     org_id: str
     owner_user_id: str | None
-    fetched: float
 
 
 class AgentAccess:
     """Which served agents a principal may reach; the `agents` table's answer, kept a few seconds."""
 
     def __init__(
-        self, sessions: Callable[[], async_sessionmaker[AsyncSession]], ttl: float = ACCESS_CACHE_TTL
+        self,
+        sessions: Callable[[], async_sessionmaker[AsyncSession]],
+        ttl: float = ACCESS_CACHE_TTL,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._sessions = sessions
-        self._ttl = ttl
-        self._rows: dict[str, _CachedVisibility] = {}
+        self._rows: TtlCache[str, _Visibility | None] = TtlCache(ttl, ACCESS_CACHE_SIZE, clock)
 
     async def visible(self, principal: Principal | None, agent_id: str) -> bool:
-        row = self._rows.get(agent_id)
-        if row is None or time.monotonic() - row.fetched > self._ttl:
-            async with self._sessions()() as session:
-                record = await session.get(AgentRecord, agent_id)
-            if record is None:  # served but not recorded (yet): never shown to callers without a key
-                return principal is not None
-            row = _CachedVisibility(record.visibility, record.org_id, record.owner_user_id, time.monotonic())
-            self._rows[agent_id] = row
+        row = self._rows.peek(agent_id)
+        if row is None:
+            row = await self._rows.get(agent_id, lambda: self._read(agent_id), keep=_recorded)
+        if row is None:  # served but not recorded (yet): never shown to callers without a key
+            return principal is not None
         return may_use(principal, row.visibility, row.org_id, row.owner_user_id)
 
+    async def _read(self, agent_id: str) -> _Visibility | None:
+        async with self._sessions()() as session:
+            record = await session.get(AgentRecord, agent_id)
+        return None if record is None else _Visibility(record.visibility, record.org_id, record.owner_user_id)
+
     def forget(self, agent_id: str) -> None:
-        self._rows.pop(agent_id, None)
+        self._rows.forget(agent_id)
+
+    def forget_all(self) -> None:
+        self._rows.forget_all()
+
+
+def _recorded(row: _Visibility | None) -> bool:
+    return row is not None  # an agent not recorded yet may be in a moment: ask again next time
