@@ -132,8 +132,9 @@ def under_load(seconds: float = 6.0, concurrency: int = 32, kind: str = "ranch")
     with tempfile.TemporaryDirectory(prefix="ranch-spy-") as folder:
         raw = Path(folder) / "profile.raw"
         with serving(kind) as server:
+            py_spy = str(Path(sys.executable).with_name("py-spy"))  # the venv's, not whatever PATH holds
             spy = subprocess.Popen(
-                ["py-spy", "record", "-p", str(server.pid), "-d", str(math.ceil(seconds) + 1), "-r", "250"]
+                [py_spy, "record", "-p", str(server.pid), "-d", str(math.ceil(seconds) + 1), "-r", "250"]
                 + ["-f", "raw", "-o", str(raw)],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,

@@ -6,18 +6,25 @@ by default, with `--log-format text` and with `--no-access-log`.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
+import os
 import re
+import select
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from _support.fuzzkit import fuzzing
 from _support.servers import ServerProcess, free_port
+from ranch.policy import logs
 from ranch.policy.logs import NEEDS_CARE, AccessLog, scrub
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -75,6 +82,63 @@ def test_a_path_the_quick_check_passes_holds_nothing_to_scrub(text: str) -> None
 def test_the_quick_check_lets_plain_paths_through() -> None:
     for path in ("/a2a/agents/echo", "/a2a/agents/helpdesk/", "/api/v1/rooms/r1/messages", "/healthz"):
         assert not NEEDS_CARE.search(path), path
+
+
+def test_the_lines_of_one_tick_are_written_together_when_it_ends(tmp_path: Path) -> None:
+    """With a file descriptor, a tick's lines wait for the tick's end and go out in one write;
+    none is lost, and a flush (as `ranch serve` does on its way out) writes what is left."""
+    target = tmp_path / "access.log"
+
+    async def three_requests_in_one_tick(log: AccessLog) -> tuple[str, str]:
+        for path in ("/a", "/b", "/c"):
+            log("POST", path, b"", 200, 0.001, TRACE, "127.0.0.9")
+        during = target.read_text()
+        await asyncio.sleep(0)
+        return during, target.read_text()
+
+    with target.open("w") as stream:
+        log = AccessLog(stream, json=False)
+        during, after = asyncio.run(three_requests_in_one_tick(log))
+        log("POST", "/d", b"", 200, 0.001, TRACE, "127.0.0.9")  # no event loop: written at once
+        outside = target.read_text()
+    assert during == ""
+    assert [line.split()[4] for line in after.splitlines()] == ["/a", "/b", "/c"]
+    assert outside.splitlines()[-1].split()[4] == "/d"
+
+
+class _WriteSpy:
+    """`os` as the access log sees it, with `write` counted."""
+
+    def __init__(self, write: Callable[[int, bytes], int]) -> None:
+        self.write = write
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(os, name)
+
+
+def test_no_write_is_larger_than_a_pipe_takes_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers share one stderr pipe: a write of at most PIPE_BUF bytes is never split, so however
+    many lines one tick holds, they go out in writes that size and every line arrives whole."""
+    sizes: list[int] = []
+    real_write = os.write
+
+    def write(fd: int, data: bytes) -> int:
+        sizes.append(len(data))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(logs, "os", _WriteSpy(write))
+    target = tmp_path / "access.log"
+
+    async def many_requests_in_one_tick(log: AccessLog) -> None:
+        for index in range(200):
+            log("POST", f"/a2a/agents/agent-{index}", b"", 200, 0.001, TRACE, "127.0.0.9")
+        await asyncio.sleep(0)
+
+    with target.open("w") as stream:
+        asyncio.run(many_requests_in_one_tick(AccessLog(stream)))
+    lines = [json.loads(line) for line in target.read_text().splitlines()]
+    assert [line["path"] for line in lines] == [f"/a2a/agents/agent-{index}" for index in range(200)]
+    assert 1 < len(sizes) < 200 and max(sizes) <= select.PIPE_BUF, sizes
 
 
 def _serve(tmp_path: Path, *flags: str) -> ServerProcess:

@@ -20,10 +20,12 @@ when it can hold something to scrub. Lines and records are JSON, or text for a p
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
 import re
+import select
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -349,16 +351,20 @@ _TEXT_LINE = "%s.%03d %s %s %s %d %.2fms trace=%s\n"
 PATHS_KEPT = 4096
 """Paths whose line-ready form an access log keeps (most requests repeat a few agent URLs)."""
 _KEPT_PATH_CHARS = 256
+PENDING_BYTES = select.PIPE_BUF
+"""The most an access log writes at once: a pipe takes a write this size whole, so the lines of
+several processes sharing one (`ranch serve --workers`) never interleave mid-line."""
 
 
 class AccessLog:
-    """One line per request, formatted once and written with one call; no LogRecord, no filter.
+    """One line per request, formatted once; no LogRecord, no filter.
 
     A path goes into the line as it is unless `NEEDS_CARE` finds something in it; only those
     are clipped, scrubbed and escaped like a record's fields. The line-ready form of each short
     path is kept (a few thousand; all dropped when full), and the time of day is formatted once
-    per second. Lines go to the stream's file descriptor in one `os.write` when it has one (the
-    stream is flushed after each record, so nothing overtakes), else to `stream.write`.
+    per second. When the stream has a file descriptor, the lines of one event-loop tick go to it
+    in one `os.write` at the end of that tick (under load, many requests end in one tick, and a
+    system call per line was most of the log's cost); else each goes to `stream.write`.
     """
 
     def __init__(self, stream: TextIO, *, json: bool = True) -> None:
@@ -371,6 +377,9 @@ class AccessLog:
         self._paths: dict[str, str] = {}
         self._second = -1
         self._stamp = ""
+        self._pending: list[bytes] = []
+        """Lines of this event-loop tick, not written yet (`flush` writes them)."""
+        self._pending_bytes = 0
 
     @classmethod
     def on(cls, handler: logging.StreamHandler[TextIO]) -> AccessLog:
@@ -403,8 +412,23 @@ class AccessLog:
             line = _TEXT_LINE % (self._stamp, millis, client, method, shown, status, took, trace_id)
         if self._fd is None:
             self._stream.write(line)
-        else:
-            os.write(self._fd, line.encode(errors="backslashreplace"))
+            return
+        data = line.encode(errors="backslashreplace")
+        if self._pending_bytes + len(data) > PENDING_BYTES:
+            self.flush()
+        self._pending.append(data)
+        self._pending_bytes += len(data)
+        if len(self._pending) == 1:  # the tick's first line: write them all when the tick ends
+            try:
+                asyncio.get_running_loop().call_soon(self.flush)
+            except RuntimeError:  # no event loop: nothing will come back for it
+                self.flush()
+
+    def flush(self) -> None:
+        """Write the pending lines now, in one call."""
+        if self._pending and self._fd is not None:
+            lines, self._pending, self._pending_bytes = self._pending, [], 0
+            os.write(self._fd, b"".join(lines))
 
     def _shown(self, path: str) -> str:
         """`path` as a line holds it: as it is, or clipped, scrubbed and escaped; kept when short."""
