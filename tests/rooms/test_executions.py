@@ -19,6 +19,8 @@ import anyio
 import pytest
 from a2a.types import (
     CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetTaskPushNotificationConfigRequest,
     GetTaskRequest,
     ListTaskPushNotificationConfigsRequest,
     ListTasksRequest,
@@ -75,14 +77,23 @@ def room_with(admin: Api, *agents: str, **extra: Any) -> str:
 class Webhook:
     url: str
     received: list[dict[str, Any]] = field(default_factory=list)
+    tokens: list[str] = field(default_factory=list)
+    """The `X-A2A-Notification-Token` of each update received: which config it was sent for."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def states(self) -> list[str]:
+        return [state for _, state in self.updates()]
+
+    def updates(self) -> list[tuple[str, str]]:
+        """(token, task state) of each update received, in order."""
         with self.lock:
             return [
-                body.get("statusUpdate", {}).get("status", {}).get("state")
-                or body.get("task", {}).get("status", {}).get("state", "")
-                for body in self.received
+                (
+                    token,
+                    body.get("statusUpdate", {}).get("status", {}).get("state")
+                    or body.get("task", {}).get("status", {}).get("state", ""),
+                )
+                for token, body in zip(self.tokens, self.received, strict=True)
             ]
 
 
@@ -91,8 +102,10 @@ def webhook() -> Iterator[Webhook]:
     hook = Webhook(url="")
 
     async def record(request: Request) -> Response:
+        body = await request.json()
         with hook.lock:
-            hook.received.append(await request.json())
+            hook.received.append(body)
+            hook.tokens.append(request.headers.get("X-A2A-Notification-Token", ""))
         return JSONResponse({"ok": True})
 
     with ServerThread(Starlette(routes=[Route("/hook", record, methods=["POST"])]), name="hook") as server:
@@ -131,11 +144,38 @@ def test_every_task_method_works_on_an_execution(binding: str, tmp_path: Any, we
                     ListTaskPushNotificationConfigsRequest(task_id=execution.id)
                 )
                 assert [c.id for c in configs.configs] == ["hook"]
+                also = TaskPushNotificationConfig(task_id=execution.id, id="hook2", url=webhook.url, token="t1")
+                await client.create_task_push_notification_config(also)
                 (second,) = await send(client, user_message("two", context_id=room))
                 assert second.task.id == execution.id  # one execution per agent per room: the same task
                 wait_until(
                     lambda: "TASK_STATE_INPUT_REQUIRED" in webhook.states(), what="the webhook's update"
                 )
+                kept = await client.get_task_push_notification_config(
+                    GetTaskPushNotificationConfigRequest(task_id=execution.id, id="hook")
+                )
+                assert (kept.url, kept.task_id) == (webhook.url, execution.id)
+                await client.delete_task_push_notification_config(
+                    DeleteTaskPushNotificationConfigRequest(task_id=execution.id, id="hook")
+                )
+                configs = await client.list_task_push_notification_configs(
+                    ListTaskPushNotificationConfigsRequest(task_id=execution.id)
+                )
+                assert [c.id for c in configs.configs] == ["hook2"]
+                told = len(webhook.tokens)
+                for text in ("three", "four"):
+                    (reply,) = await send(client, user_message(text, context_id=room))
+                    assert reply.task.id == execution.id
+
+                # a task's updates are delivered one after the other (each to all its configs at
+                # once): when "hook2" has heard that "four" was answered, every delivery of
+                # "three" is over, and a "hook" still kept would have been sent some of them
+                def answered_twice() -> bool:
+                    updates = webhook.updates()[told:]
+                    return updates.count(("t1", "TASK_STATE_INPUT_REQUIRED")) >= 2
+
+                wait_until(answered_twice, what="hook2's updates")
+                assert all(token != "t0k" for token, _ in webhook.updates()[told:])
 
             async with sdk_client(hub.agent_url("streamer"), binding=binding, streaming=True) as client:
                 request = SendMessageRequest(message=user_message("read", context_id=room))
@@ -168,7 +208,9 @@ def test_every_task_method_works_on_an_execution(binding: str, tmp_path: Any, we
 
                 async with anyio.create_task_group() as group:
                     group.start_soon(watch)
-                    await anyio.sleep(0.3)
+                    with anyio.fail_after(10):  # subscribed: the first event is the task as it stands
+                        while not seen:
+                            await anyio.sleep(0.01)
                     canceled = await client.cancel_task(CancelTaskRequest(id=slow["id"]))
                     assert canceled.status.state == TaskState.TASK_STATE_CANCELED
                 assert seen and seen[0].task.id == slow["id"]
@@ -250,3 +292,31 @@ def test_an_execution_waits_for_input_and_its_answer_continues_it(
         # the remote agent's own task was continued, not a new one started
         remote_tasks = {message.task_id for message in asker.recorder.wait_for_messages(2)}
         assert len(remote_tasks) == 1 and "" not in remote_tasks
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+def test_an_a2a_caller_answers_a_waiting_execution_by_its_task_id(
+    binding: str, database_url: str, asker: RunningPeer
+) -> None:
+    with serve_ranch(CONFIG, database_url, allow_private_outbound=True) as hub:
+        admin = Api(hub.url, ADMIN_KEY)
+        admin.post("/agents", {"id": "asker", "kind": "remote", "url": asker.url})
+        room = room_with(admin, "asker")
+        admin.post(f"/rooms/{room}/messages", {"text": "@asker book a table"})
+        wait_until(lambda: admin.executions(room)["asker"]["status"] == "input-required", what="a question")
+        execution = admin.executions(room)["asker"]
+
+        async def answer() -> Any:
+            async with sdk_client(hub.agent_url("asker"), binding=binding) as client:
+                message = user_message("for two, at eight", context_id=room, task_id=execution["id"])
+                (event,) = await send(client, message)
+                return event.task
+
+        task = anyio.run(answer)
+        assert task.id == execution["id"] and task.context_id == room
+        assert task.status.state == INPUT_REQUIRED and status_of(task) == "ready"
+        answered = admin.executions(room)["asker"]
+        assert answered["id"] == execution["id"] and answered["turns"] == 2
+        assert "for two, at eight" in [m["text"] for m in admin.messages(room)]
+        remote_tasks = {message.task_id for message in asker.recorder.wait_for_messages(2)}
+        assert len(remote_tasks) == 1 and "" not in remote_tasks  # the remote task was continued
