@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import httpx
 import pytest
+from redis.asyncio import Redis
 
 from _support.clock import Clock
 from _support.hubkit import ADMIN_KEY, Api, serve_ranch
 from ranch.exceptions import SessionExpired
-from ranch.identity.sessions import Sessions
+from ranch.identity.sessions import RedisSessions, Sessions, SessionStore
 
 CONFIG = """
 agents:
@@ -22,19 +25,43 @@ agents:
 TTL = 0.5
 
 
-def test_a_session_is_refreshed_by_use_and_expires_after_the_ttl() -> None:
-    clock = Clock()
-    sessions = Sessions(60, clock=clock)
-    assert sessions.touch("user:ann", "ctx") is True
-    clock.now = 59
-    assert sessions.touch("user:ann", "ctx") is False  # refreshed: 59 s later it lives on
-    clock.now = 118
-    assert sessions.touch("user:ann", "ctx") is False
-    assert sessions.touch("user:bob", "ctx") is True  # one session per (caller, context)
-    clock.now = 179
+REDIS = "redis://127.0.0.1:6379/0"
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def stores(request: pytest.FixtureRequest) -> AsyncIterator[tuple[Clock, SessionStore, SessionStore]]:
+    """Two stores on one clock standing for two replicas: the same store twice in memory (one
+    process), two clients of one Redis prefix (two replicas; Redis at 127.0.0.1:6379 is needed)."""
+    clock = Clock(1_000_000.0)
+    if request.param == "memory":
+        store = Sessions(60, clock=clock)
+        yield clock, store, store
+        return
+    prefix = f"ranch-test-{uuid.uuid4().hex[:8]}"
+    first, second = (RedisSessions(Redis.from_url(REDIS), 60, prefix=prefix, clock=clock) for _ in range(2))
+    try:
+        yield clock, first, second
+    finally:
+        await first.aclose()
+        await second.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_session_is_refreshed_by_use_and_expires_after_the_ttl(
+    stores: tuple[Clock, SessionStore, SessionStore],
+) -> None:
+    clock, here, there = stores
+    start = clock.now
+    assert await here.touch("user:ann", "ctx") is True
+    clock.now = start + 59
+    assert await there.touch("user:ann", "ctx") is False  # refreshed: 59 s later it lives on
+    clock.now = start + 118
+    assert await here.touch("user:ann", "ctx") is False
+    assert await there.touch("user:bob", "ctx") is True  # one session per (caller, context)
+    clock.now = start + 179
     with pytest.raises(SessionExpired, match="expired after 60 s without use; the next call"):
-        sessions.touch("user:ann", "ctx")
-    assert sessions.touch("user:ann", "ctx") is True  # a new session on the same context
+        await there.touch("user:ann", "ctx")
+    assert await here.touch("user:ann", "ctx") is True  # a new session on the same context
     with pytest.raises(ValueError):
         Sessions(0)
 
@@ -42,7 +69,7 @@ def test_a_session_is_refreshed_by_use_and_expires_after_the_ttl() -> None:
 def test_sessions_are_bounded() -> None:
     sessions = Sessions(60, max_sessions=2)
     for context in ("a", "b", "c"):
-        sessions.touch("me", context)
+        anyio.run(sessions.touch, "me", context)
     assert len(sessions) == 2
 
 

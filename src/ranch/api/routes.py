@@ -163,7 +163,7 @@ async def list_keys(call: Call) -> Page[KeyView]:
 async def revoke_key(call: Call) -> KeyView:
     async with call.runtime.sessions() as session, session.begin():
         row = await keys.revoke(session, call.caller, call.param("key_id"))
-    call.services.security.keys.forget(row.id)  # cached on A2A and /mcp: gone at once
+    await call.services.changes.key_revoked(row.id)  # cached on A2A and /mcp, on every replica: gone at once
     return KeyView.model_validate(row)
 
 
@@ -185,6 +185,7 @@ async def create_agent(call: Call) -> Registered:
     row, key = await records.register(
         runtime.sessions, call.caller, body, runtime.registry, runtime.group, call.services.guard
     )
+    await call.services.changes.agent_changed(row.id)  # every replica serves it
     agent = AgentView.of(row, base_url(call.request))
     return Registered(agent=agent) if key is None else RegisteredExternal(agent=agent, api_key=key)
 
@@ -211,7 +212,7 @@ async def delete_agent(call: Call) -> Response:
             raise NotFound(f"no agent '{agent_id}' registered by organization '{caller.org_id}'", "agent_id")
         await session.delete(row)
     await call.runtime.registry.remove(agent_id)
-    call.services.security.access.forget(agent_id)  # its visibility is not cached past removal
+    await call.services.changes.agent_changed(agent_id)  # every replica stops serving it
     return Response(status_code=204)
 
 
@@ -226,6 +227,7 @@ async def list_rooms(call: Call) -> Page[RoomView]:
 
 async def create_room(call: Call) -> RoomView:
     room = await call.runtime.rooms.create(call.caller, await call.body(CreateRoom))
+    await call.services.changes.room_created(room.id, room.org_id)  # a room on every replica at once
     return RoomView.model_validate(room)
 
 
@@ -258,7 +260,7 @@ async def post_message(call: Call) -> MessageView:
     room_id = call.param("room_id")
     sessions = call.services.security.sessions
     if sessions is not None:  # the room is the context: one session per (caller, room), as on A2A
-        sessions.touch(session_caller(call.caller), room_id)
+        await sessions.touch(session_caller(call.caller), room_id)
     message = await call.runtime.rooms.post(call.caller, room_id, await call.body(PostMessage))
     return MessageView.model_validate(message)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ranch.catalog.changes import Changes
 from ranch.identity.security import Security
 from ranch.policy.ratelimit import RatePolicy
 from ranch.policy.ssrf import UrlGuard
@@ -19,6 +20,8 @@ class ApiServices:
     """The rooms side (database sessions, rooms, catalog); raises until the app has started."""
     security: Security
     """Keys (looked up fresh on every REST call and WebSocket frame), visibility, sessions."""
+    changes: Changes
+    """Tells the other replicas of a key revoked or an agent registered or removed here."""
     rates: RatePolicy
     """The per-caller rate limit; a WebSocket frame costs one request."""
     guard: UrlGuard

@@ -110,6 +110,17 @@ async def load_registered(session: AsyncSession, registry: Registry, group: Task
     return failed
 
 
+async def resync(session: AsyncSession, registry: Registry, group: TaskGroup) -> None:
+    """Serve what the agents table holds now: recorded agents not served yet start, and agents
+    registered over the API whose rows are gone stop (another replica added or removed them)."""
+    await load_registered(session, registry, group)
+    recorded = set(await session.scalars(select(AgentRecord.id)))
+    configured = {agent.id for agent in registry.config.agents} | {team.id for team in registry.config.teams}
+    for agent_id in registry.ids():
+        if agent_id not in recorded and agent_id not in configured:
+            await registry.remove(agent_id)
+
+
 async def activate(
     session: AsyncSession, agent: Agent, org_id: str, registry: Registry, group: TaskGroup
 ) -> None:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import atexit
+import json
 import logging
 import os
 from pathlib import Path
 from typing import Any
 
+import anyio
 import uvicorn
 
 from ranch.cli import policy_flags
@@ -54,6 +57,14 @@ def register(commands: Any) -> None:
         "--max-body", type=int, default=DEFAULT_MAX_BODY, help="largest request body in bytes"
     )
     parser.add_argument(
+        "--workers",
+        type=int,
+        default=int(os.environ.get("RANCH_WORKERS", "1")),
+        metavar="N",
+        help="serve with N processes on one database; N > 1 needs --redis-url, through which they "
+        "share task events, sessions, rate limits and catalog changes (env RANCH_WORKERS; default 1)",
+    )
+    parser.add_argument(
         "--root",
         metavar="AGENT_ID",
         default=os.environ.get("RANCH_ROOT") or None,
@@ -94,11 +105,50 @@ def register(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     tls = _tls(args)
+    workers = _workers(args)
+    config, settings, access_log = _hub(args)
+    app = create_app(config, settings)
+    base = f"{'https' if tls else 'http'}://{args.host}:{args.port}"
+    print(banner(config, base, demo=args.config is None, db=args.db, root=args.root), flush=True)
+    serving: dict[str, Any] = {"host": args.host, "port": args.port, "log_level": args.log_level}
+    if workers > 1:
+        # migrations, the admin key and the demo room once, here, before the workers start
+        anyio.run(_start_and_stop, app)
+        os.environ[WORKER_ARGS] = json.dumps({k: v for k, v in vars(args).items() if k != "handler"})
+        print(f"  {workers} workers on {args.db}, sharing {args.redis_url}", flush=True)
+        uvicorn.run(
+            f"{__name__}:worker_app", factory=True, workers=workers, **serving, **QUIET_UVICORN, **tls
+        )
+        return 0
+    try:
+        uvicorn.run(app, **serving, **QUIET_UVICORN, **tls)
+    finally:
+        if access_log is not None:
+            access_log.flush()  # the last tick's lines
+    return 0
+
+
+WORKER_ARGS = "RANCH_SERVE_WORKER_ARGS"
+"""How `ranch serve --workers N` hands its arguments to the worker processes uvicorn starts."""
+
+
+def worker_app() -> Any:
+    """The app of one worker of `ranch serve --workers N` (uvicorn calls this in each process)."""
+    args = argparse.Namespace(**json.loads(os.environ[WORKER_ARGS]))
+    config, settings, access_log = _hub(args, quiet=True)
+    if access_log is not None:
+        atexit.register(access_log.flush)
+    return create_app(config, settings)
+
+
+def _hub(args: argparse.Namespace, *, quiet: bool = False) -> tuple[RanchConfig, Settings, AccessLog | None]:
+    """The config, settings and access log `ranch serve` runs with (`quiet`: no start-up notices)."""
     config = load_config(args.config) if args.config else demo_config()
     handler = configure_logging(debug=args.debug, level=args.log_level, format=args.log_format)
     writes_access = args.access_log and logging.getLogger().isEnabledFor(logging.INFO)
+    access_log = AccessLog.on(handler) if writes_access else None
     settings = Settings(
-        access_log=AccessLog.on(handler) if writes_access else None,
+        access_log=access_log,
         database_url=args.db,
         sqlite_busy_timeout=args.sqlite_busy_timeout,
         lease=args.lease,
@@ -106,14 +156,29 @@ def run(args: argparse.Namespace) -> int:
         max_body_bytes=args.max_body,
         admin_key=os.environ.get("RANCH_ADMIN_KEY") or None,
         demo=args.config is None,
-        announce=lambda line: print(line, flush=True),
+        announce=(lambda _line: None) if quiet else (lambda line: print(line, flush=True)),
         **policy_flags.settings_from(args),
     )
-    app = create_app(config, settings)
-    base = f"{'https' if tls else 'http'}://{args.host}:{args.port}"
-    print(banner(config, base, demo=args.config is None, db=args.db, root=args.root), flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, **QUIET_UVICORN, **tls)
-    return 0
+    return config, settings, access_log
+
+
+def _workers(args: argparse.Namespace) -> int:
+    if args.workers < 1:
+        raise ConfigError([f"--workers {args.workers}: at least 1"])
+    if args.workers > 1 and not args.redis_url:
+        raise ConfigError(
+            [
+                f"--workers {args.workers} needs --redis-url (or RANCH_REDIS_URL): the workers share task "
+                "events, sessions, rate limits and catalog changes through Redis"
+            ]
+        )
+    return int(args.workers)
+
+
+async def _start_and_stop(app: Any) -> None:
+    """Run the app's start-up and shut-down once (what every worker would otherwise race to do first)."""
+    async with app.router.lifespan_context(app):
+        pass
 
 
 def _tls(args: argparse.Namespace) -> dict[str, Any]:

@@ -33,6 +33,8 @@ from ranch.agents.base import gather_infos
 from ranch.api.routes import routes as api_routes
 from ranch.api.services import ApiServices
 from ranch.catalog.cards import served_card
+from ranch.catalog.changes import Changes
+from ranch.catalog.records import resync
 from ranch.catalog.registry import Registry
 from ranch.config import RanchConfig
 from ranch.db import migrate
@@ -140,8 +142,8 @@ class Settings:
     lease: float = DEFAULT_LEASE
     """Seconds a replica may stay silent before another takes its work over (docs/deploy.md)."""
     clock: Callable[[], float] = time.monotonic
-    """The seconds that session TTLs and in-process rate limits count (Redis buckets count Redis's);
-    embedding code and tests may pass a clock of their own."""
+    """The seconds that session TTLs, the key and visibility caches and in-process rate limits count
+    (Redis buckets count Redis's); embedding code and tests may pass a clock of their own."""
 
     def limits(self) -> Limits:
         return Limits(max_message_bytes=self.max_message_bytes)
@@ -196,7 +198,11 @@ class Hub:
             session_ttl=settings.session_ttl,
             failures=AuthFailures(self.rates.failures),
             clock=settings.clock,
+            redis_url=settings.redis_url,
+            redis_prefix=settings.redis_prefix,
         )
+        self.changes = Changes(self.security)
+        """Keys revoked and agents added or removed here, told to the other replicas, and theirs here."""
         self.signer = CardSigner.from_file(settings.signing_key) if settings.signing_key else None
         """Signs every served card; an unreadable key fails here, at start-up, naming the file."""
         self._core: TaskEngine | None = None
@@ -226,6 +232,8 @@ class Hub:
             stack.push_async_callback(self.tenant_pool.aclose)
             stack.push_async_callback(self.registry.aclose)
             stack.push_async_callback(self.rates.aclose)
+            if self.security.sessions is not None:
+                stack.push_async_callback(self.security.sessions.aclose)
             await self.registry.open()
             engine = open_engine(self.settings.database_url, busy_timeout=self.settings.sqlite_busy_timeout)
             stack.push_async_callback(engine.dispose)
@@ -254,6 +262,8 @@ class Hub:
                 limits=self.settings.limits(),
             )
             self._gateway = Gateway(self._rooms)
+            known = self._rooms.rooms.known
+            await group.start(self.changes.follow, fanout, self._resync, known.__setitem__)
             group.start_soon(self._take_over, replicas)
             for service in self.services:
                 await stack.enter_async_context(service())
@@ -264,6 +274,13 @@ class Hub:
                 self._core = None
                 self._rooms = None
                 self._gateway = None
+
+    async def _resync(self) -> None:
+        """Serve what the agents table holds now, and know every room (other replicas changed them)."""
+        rooms = self.rooms
+        async with rooms.sessions() as session:
+            await resync(session, rooms.registry, rooms.group)
+        await rooms.rooms.load_known()
 
     async def _take_over(self, replicas: Replicas) -> None:
         """Every half lease: the tasks replicas that stopped left running fail, their rooms told."""
@@ -346,6 +363,7 @@ def _api_services(hub: Hub) -> ApiServices:
     return ApiServices(
         runtime=lambda: hub.rooms,
         security=hub.security,
+        changes=hub.changes,
         rates=hub.rates,
         guard=hub.guard,
         max_frame_bytes=hub.settings.max_message_bytes,

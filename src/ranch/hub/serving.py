@@ -43,7 +43,7 @@ from ranch.catalog.registry import Registry
 from ranch.edge.guards import AGENT_KEY
 from ranch.exceptions import ExtensionSupportRequired, RanchError
 from ranch.identity.principal import PRINCIPAL_KEY, session_caller
-from ranch.identity.sessions import Sessions
+from ranch.identity.sessions import SessionStore
 from ranch.ids import new_id
 from ranch.policy.limits import Limits, check_message
 from ranch.policy.ssrf import UrlGuard
@@ -84,7 +84,7 @@ class RanchRequestHandler(RequestHandler):
         guard: UrlGuard | None = None,
         gateway: Callable[[], Gateway | None] = lambda: None,
         *,
-        sessions: Sessions | None = None,
+        sessions: SessionStore | None = None,
     ) -> None:
         self.registry = registry
         self.sessions = sessions
@@ -304,7 +304,9 @@ class RanchRequestHandler(RequestHandler):
             extensions = await self._negotiate(agent, context)
             call = Call(extensions=extensions, owner=self._owner(context))  # conversations are the owner's
             if self.sessions is not None and message.context_id:
-                self.sessions.touch(session_caller(context.state.get(PRINCIPAL_KEY)), message.context_id)
+                await self.sessions.touch(
+                    session_caller(context.state.get(PRINCIPAL_KEY)), message.context_id
+                )
         except RanchError as exc:
             raise to_a2a(exc) from exc
         return agent, message, call

@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from ranch.identity.principal import Principal
 from ranch.identity.resolver import AuthFailures, KeyResolver
-from ranch.identity.sessions import Sessions
+from ranch.identity.sessions import RedisSessions, Sessions, SessionStore
 from ranch.identity.visibility import AgentAccess
 
 
@@ -37,7 +37,7 @@ class Security:
     served: ServedIds
     keys: KeyResolver
     access: AgentAccess
-    sessions: Sessions | None = None
+    sessions: SessionStore | None = None
 
     @property
     def enabled(self) -> bool:
@@ -58,12 +58,20 @@ def build_security(
     session_ttl: float | None,
     failures: AuthFailures | None = None,
     clock: Callable[[], float] = time.monotonic,
+    redis_url: str | None = None,
+    redis_prefix: str = "ranch",
 ) -> Security:
-    """The hub's `Security`; `clock` times the sessions."""
+    """The hub's `Security`; `clock` times the key and visibility caches and the sessions kept in
+    process, Redis keeps sessions (on the wall clock) for every replica when `redis_url` is given."""
+    store: SessionStore | None = None
+    if session_ttl and redis_url:
+        store = RedisSessions.from_url(redis_url, session_ttl, prefix=redis_prefix)
+    elif session_ttl:
+        store = Sessions(session_ttl, clock=clock)
     return Security(
         mode=mode,
         served=served,
-        keys=KeyResolver(sessions, failures=failures),
-        access=AgentAccess(sessions),
-        sessions=Sessions(session_ttl, clock=clock) if session_ttl else None,
+        keys=KeyResolver(sessions, clock=clock, failures=failures),
+        access=AgentAccess(sessions, clock=clock),
+        sessions=store,
     )

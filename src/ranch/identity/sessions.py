@@ -3,21 +3,49 @@
 A session starts on a caller's first call on a context (an A2A contextId, a room)
 and each call refreshes it. A call after `ttl` seconds of silence answers
 `SessionExpired` and ends the session; the caller's next call on the same context
-starts a new one (the entry's own access checks still apply). Sessions live in the
-server's memory, so each process (each replica) keeps its own.
+starts a new one (the entry's own access checks still apply). `Sessions` keeps them in
+the server's memory; with `--redis-url`, `RedisSessions` keeps them in Redis, so every
+replica sees the same sessions (a session used on one and left idle expires on all).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Protocol
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from ranch.exceptions import SessionExpired
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_SESSION_TTL = 3600.0
 MAX_SESSIONS = 100_000
 """Sessions kept at most; the least recently used are forgotten first."""
+
+
+class SessionStore(Protocol):
+    """Where sessions are kept: this process (`Sessions`) or Redis (`RedisSessions`)."""
+
+    ttl: float
+
+    async def touch(self, caller: str, context_id: str) -> bool:
+        """Start or refresh the session; True when it is new. Raises SessionExpired (and ends it)."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+def _expired(context_id: str, ttl: float) -> SessionExpired:
+    return SessionExpired(
+        f"the session on context '{context_id}' expired after {ttl:g} s without use; "
+        "the next call on this context starts a new one",
+        "contextId",
+    )
 
 
 class Sessions:
@@ -37,21 +65,74 @@ class Sessions:
         self._clock = clock
         self._last_used: OrderedDict[tuple[str, str], float] = OrderedDict()
 
-    def touch(self, caller: str, context_id: str) -> bool:
+    async def touch(self, caller: str, context_id: str) -> bool:
         """Start or refresh the session; True when it is new. Raises SessionExpired (and drops it)."""
         key = (caller, context_id)
         now = self._clock()
         last = self._last_used.pop(key, None)
         if last is not None and now - last > self.ttl:
-            raise SessionExpired(
-                f"the session on context '{context_id}' expired after {self.ttl:g} s without use; "
-                "the next call on this context starts a new one",
-                "contextId",
-            )
+            raise _expired(context_id, self.ttl)
         self._last_used[key] = now
         while len(self._last_used) > self._max:
             self._last_used.popitem(last=False)
         return last is None
 
+    async def aclose(self) -> None:
+        return None
+
     def __len__(self) -> int:
         return len(self._last_used)
+
+
+_TOUCH = """
+local last = redis.call('GET', KEYS[1])
+if last and tonumber(ARGV[1]) - tonumber(last) > tonumber(ARGV[2]) then
+  redis.call('DEL', KEYS[1])
+  return -1
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+if last then return 0 end
+return 1
+"""
+"""One session's touch, atomic across replicas: -1 expired (and ended), 0 refreshed, 1 new."""
+KEPT_AFTER_EXPIRY = 86_400.0
+"""Seconds Redis keeps an idle session past its TTL, to answer SessionExpired once; then it is gone."""
+
+
+class RedisSessions:
+    """Sessions every replica shares, in Redis under `prefix`: each key holds its last call's time.
+
+    The time is this process's wall clock (`clock`), so replicas compare like with like as long
+    as their clocks agree (NTP). When Redis cannot be reached, calls go ahead without a session
+    check (a warning is logged): sessions scope conversations, they do not authenticate.
+    """
+
+    def __init__(
+        self, client: Redis, ttl: float, *, prefix: str = "ranch", clock: Callable[[], float] = time.time
+    ) -> None:
+        if ttl <= 0:
+            raise ValueError(f"a session TTL is a positive number of seconds, not {ttl}")
+        self.ttl = ttl
+        self._client = client
+        self._prefix = f"{prefix}:session:"
+        self._clock = clock
+        self._touch = client.register_script(_TOUCH)
+        self._keep_ms = str(int((ttl + KEPT_AFTER_EXPIRY) * 1000))
+
+    @classmethod
+    def from_url(cls, url: str, ttl: float, *, prefix: str = "ranch") -> RedisSessions:
+        return cls(Redis.from_url(url), ttl, prefix=prefix)
+
+    async def touch(self, caller: str, context_id: str) -> bool:
+        key = f"{self._prefix}{len(caller)}:{caller}:{context_id}"  # the length keeps the two apart
+        try:
+            said = await self._touch(keys=[key], args=[repr(self._clock()), repr(self.ttl), self._keep_ms])
+        except (RedisError, OSError) as exc:
+            logger.warning("sessions are not checked: Redis did not answer: %s", exc)
+            return False
+        if said == -1:
+            raise _expired(context_id, self.ttl)
+        return bool(said == 1)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()

@@ -73,10 +73,11 @@ class Rooms:
         """Room id -> its organization, for the A2A gateway's check of each contextId without a query."""
 
     async def load_known(self) -> None:
+        """Learn every room in the database (at start, and when other replicas may have made some):
+        rooms are never deleted, so what is known stays known."""
         async with self.bus.sessions() as session:
-            self.known = {
-                row.id: row.org_id for row in (await session.execute(select(Room.id, Room.org_id))).all()
-            }
+            rows = (await session.execute(select(Room.id, Room.org_id))).all()
+        self.known.update((row.id, row.org_id) for row in rows)
 
     # -- rooms ---------------------------------------------------------------------------------
 

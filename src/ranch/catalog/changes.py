@@ -1,0 +1,118 @@
+"""What one replica tells the others when it changes what they cache or serve.
+
+A key revoked, an agent registered or removed, a room created: the change is committed to the
+database first, then published on the fan-out (`--redis-url`), and every replica drops what it
+cached about it (the key's principal, the agent's visibility), serves what the agents table now
+holds, and knows the new room (the A2A gateway tells room ids from other contextIds without a
+query). So a key revoked on one replica is refused by all at once, not when their 5 s caches
+expire, and an agent registered or a room created on one is usable on all. A replica that may
+have missed messages (its listener fell behind) forgets everything it caches and reloads the
+tables. In one process (no Redis) nothing is published: the change is applied where it was made.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+import anyio
+import orjson
+from anyio.abc import TaskStatus
+
+from ranch.fanout import Fanout
+from ranch.identity.security import Security
+
+logger = logging.getLogger(__name__)
+
+TOPIC = "catalog.changes"
+LISTEN_AGAIN = 1.0
+"""Seconds before listening again when the fan-out failed (Redis restarting)."""
+
+
+class Changes:
+    """Publishes this replica's changes and applies the others' (`follow`, in the app's task group)."""
+
+    def __init__(self, security: Security) -> None:
+        self.security = security
+        self._fanout: Fanout | None = None
+        self._resync: Callable[[], Awaitable[None]] | None = None
+        self._add_room: Callable[[str, str], None] | None = None
+
+    async def key_revoked(self, key_id: str) -> None:
+        """The key's row says revoked (committed): no replica serves it from its cache any more."""
+        self.security.keys.forget(key_id)
+        await self._tell({"key": key_id})
+
+    async def agent_changed(self, agent_id: str) -> None:
+        """The agent's row was added or removed (committed) and this replica serves it so."""
+        self.security.access.forget(agent_id)
+        await self._tell({"agent": agent_id})
+
+    async def room_created(self, room_id: str, org_id: str) -> None:
+        """The room's row is committed (and known here): every replica knows it as a room."""
+        await self._tell({"room": room_id, "org": org_id})
+
+    async def _tell(self, change: dict[str, str]) -> None:
+        if self._fanout is not None and self._fanout.shared:
+            await self._fanout.publish(TOPIC, orjson.dumps(change))
+
+    async def follow(
+        self,
+        fanout: Fanout,
+        resync: Callable[[], Awaitable[None]],
+        add_room: Callable[[str, str], None],
+        *,
+        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Apply what the other replicas publish, until cancelled; started once it listens.
+
+        `resync` reloads the agents table and the rooms; `add_room(room_id, org_id)` learns one room.
+        """
+        self._fanout, self._resync, self._add_room = fanout, resync, add_room
+        if not fanout.shared:
+            task_status.started()
+            return
+        started = False
+        while True:
+            try:
+                async with fanout.listen(TOPIC) as changes:
+                    if not started:
+                        task_status.started()
+                        started = True
+                    async for data in changes:
+                        await self._apply(data)
+                logger.warning("fell behind the catalog changes of other replicas; reloading what is cached")
+            except Exception:
+                if not started:
+                    raise  # at start: a hub that cannot hear its replicas does not start
+                logger.warning("lost the catalog changes of other replicas; listening again", exc_info=True)
+                await anyio.sleep(LISTEN_AGAIN)
+            # whatever was missed meanwhile: start again from the database
+            self.security.keys.forget_all()
+            self.security.access.forget_all()
+            await self._reload()
+
+    async def _apply(self, data: bytes) -> None:
+        try:
+            change = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            logger.warning("a catalog change that is not JSON was ignored")
+            return
+        if not isinstance(change, dict):
+            return
+        if isinstance(key_id := change.get("key"), str):
+            self.security.keys.forget(key_id)
+        if isinstance(agent_id := change.get("agent"), str):
+            self.security.access.forget(agent_id)
+            await self._reload()
+        room_id, org_id = change.get("room"), change.get("org")
+        if isinstance(room_id, str) and isinstance(org_id, str) and self._add_room is not None:
+            self._add_room(room_id, org_id)
+
+    async def _reload(self) -> None:
+        if self._resync is None:
+            return
+        try:
+            await self._resync()
+        except Exception:  # the database is busy: the next change, or a restart, tries again
+            logger.warning("could not serve the agents table as it is now", exc_info=True)
