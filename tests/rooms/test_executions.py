@@ -144,7 +144,9 @@ def test_every_task_method_works_on_an_execution(binding: str, tmp_path: Any, we
                     ListTaskPushNotificationConfigsRequest(task_id=execution.id)
                 )
                 assert [c.id for c in configs.configs] == ["hook"]
-                also = TaskPushNotificationConfig(task_id=execution.id, id="hook2", url=webhook.url, token="t1")
+                also = TaskPushNotificationConfig(
+                    task_id=execution.id, id="hook2", url=webhook.url, token="t1"
+                )
                 await client.create_task_push_notification_config(also)
                 (second,) = await send(client, user_message("two", context_id=room))
                 assert second.task.id == execution.id  # one execution per agent per room: the same task
@@ -201,16 +203,17 @@ def test_every_task_method_works_on_an_execution(binding: str, tmp_path: Any, we
             )
             async with sdk_client(hub.agent_url("slow"), binding=binding, streaming=True) as client:
                 seen: list[Any] = []
+                subscribed = anyio.Event()
 
                 async def watch() -> None:
                     async for event in client.subscribe(SubscribeToTaskRequest(id=slow["id"])):
                         seen.append(event)
+                        subscribed.set()  # the first event is the task as it stands
 
                 async with anyio.create_task_group() as group:
                     group.start_soon(watch)
-                    with anyio.fail_after(10):  # subscribed: the first event is the task as it stands
-                        while not seen:
-                            await anyio.sleep(0.01)
+                    with anyio.fail_after(10):
+                        await subscribed.wait()
                     canceled = await client.cancel_task(CancelTaskRequest(id=slow["id"]))
                     assert canceled.status.state == TaskState.TASK_STATE_CANCELED
                 assert seen and seen[0].task.id == slow["id"]

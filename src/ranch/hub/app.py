@@ -103,9 +103,10 @@ class Settings:
     """Requests per second per served agent or team, all callers together; None = unlimited."""
     agent_burst: int = 1000
     redis_url: str | None = None
+    """Share task events, sessions, rate-limit buckets and catalog changes with the other replicas
+    through this Redis instead of keeping them in this process."""
     redis_prefix: str = "ranch"
     """Keys and channels this hub uses in Redis start with it (hubs sharing one Redis pick their own)."""
-    """Keep rate-limit buckets in Redis (shared by replicas) instead of in this process."""
     allow_private_outbound: bool = False
     """Let what tenants steer (push webhooks, their agents' URLs, cards, model providers and MCP
     servers) reach loopback and private addresses; local development only. Config agents always may."""
