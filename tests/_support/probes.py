@@ -10,7 +10,8 @@ Configure one in YAML:
 
 Options: `reply` (text; `{text}` is the incoming text), `route` (recipient string),
 `form` (`uri` default, `x-recipient`, `object`: how the decision is written),
-`reason`, `handoffs` (list), `sleep` (seconds before answering), `fail` (raise
+`reason`, `handoffs` (list), `sleep` (seconds before answering; with `sleep_on`, only
+when the incoming text contains that word), `fail` (raise
 RuntimeError with this text), `replies` (list of replies used in turn, the last
 one repeating), `task` (answer with task events instead of a Message), `chunks`
 (stream the reply as these artifact chunks, `chunk_pause` s apart, then complete the task), `done` (mark
@@ -91,7 +92,7 @@ class Probe:
             BUSY[key] += 1
             PEAK[key] = max(PEAK[key], BUSY[key])
         try:
-            if opts.get("sleep"):
+            if opts.get("sleep") and opts.get("sleep_on", "") in text_of(message):
                 await anyio.sleep(float(opts["sleep"]))
         finally:
             for key in keys:

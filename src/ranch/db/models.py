@@ -285,10 +285,13 @@ class Delivery(Base):
     agent_id: Mapped[str] = mapped_column(String(64))
     status: Mapped[str] = mapped_column(vocabulary(DeliveryStatus, 8), default=DeliveryStatus.PENDING)
     """A `DeliveryStatus` (the column takes no other word); typed `str` for the writers of plain words."""
+    runner: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    """The replica that queued it and will run it; when that replica is gone, another takes it."""
     created_at: Mapped[float] = mapped_column(Float, default=now)
     __table_args__ = (
         Index("deliveries_agent_status", "agent_id", "status", "message_seq"),
         Index("deliveries_room_agent", "room_id", "agent_id", "message_seq"),
+        Index("deliveries_status_runner", "status", "runner"),
     )
 
 

@@ -57,6 +57,7 @@ from ranch.policy.limits import DEFAULT_MAX_MESSAGE_BYTES, Limits
 from ranch.policy.logs import AccessLog
 from ranch.policy.ratelimit import Rate, build_policy
 from ranch.policy.ssrf import UrlGuard
+from ranch.rooms.delivery import recover as recover_deliveries
 from ranch.rooms.gateway import Gateway
 from ranch.rooms.runtime import RoomsRuntime
 from ranch.rooms.runtime import start as start_rooms
@@ -249,7 +250,8 @@ class Hub:
             group = await stack.enter_async_context(anyio.create_task_group())
             push = PushNotifier(push_store, PushSender(webhooks), group)
             self._core = TaskEngine(store, group, push, runner=replicas.id, fanout=fanout)
-            failed = await self._core.take_over(await replicas.alive())
+            alive = await replicas.alive()
+            failed = await self._core.take_over(alive)
             self._rooms = await start_rooms(
                 engine,
                 self.config,
@@ -257,6 +259,7 @@ class Hub:
                 self._core,
                 group,
                 failed_tasks=failed,
+                alive=alive,
                 admin_key=self.settings.admin_key,
                 demo=self.settings.demo,
                 announce=self.settings.announce,
@@ -284,13 +287,16 @@ class Hub:
         await rooms.rooms.load_known()
 
     async def _take_over(self, replicas: Replicas) -> None:
-        """Every half lease: the tasks replicas that stopped left running fail, their rooms told."""
+        """Every half lease: the tasks replicas that stopped left running fail, their rooms told, and
+        the room messages they had queued are handled here."""
         while True:
             await anyio.sleep(replicas.lease / 2)
             try:
-                failed = await self.core.take_over(await replicas.alive())
-                if failed:
-                    await self.rooms.rooms.follow(failed)
+                alive = await replicas.alive()
+                failed = await self.core.take_over(alive)
+                queued = await recover_deliveries(self.rooms.rooms, failed, alive)
+                if queued:
+                    logger.info("took over %d room message(s) of stopped replicas", queued)
             except Exception:  # a busy database: the next round tries again
                 logger.warning("could not take over stopped replicas' work", exc_info=True)
 

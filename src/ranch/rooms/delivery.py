@@ -20,11 +20,11 @@ from a2a.types import Message, Part, Role, Task
 from a2a.utils.errors import A2AError
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from ranch.agents.base import Agent, Call, Event
 from ranch.catalog.registry import Registry
-from ranch.db.models import Delivery, Execution, Room, RoomMessage
+from ranch.db.models import AgentRecord, Delivery, Execution, Room, RoomMessage
 from ranch.exceptions import AgentNotFound
 from ranch.ids import new_id
 from ranch.rooms import executions
@@ -99,15 +99,20 @@ class Dispatcher:
 
     async def _handle(self, delivery_id: str, watch: DeliveryWatch) -> None:
         async with self.bus.transaction() as tx:
-            delivery = await tx.session.get(Delivery, delivery_id)
-            if delivery is None or delivery.status != "pending":
+            claimed = await tx.session.execute(  # one replica runs it, however many woke it
+                update(Delivery)
+                .where(Delivery.id == delivery_id, Delivery.status == "pending")
+                .values(status="running", runner=self.rooms.tasks.runner),
+                execution_options={"synchronize_session": False},
+            )
+            delivery = await tx.session.get(Delivery, delivery_id) if claimed.rowcount else None  # type: ignore[attr-defined]
+            if delivery is None:
                 return
             message = await tx.session.get(RoomMessage, delivery.message_seq)
             room = await tx.session.get(Room, delivery.room_id)
             if message is None or room is None or room.status != "active":
                 delivery.status = "done"
                 return
-            delivery.status = "running"
             execution = await executions.current(tx, room.id, delivery.agent_id)
             await executions.move(tx, execution, "working")  # its task follows as the turn starts
         watch.execution_id = execution.id
@@ -190,11 +195,15 @@ def _addressed(text: str, agent_id: str) -> str:
     return stripped or text
 
 
-async def recover(rooms: Rooms, failed: dict[str, Task], external: set[str]) -> int:
-    """On start: the rows of executions whose tasks the engine failed say so, and the deliveries
-    still pending are queued again (external agents keep theirs: they read them over the API)."""
+async def recover(rooms: Rooms, failed: dict[str, Task], alive: set[str]) -> int:
+    """On start and every take-over round: the rows of executions whose tasks the engine failed say
+    so, and the deliveries replicas that are gone had queued are queued here (external agents keep
+    theirs: they read them over the API). Returns how many were queued."""
     async with rooms.bus.transaction() as tx:
-        pending = await executions.recover(tx, failed)
+        pending = await executions.recover(tx, failed, alive, rooms.tasks.runner)
+        external = set(
+            (await tx.session.scalars(select(AgentRecord.id).where(AgentRecord.is_external.is_(True)))).all()
+        )
     queued = 0
     for delivery in pending:
         if delivery.agent_id not in external:

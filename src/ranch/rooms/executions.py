@@ -10,7 +10,7 @@ room's transaction. At start, `recover` brings rows back in line with their task
 from __future__ import annotations
 
 from a2a.types import Task, TaskState
-from sqlalchemy import select, update
+from sqlalchemy import or_, select, update
 
 from ranch.agents.base import text_of
 from ranch.db.models import Delivery, Execution, now
@@ -101,17 +101,28 @@ async def fresh(tx: Tx, execution_id: str) -> Execution | None:
     return await tx.session.get(Execution, execution_id)
 
 
-async def recover(tx: Tx, failed: dict[str, Task]) -> list[Delivery]:
-    """After a restart: rows of the tasks the engine failed (`failed`, by id) say so; deliveries that
-    were running are closed; those still pending are returned to be handled again, in order."""
+async def recover(tx: Tx, failed: dict[str, Task], alive: set[str], runner: str) -> list[Delivery]:
+    """The room work of replicas that are gone (not in `alive`): rows of the tasks the engine failed
+    (`failed`, by id) say so; deliveries such a replica was running are closed; those it had queued
+    become `runner`'s and are returned to be handled, in order. Deliveries of live replicas are
+    theirs: a replica starting next to them touches none."""
     rows = (await tx.session.scalars(select(Execution).where(Execution.id.in_(list(failed))))).all()
     for row in rows:
         await project(tx, row, failed[row.id])
-    await tx.session.execute(update(Delivery).where(Delivery.status == "running").values(status="done"))
-    return list(
-        (
-            await tx.session.scalars(
-                select(Delivery).where(Delivery.status == "pending").order_by(Delivery.message_seq)
-            )
-        ).all()
+    orphaned = or_(Delivery.runner.is_(None), Delivery.runner.not_in(alive))
+    await tx.session.execute(
+        update(Delivery).where(Delivery.status == "running", orphaned).values(status="done"),
+        execution_options={"synchronize_session": False},
     )
+    waiting = select(Delivery.id).where(Delivery.status == "pending", orphaned).order_by(Delivery.message_seq)
+    claimed: list[str] = []
+    for delivery_id in (await tx.session.scalars(waiting)).all():
+        taken = await tx.session.execute(  # when replicas look at once, each delivery goes to one
+            update(Delivery).where(Delivery.id == delivery_id, Delivery.status == "pending", orphaned)
+            .values(runner=runner),
+            execution_options={"synchronize_session": False},
+        )  # fmt: skip
+        if taken.rowcount:  # type: ignore[attr-defined]
+            claimed.append(delivery_id)
+    mine = select(Delivery).where(Delivery.id.in_(claimed)).order_by(Delivery.message_seq)
+    return list((await tx.session.scalars(mine)).all())

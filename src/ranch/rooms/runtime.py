@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from ranch.catalog import records
 from ranch.catalog.registry import Registry
 from ranch.config import RanchConfig
-from ranch.db.models import AgentRecord, ApiKey, ParticipantKind, Role, Room, User
+from ranch.db.models import ApiKey, ParticipantKind, Role, Room, User
 from ranch.identity.keys import digest, issue_key
 from ranch.identity.orgs import DEFAULT_ORG, ensure_org
 from ranch.identity.principal import SYSTEM
@@ -55,6 +55,7 @@ async def start(
     group: TaskGroup,
     *,
     failed_tasks: dict[str, Task] | None = None,
+    alive: set[str] | None = None,
     admin_key: str | None = None,
     demo: bool = False,
     announce: Callable[[str], None] = print,
@@ -74,11 +75,7 @@ async def start(
     await rooms.load_known()
     if demo:
         await _demo_room(sessions, rooms, config, announce)
-    async with sessions() as session:
-        external = set(
-            (await session.scalars(select(AgentRecord.id).where(AgentRecord.is_external.is_(True)))).all()
-        )
-    queued = await recover(rooms, failed_tasks or {}, external)
+    queued = await recover(rooms, failed_tasks or {}, alive or {tasks.runner})
     if queued:
         logger.info("resuming %d room message(s) a previous run had not handled", queued)
     return RoomsRuntime(sessions, bus, rooms, rooms.dispatcher, registry, group)

@@ -354,7 +354,10 @@ class Rooms:
             ).all()
         )
         for target in targets:
-            delivery = Delivery(id=new_id(), message_seq=message.seq, room_id=room.id, agent_id=target)
+            runner = self.tasks.runner  # this replica wakes it (rooms/delivery.py)
+            delivery = Delivery(
+                id=new_id(), message_seq=message.seq, room_id=room.id, agent_id=target, runner=runner
+            )
             tx.session.add(delivery)
             tx.deliveries.append(delivery)
             if target in external:
