@@ -73,3 +73,27 @@ async def test_a_late_reader_reads_a_log_from_the_start_then_waits_for_more(kind
             tail = [r.data async for r in other.tail("task:t1", records[-1].position, idle=1.0)]
         assert tail == [b"completed"]
         assert await other.read("task:none") == []
+
+
+async def test_a_listener_is_told_when_the_redis_connection_drops() -> None:
+    """What was published while the connection was down is lost: the listener's stream ends, so it
+    catches up from the database and listens again, and then hears what comes next."""
+    async with replicas("redis") as (one, other):
+        async with other.listen("catalog") as heard:
+            await anyio.sleep(0.1)
+            await one.publish("catalog", b"before")
+            with anyio.fail_after(5):
+                assert await heard.receive() == b"before"
+            async with Redis.from_url(REDIS) as admin:  # the replicas' pub/sub connections drop
+                name = f"{other.prefix}:fanout".encode()  # type: ignore[attr-defined]
+                clients = await admin.client_list(_type="pubsub")
+                ours = [client["id"] for client in clients if client["name"].encode() == name]
+                assert ours and all([await admin.client_kill_filter(_id=id) for id in ours])
+            with anyio.fail_after(10):
+                rest = [message async for message in heard]
+            assert rest == []  # ended, not hung
+        async with other.listen("catalog") as again:
+            await anyio.sleep(0.1)
+            await one.publish("catalog", b"after")
+            with anyio.fail_after(5):
+                assert await again.receive() == b"after"

@@ -41,7 +41,9 @@ class Fanout(Protocol):
         """Tell whoever listens to `topic` now, in every replica."""
 
     def listen(self, topic: str) -> AbstractAsyncContextManager[Listening]:
-        """The messages published on `topic` from now on, while the block runs."""
+        """The messages published on `topic` from now on, while the block runs. The stream ends
+        early when messages may have been missed (a lost connection, a listener that fell behind):
+        the listener catches up from the truth and listens again."""
 
     async def append(self, log: str, data: bytes, *, ttl: float) -> str:
         """Add an entry to `log` (kept `ttl` seconds after its last entry); its position."""

@@ -36,7 +36,8 @@ class RedisFanout:
     def __init__(self, url: str, *, prefix: str = "ranch") -> None:
         self.url = url
         self.prefix = prefix
-        self._client: Redis = Redis.from_url(url)
+        self._client: Redis = Redis.from_url(url, client_name=f"{prefix}:fanout")
+        """Its connections are named after the prefix in Redis's CLIENT LIST."""
         self._pubsub: PubSub | None = None
         self._group: TaskGroup | None = None
         self._listeners: dict[str, set[MemoryObjectSendStream[bytes]]] = {}
@@ -109,6 +110,7 @@ class RedisFanout:
                 message: dict[str, Any] | None = await self._pubsub.get_message(timeout=1.0)
             except RedisError:
                 logger.warning("the Redis pub/sub connection failed; reconnecting", exc_info=True)
+                self._end_listening()
                 await anyio.sleep(0.5)
                 continue
             if message is None or message.get("type") != "message":
@@ -121,6 +123,13 @@ class RedisFanout:
                 except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
                     self._listeners.get(topic, set()).discard(stream)
                     stream.close()
+
+    def _end_listening(self) -> None:
+        """End every listener's stream: what was published while the connection was down is lost,
+        and a listener that sees its stream end knows to catch up (and listen again)."""
+        for streams in self._listeners.values():
+            for stream in streams:
+                stream.close()
 
     async def append(self, log: str, data: bytes, *, ttl: float) -> str:
         key = self._key(log)
