@@ -1,4 +1,4 @@
-"""A task run by one replica, seen from another: GetTask, ListTasks and SubscribeToTask.
+"""A task run by one replica, seen from another: GetTask, ListTasks, SubscribeToTask and CancelTask.
 
 Two hubs on one database and one Redis prefix stand for two replicas behind a load balancer:
 a task started on the first is followed, read and listed on the second as it runs, through the
@@ -13,6 +13,7 @@ from typing import Any
 
 import anyio
 from a2a.types import (
+    CancelTaskRequest,
     GetTaskRequest,
     ListTasksRequest,
     SendMessageConfiguration,
@@ -21,7 +22,8 @@ from a2a.types import (
     TaskState,
 )
 
-from _support.hubkit import serve_ranch
+from _support import probes
+from _support.hubkit import serve_ranch, wait_until
 from _support.sdk import sdk_client, user_message
 
 REDIS = "redis://127.0.0.1:6379/0"
@@ -31,6 +33,10 @@ agents:
     kind: python
     entry: _support.probes:Probe
     options: {sleep: 1.5, chunks: ["Reading ", "the ", "papers"], chunk_pause: 0.5}
+  - id: sleeper
+    kind: python
+    entry: _support.probes:Probe
+    options: {sleep: 60, reply: "too late"}
 """
 WORKING = TaskState.TASK_STATE_WORKING
 
@@ -91,5 +97,32 @@ def test_another_replica_reads_and_lists_a_running_task_as_it_is_now(database_ur
                 assert states[-1] == WORKING
                 listed = await on_second.list_tasks(ListTasksRequest(status=WORKING))
                 assert started.id in [task.id for task in listed.tasks]
+
+        anyio.run(scenario)
+
+
+def test_a_task_canceled_on_another_replica_stops_where_it_runs(database_url: str) -> None:
+    shared: dict[str, Any] = {"redis_url": REDIS, "redis_prefix": f"ranch-test-{uuid.uuid4().hex[:8]}"}
+    with (
+        serve_ranch(CONFIG, database_url, **shared) as first,
+        serve_ranch(CONFIG, database_url, **shared) as second,
+    ):
+
+        async def scenario() -> None:
+            async with sdk_client(first.agent_url("sleeper")) as on_first:
+                request = SendMessageRequest(
+                    message=user_message("wait"),
+                    configuration=SendMessageConfiguration(return_immediately=True),
+                )
+                started = [response async for response in on_first.send_message(request)][0].task
+                wait_until(lambda: probes.BUSY["sleeper"] == 1, what="the first replica running it")
+                async with sdk_client(second.agent_url("sleeper")) as on_second:
+                    canceled = await on_second.cancel_task(CancelTaskRequest(id=started.id))
+                    assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+                # the run on the first replica stopped: it will not overwrite CANCELED with its answer
+                assert probes.BUSY["sleeper"] == 0
+                kept = await on_first.get_task(GetTaskRequest(id=started.id))
+                assert kept.status.state == TaskState.TASK_STATE_CANCELED
+                assert "too late" not in str(kept)
 
         anyio.run(scenario)

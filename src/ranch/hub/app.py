@@ -268,6 +268,7 @@ class Hub:
             self._gateway = Gateway(self._rooms)
             known = self._rooms.rooms.known
             await group.start(self.changes.follow, fanout, self._resync, known.__setitem__)
+            await group.start(self._core.hear_stops)
             group.start_soon(self._take_over, replicas)
             for service in self.services:
                 await stack.enter_async_context(service())

@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator
 from typing import TypeVar
 
 import anyio
+import orjson
 from a2a.types import (
     Artifact,
     ListTasksRequest,
@@ -48,6 +49,7 @@ from a2a.utils.errors import (
     UnsupportedOperationError,
 )
 from anyio.abc import TaskGroup
+from anyio.abc import TaskStatus as AnyioTaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream
 from google.protobuf.struct_pb2 import Struct, Value
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -83,18 +85,22 @@ SAVE_ATTEMPTS = 3
 STOP_GRACE = 10.0
 """Seconds CancelTask waits for a stopped run to store its final state."""
 READY = "ready"
+"""An execution's status between messages (INPUT_REQUIRED on the wire, this in its metadata)."""
 LOG_TTL = 3600.0
 """Seconds a task's log of events is kept after its last event (other replicas read it)."""
 FOLLOW_IDLE = 30.0
 """Seconds a replica following another's run waits for its next event before it looks again."""
 
 
+STOPS = "tasks.stop"
+"""The fan-out topic on which a replica asks the one running a task to cancel or complete it."""
+STOP_POLL = 0.05
+"""Seconds between looks at a task another replica was asked to stop."""
+
+
 def task_log(task_id: str) -> str:
     """The fan-out log of a task's events, which other replicas read."""
     return f"task:{task_id}"
-
-
-"""An execution's status between messages (INPUT_REQUIRED on the wire, this in its metadata)."""
 
 
 class TaskEngine:
@@ -504,10 +510,61 @@ class TaskEngine:
         task = await self.get(task_id, owner)
         if task.status.state in TERMINAL:
             raise TaskNotCancelableError(f"task {task_id} already ended and cannot be {ending}")
+        if self.fanout.shared and not _at_rest(task):  # another replica runs it: that one stops it
+            stopped = await self._stop_elsewhere(task_id, owner, ending, reason)
+            if stopped is not None:
+                return stopped
+            # no replica stopped it (the one running it is gone): it is recorded here
         state = CANCELED if ending == "canceled" else COMPLETED
         return await self.record(
             task_id, owner, state, reason, execution=ending if _execution(task) else None
         )
+
+    async def _stop_elsewhere(self, task_id: str, owner: str, ending: str, reason: str) -> Task | None:
+        """Ask the replica running the task to stop it; the task once it is stored ended, or None
+        when it is not within STOP_GRACE."""
+        request = {"task": task_id, "owner": owner, "ending": ending, "reason": reason}
+        await self.fanout.publish(STOPS, orjson.dumps(request))
+        with anyio.move_on_after(STOP_GRACE):
+            while True:
+                stored = await self._stored(task_id, owner)
+                if stored is not None and stored.status.state in TERMINAL:
+                    return stored
+                await anyio.sleep(STOP_POLL)
+        return None
+
+    async def hear_stops(self, *, task_status: AnyioTaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Stop the runs here that a CancelTask (or a completion) reaching another replica names;
+        until cancelled, started once it listens. One process: nothing to hear."""
+        if not self.fanout.shared:
+            task_status.started()
+            return
+        started = False
+        while True:
+            try:
+                async with self.fanout.listen(STOPS) as requests:
+                    if not started:
+                        task_status.started()
+                        started = True
+                    async for data in requests:
+                        self._stop_here(data)
+            except Exception:
+                if not started:
+                    raise
+                logger.warning("lost the stop requests of other replicas; listening again", exc_info=True)
+                await anyio.sleep(1.0)
+
+    def _stop_here(self, data: bytes) -> None:
+        try:
+            request = orjson.loads(data)
+            run = self.live.get(str(request["task"]))
+            ending, reason, owner = str(request["ending"]), str(request["reason"]), str(request["owner"])
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            logger.warning("a stop request that is not one was ignored")
+            return
+        if run is not None and run.owner == owner and ending in ("canceled", "completed"):
+            run.ending, run.ending_reason = ending, reason
+            run.scope.cancel()
 
     def watch(self, task_id: str, owner: str) -> tuple[Run, MemoryObjectReceiveStream[Event]] | None:
         run = self.live.get(task_id)
