@@ -7,6 +7,7 @@ milliseconds, apart from the HTTP tests that show the same rules on the wire.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -14,12 +15,16 @@ from pathlib import Path
 import anyio
 import pytest
 from a2a.types import Message, Part, Role, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
+from a2a.utils.proto_utils import to_stream_response
 from google.protobuf.json_format import MessageToDict
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from ranch.agents.base import Agent, AgentInfo, Call, Event, reply, text_of
 from ranch.db import migrate
 from ranch.db.engine import open_engine
-from ranch.tasks.engine import TaskEngine
+from ranch.fanout import RedisFanout
+from ranch.tasks.engine import TaskEngine, task_log
 from ranch.tasks.store import SqlTaskStore, owner_context, owner_of
 from ranch.wire.keys import DONE, EXECUTION
 
@@ -27,6 +32,7 @@ pytestmark = pytest.mark.anyio
 OWNER = "agent/alice"
 COMPLETED = TaskState.TASK_STATE_COMPLETED
 INPUT_REQUIRED = TaskState.TASK_STATE_INPUT_REQUIRED
+REDIS = "redis://127.0.0.1:6379/0"
 
 
 class Scripted(Agent):
@@ -195,3 +201,34 @@ async def test_a_stopped_replicas_running_tasks_fail_and_nothing_else(tmp_path: 
         assert await tasks.take_over({"second"}) == {}  # taken once
         kept = await tasks.get("ex-9", "room:r")  # an outside party works on it: left as it was
         assert kept.status.state == TaskState.TASK_STATE_WORKING
+
+
+async def test_a_subscriber_on_another_replica_follows_a_run_that_has_not_logged_yet(tmp_path: Path) -> None:
+    """Right after a returnImmediately, the task is stored WORKING on the replica that runs it and
+    its log is still empty: a SubscribeToTask on another replica waits for the log, not ends."""
+    try:
+        async with Redis.from_url(REDIS) as probe:
+            await probe.ping()
+    except (RedisError, OSError) as exc:
+        pytest.fail(f"this test needs Redis at 127.0.0.1:6379: {exc}")
+    database = open_engine(f"sqlite+aiosqlite:///{tmp_path / 'tasks.db'}")
+    await migrate.upgrade(database)
+    try:
+        async with RedisFanout(REDIS, prefix=f"ranch-test-{uuid.uuid4().hex[:8]}") as fanout:
+            async with anyio.create_task_group() as group:
+                tasks = TaskEngine(SqlTaskStore(database, owner_of), group, runner="second", fanout=fanout)
+                await tasks.record("t-1", OWNER, TaskState.TASK_STATE_WORKING, context_id="c-1")
+                followed = await tasks.follow("t-1", OWNER)
+                assert followed is not None
+                first = await anext(followed)
+                assert isinstance(first, Task) and first.status.state == TaskState.TASK_STATE_WORKING
+                ended = TaskStatusUpdateEvent(
+                    task_id="t-1", context_id="c-1", status=TaskStatus(state=COMPLETED)
+                )  # the running replica's first logged event
+                await fanout.append(task_log("t-1"), to_stream_response(ended).SerializeToString(), ttl=60)
+                with anyio.fail_after(10):
+                    rest = [event async for event in followed]
+                assert [e.status.state for e in rest if isinstance(e, TaskStatusUpdateEvent)] == [COMPLETED]
+                group.cancel_scope.cancel()
+    finally:
+        await database.dispose()

@@ -458,9 +458,9 @@ class TaskEngine:
             return None
         records = await self.fanout.read(task_log(task_id))
         current, position = _fold_log(records)
-        if current is None:
-            return None
-        return self._following(task_id, owner, current, position)
+        # an empty log: the run was accepted (returnImmediately) and has not logged yet; its log is
+        # followed from the start, after the task as stored
+        return self._following(task_id, owner, current or task, position)
 
     async def _following(
         self, task_id: str, owner: str, current: Task, position: str
