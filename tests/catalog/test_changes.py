@@ -12,9 +12,8 @@ import anyio
 import orjson
 import pytest
 
-from ranch.catalog import changes as changes_module
 from ranch.catalog.changes import TOPIC, Changes
-from ranch.fanout import Listening
+from ranch.fanout import Listening, hearing
 from ranch.identity.security import build_security
 
 pytestmark = pytest.mark.anyio
@@ -52,7 +51,7 @@ class FlakyFanout:
 
 
 async def test_a_listener_that_falls_behind_or_fails_reloads_and_listens_again(monkeypatch: Any) -> None:
-    monkeypatch.setattr(changes_module, "LISTEN_AGAIN", 0.01)
+    monkeypatch.setattr(hearing, "LISTEN_AGAIN", 0.01)
     security = build_security("keys", set(), lambda: None, session_ttl=None)  # type: ignore[arg-type,return-value]
     changes = Changes(security)
     fanout = FlakyFanout()

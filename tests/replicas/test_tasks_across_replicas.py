@@ -1,4 +1,5 @@
-"""A task run by one replica, seen from another: GetTask, ListTasks, SubscribeToTask and CancelTask.
+"""A task run by one replica, seen from another: GetTask, ListTasks, SubscribeToTask, CancelTask and
+push notification configs.
 
 Two hubs on one database and one Redis prefix stand for two replicas behind a load balancer:
 a task started on the first is followed, read and listed on the second as it runs, through the
@@ -19,12 +20,18 @@ from a2a.types import (
     SendMessageConfiguration,
     SendMessageRequest,
     SubscribeToTaskRequest,
+    TaskPushNotificationConfig,
     TaskState,
 )
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
 from _support import probes
 from _support.hubkit import serve_ranch, wait_until
 from _support.sdk import sdk_client, user_message
+from _support.servers import ServerThread
 
 REDIS = "redis://127.0.0.1:6379/0"
 CONFIG = """
@@ -124,5 +131,39 @@ def test_a_task_canceled_on_another_replica_stops_where_it_runs(database_url: st
                 kept = await on_first.get_task(GetTaskRequest(id=started.id))
                 assert kept.status.state == TaskState.TASK_STATE_CANCELED
                 assert "too late" not in str(kept)
+
+        anyio.run(scenario)
+
+
+def test_a_push_config_made_on_another_replica_is_told_the_runs_updates(database_url: str) -> None:
+    states: list[str] = []
+
+    async def hook(request: Request) -> Response:
+        body = await request.json()
+        states.append(body.get("statusUpdate", {}).get("status", {}).get("state", ""))
+        return JSONResponse({"ok": True})
+
+    shared: dict[str, Any] = {
+        "redis_url": REDIS,
+        "redis_prefix": f"ranch-test-{uuid.uuid4().hex[:8]}",
+        "allow_private_outbound": True,  # the webhook listens on 127.0.0.1
+    }
+    with (
+        ServerThread(Starlette(routes=[Route("/hook", hook, methods=["POST"])]), name="hook") as webhook,
+        serve_ranch(CONFIG, database_url, **shared) as first,
+        serve_ranch(CONFIG, database_url, **shared) as second,
+    ):
+
+        async def scenario() -> None:
+            async with sdk_client(first.agent_url("reader")) as on_first:
+                request = SendMessageRequest(
+                    message=user_message("read"),
+                    configuration=SendMessageConfiguration(return_immediately=True),
+                )
+                started = [response async for response in on_first.send_message(request)][0].task
+            async with sdk_client(second.agent_url("reader")) as on_second:  # the run sleeps 1.5 s first
+                config = TaskPushNotificationConfig(task_id=started.id, id="hook", url=f"{webhook.url}/hook")
+                await on_second.create_task_push_notification_config(config)
+            wait_until(lambda: "TASK_STATE_COMPLETED" in states, what="the end, told by the first replica")
 
         anyio.run(scenario)

@@ -20,13 +20,12 @@ import orjson
 from anyio.abc import TaskStatus
 
 from ranch.fanout import Fanout
+from ranch.fanout.hearing import hear
 from ranch.identity.security import Security
 
 logger = logging.getLogger(__name__)
 
 TOPIC = "catalog.changes"
-LISTEN_AGAIN = 1.0
-"""Seconds before listening again when the fan-out failed (Redis restarting)."""
 
 
 class Changes:
@@ -69,28 +68,13 @@ class Changes:
         `resync` reloads the agents table and the rooms; `add_room(room_id, org_id)` learns one room.
         """
         self._fanout, self._resync, self._add_room = fanout, resync, add_room
-        if not fanout.shared:
-            task_status.started()
-            return
-        started = False
-        while True:
-            try:
-                async with fanout.listen(TOPIC) as changes:
-                    if not started:
-                        task_status.started()
-                        started = True
-                    async for data in changes:
-                        await self._apply(data)
-                logger.warning("fell behind the catalog changes of other replicas; reloading what is cached")
-            except Exception:
-                if not started:
-                    raise  # at start: a hub that cannot hear its replicas does not start
-                logger.warning("lost the catalog changes of other replicas; listening again", exc_info=True)
-                await anyio.sleep(LISTEN_AGAIN)
-            # whatever was missed meanwhile: start again from the database
-            self.security.keys.forget_all()
-            self.security.access.forget_all()
-            await self._reload()
+        await hear(fanout, TOPIC, self._apply, on_gap=self._catch_up, task_status=task_status)
+
+    async def _catch_up(self) -> None:
+        """Whatever was missed: forget what is cached and start again from the database."""
+        self.security.keys.forget_all()
+        self.security.access.forget_all()
+        await self._reload()
 
     async def _apply(self, data: bytes) -> None:
         try:

@@ -59,9 +59,10 @@ from ranch.agents.fold import TaskFold, archive_status, state_name
 from ranch.agents.invoke import invoke
 from ranch.exceptions import RanchError, StoreUnavailable
 from ranch.fanout import Fanout, MemoryFanout, Record
+from ranch.fanout.hearing import hear
 from ranch.ids import new_id
 from ranch.tasks import listing
-from ranch.tasks.push import PushNotifier
+from ranch.tasks.push import CONTROL, PushNotifier
 from ranch.tasks.run import RecentTasks, Run, RunSink
 from ranch.tasks.store import SqlTaskStore, owner_context
 from ranch.wire import keys
@@ -90,10 +91,6 @@ LOG_TTL = 3600.0
 """Seconds a task's log of events is kept after its last event (other replicas read it)."""
 FOLLOW_IDLE = 30.0
 """Seconds a replica following another's run waits for its next event before it looks again."""
-
-
-STOPS = "tasks.stop"
-"""The fan-out topic on which a replica asks the one running a task to cancel or complete it."""
 STOP_POLL = 0.05
 """Seconds between looks at a task another replica was asked to stop."""
 
@@ -523,8 +520,8 @@ class TaskEngine:
     async def _stop_elsewhere(self, task_id: str, owner: str, ending: str, reason: str) -> Task | None:
         """Ask the replica running the task to stop it; the task once it is stored ended, or None
         when it is not within STOP_GRACE."""
-        request = {"task": task_id, "owner": owner, "ending": ending, "reason": reason}
-        await self.fanout.publish(STOPS, orjson.dumps(request))
+        request = {"kind": "stop", "task": task_id, "owner": owner, "ending": ending, "reason": reason}
+        await self.fanout.publish(CONTROL, orjson.dumps(request))
         with anyio.move_on_after(STOP_GRACE):
             while True:
                 stored = await self._stored(task_id, owner)
@@ -534,36 +531,28 @@ class TaskEngine:
         return None
 
     async def hear_stops(self, *, task_status: AnyioTaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Stop the runs here that a CancelTask (or a completion) reaching another replica names;
-        until cancelled, started once it listens. One process: nothing to hear."""
-        if not self.fanout.shared:
-            task_status.started()
-            return
-        started = False
-        while True:
-            try:
-                async with self.fanout.listen(STOPS) as requests:
-                    if not started:
-                        task_status.started()
-                        started = True
-                    async for data in requests:
-                        self._stop_here(data)
-            except Exception:
-                if not started:
-                    raise
-                logger.warning("lost the stop requests of other replicas; listening again", exc_info=True)
-                await anyio.sleep(1.0)
+        """Stop the runs here that a CancelTask (or a completion) reaching another replica names,
+        and hear which tasks got push configs there; until cancelled, started once it listens."""
+        await hear(self.fanout, CONTROL, self._control, task_status=task_status)
 
-    def _stop_here(self, data: bytes) -> None:
+    async def _control(self, data: bytes) -> None:
         try:
             request = orjson.loads(data)
-            run = self.live.get(str(request["task"]))
-            ending, reason, owner = str(request["ending"]), str(request["reason"]), str(request["owner"])
-        except (orjson.JSONDecodeError, KeyError, TypeError):
-            logger.warning("a stop request that is not one was ignored")
+            kind, task_id = request.get("kind", "stop"), str(request["task"])
+        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+            logger.warning("a task control message that is not one was ignored")
             return
+        if kind == "push":
+            if self.push is not None:
+                self.push.store.changed_elsewhere(task_id)
+            return
+        self._stop_here(request)
+
+    def _stop_here(self, request: dict[str, object]) -> None:
+        run = self.live.get(str(request.get("task")))
+        ending, owner = str(request.get("ending")), str(request.get("owner"))
         if run is not None and run.owner == owner and ending in ("canceled", "completed"):
-            run.ending, run.ending_reason = ending, reason
+            run.ending, run.ending_reason = ending, str(request.get("reason"))
             run.scope.cancel()
 
     def watch(self, task_id: str, owner: str) -> tuple[Run, MemoryObjectReceiveStream[Event]] | None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import anyio
 import httpx
+import orjson
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks.push_notification_config_store import (
     PushNotificationConfigStore,
@@ -41,6 +42,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from ranch.db.models import push_configs
 from ranch.db.upsert import insert_for
 from ranch.exceptions import InvalidInput
+from ranch.fanout import Fanout
 from ranch.policy.egress import RefusedConnection, guarded_client
 from ranch.policy.ssrf import UrlGuard
 
@@ -55,14 +57,34 @@ QUEUED_UPDATES = 256
 OwnerResolver = Callable[[ServerCallContext], str]
 
 
-class PushConfigStore(PushNotificationConfigStore):
-    """Webhook configs per task, in SQL, scoped by owner; `has_configs` answers from memory."""
+CONTROL = "tasks.control"
+"""The fan-out topic on which a replica asks the one running a task to cancel or complete it
+(`TaskEngine`), and tells the others that a task's push configs changed (here)."""
 
-    def __init__(self, engine: AsyncEngine, owner_resolver: OwnerResolver) -> None:
+
+class PushConfigStore(PushNotificationConfigStore):
+    """Webhook configs per task, in SQL, scoped by owner; `has_configs` answers from memory.
+
+    With replicas, a config made or removed on one is told to the others (`fanout`), since the
+    task may run on another one, which then reads its configs again."""
+
+    def __init__(
+        self, engine: AsyncEngine, owner_resolver: OwnerResolver, fanout: Fanout | None = None
+    ) -> None:
         self.engine = engine
         self.owner_of = owner_resolver
+        self.fanout = fanout
         self._tasks: set[str] = set()
         self._cache: dict[str, list[TaskPushNotificationConfig]] = {}
+
+    def changed_elsewhere(self, task_id: str) -> None:
+        """Another replica changed `task_id`'s configs: read them again before the next update."""
+        self._tasks.add(task_id)  # a dispatch that finds none costs one query
+        self._cache.pop(task_id, None)
+
+    async def _tell(self, task_id: str) -> None:
+        if self.fanout is not None and self.fanout.shared:
+            await self.fanout.publish(CONTROL, orjson.dumps({"kind": "push", "task": task_id}))
 
     async def initialize(self) -> None:
         """Learn which tasks have configs (the table itself is created by the migrations)."""
@@ -94,6 +116,7 @@ class PushConfigStore(PushNotificationConfigStore):
             await connection.execute(upsert)
         self._tasks.add(task_id)
         self._cache.pop(task_id, None)
+        await self._tell(task_id)
         return config
 
     async def get_info(self, task_id: str, context: ServerCallContext) -> list[TaskPushNotificationConfig]:
@@ -114,6 +137,7 @@ class PushConfigStore(PushNotificationConfigStore):
         async with self.engine.begin() as connection:
             await connection.execute(delete(push_configs).where(and_(*where)))
         self._cache.pop(task_id, None)
+        await self._tell(task_id)
         if not await self._select(task_id, None):
             self._tasks.discard(task_id)
 
