@@ -7,7 +7,8 @@ message first, so the agent receives no extension data (SC-003). Transport and
 protocol failures become `AgentError`s naming this agent; so does a reply larger
 than the pool's `max_reply_bytes`, measured as the events fold in (the pool
 already stops reading a single oversized body), and a connection the guard
-refused (a tenant's agent whose card names an internal address).
+refused (a tenant's agent whose card names an internal address). Its `headers` go
+to the origin of its `url` only: a card sending calls elsewhere is refused (wire/client.py).
 
 Ids: callers pass their own contextId. The agent keeps, per (owner, caller context),
 the remote contextId the peer assigned and the remote task that is waiting for
@@ -45,7 +46,7 @@ from ranch.agents.base import Agent, AgentInfo, Call, Event
 from ranch.exceptions import AgentError, AgentTimeout, AgentUnavailable, InvalidAgentReply, ReplyTooLarge
 from ranch.policy.egress import RefusedConnection
 from ranch.wire import client_routing
-from ranch.wire.client import CardError, ClientPool, ResponseTooLarge, Verify
+from ranch.wire.client import CardError, ClientPool, ForeignInterface, ResponseTooLarge, Verify
 from ranch.wire.events import INTERRUPTED, TERMINAL, ReplyMeter
 
 logger = logging.getLogger(__name__)
@@ -87,12 +88,19 @@ class RemoteAgent(Agent):
 
     async def card(self) -> AgentCard:
         """The peer's card, fetched with this agent's headers (its credentials), verified if configured."""
+        card, _client = await self._resolve()
+        return card
+
+    async def _resolve(self) -> tuple[AgentCard, Client]:
+        """The card and the SDK client built from it (one fetch: a call goes where the checked card says)."""
         try:
-            return await self._pool.card(self.url, self._headers, self._ttl, self._verify)
+            return await self._pool.resolve(self.url, self._headers, self._ttl, self._verify)
         except SignatureVerificationError as exc:
             raise AgentUnavailable(
                 self.id, f"its agent card at {self.url} has no signature from a trusted key ({exc})"
             ) from exc
+        except ForeignInterface as exc:
+            raise AgentUnavailable(self.id, str(exc)) from exc
         except CardError as exc:
             raise AgentUnavailable(self.id, f"cannot read its agent card: {exc}") from exc
         except (httpx.HTTPError, A2AError, ValueError) as exc:
@@ -115,10 +123,9 @@ class RemoteAgent(Agent):
         )
 
     async def run(self, message: Message, call: Call) -> AsyncGenerator[Event, None]:
-        card = await self.card()
+        card, client = await self._resolve()
         session = self._session(call.owner, message.context_id)
         outgoing, context = self._outgoing(card, message, call, session)
-        client = await self._pool.client(self.url, self._headers, self._ttl, self._verify)
         stream = cast(
             AsyncGenerator[StreamResponse, None],
             client.send_message(SendMessageRequest(message=outgoing), context=context),

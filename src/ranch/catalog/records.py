@@ -41,6 +41,7 @@ from ranch.identity.orgs import DEFAULT_ORG, SEPARATOR, own_id
 from ranch.identity.principal import Principal
 from ranch.identity.visibility import named_agent
 from ranch.policy.ssrf import UrlGuard
+from ranch.wire.client import ForeignInterface
 
 OPERATOR = "_operator"
 """Set in the stored spec of an agent the superuser registered: it may call internal addresses."""
@@ -344,7 +345,8 @@ async def _fetch_card(agent: RemoteAgent, tenant_guard: UrlGuard | None) -> Agen
     try:
         card = await agent.card()
     except RanchError as exc:
-        raise Unprocessable(f"cannot read a valid agent card: {exc}", "url") from exc
+        foreign = isinstance(exc.__cause__, ForeignInterface)  # read, but it would take the headers elsewhere
+        raise Unprocessable(str(exc) if foreign else f"cannot read a valid agent card: {exc}", "url") from exc
     if tenant_guard is not None:
         await _card_safe(card, tenant_guard)
     return card

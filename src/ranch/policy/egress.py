@@ -29,6 +29,24 @@ class RefusedConnection(httpcore.ConnectError):
     """The guard refused the address a connection would have gone to; the message says why."""
 
 
+def refused(exc: BaseException) -> RefusedConnection | None:
+    """The guard's refusal behind `exc`, if any: SDKs wrap it in their own errors, chain it as a
+    cause or context, and (the MCP client's task groups) put it in exception groups."""
+    pending: list[BaseException] = [exc]
+    seen: set[int] = set()
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, RefusedConnection):
+            return current
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(current.exceptions)
+        pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+    return None
+
+
 class GuardedBackend(httpcore.AsyncNetworkBackend):
     """Resolve with the guard, judge every address, connect to a judged one."""
 

@@ -9,6 +9,11 @@ the SDK; they are trusted for `ttl` seconds, and a failed fetch is remembered fo
 `card_retry` seconds so a team's turns do not each wait for a dead card endpoint.
 Every response body, and every event of a stream, is read at most up to
 `read_limit` bytes: a member cannot make ranch buffer an unbounded reply.
+
+An agent's `headers` (its credentials) go only to the origin (scheme, host and
+port) of the URL they were configured with: a card fetched with headers whose
+interfaces send calls to another origin is refused (`ForeignInterface`), so a
+peer's card cannot redirect the credentials to a host the operator never named.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import httpx
@@ -43,10 +49,16 @@ Verify = Callable[[AgentCard], None]
 """Checks a fetched card; raises when it must not be used."""
 TransportFactory = Callable[[], httpx.AsyncBaseTransport]
 """Makes the transport of a pool's clients (a guarded one for tenants' agents)."""
+BINDINGS = [TransportProtocol.JSONRPC, TransportProtocol.HTTP_JSON]
+"""The protocol bindings ranch calls peers over, in order of preference."""
 
 
 class CardError(Exception):
     """An agent card could not be fetched or read; the message says why, naming any limit."""
+
+
+class ForeignInterface(CardError):
+    """A card fetched with an agent's headers sends calls to another origin than the agent's URL."""
 
 
 class ResponseTooLarge(httpx.ReadError):
@@ -90,7 +102,7 @@ class ClientPool:
             ClientConfig(
                 httpx_client=self._http,
                 streaming=True,
-                supported_protocol_bindings=[TransportProtocol.JSONRPC, TransportProtocol.HTTP_JSON],
+                supported_protocol_bindings=list(BINDINGS),
             )
         )
         self._cards: dict[tuple[bool, str, tuple[tuple[str, str], ...]], _CachedCard] = {}
@@ -146,6 +158,17 @@ class ClientPool:
         """An SDK client for the agent at `url`, built from its (cached, verified) card."""
         return (await self._entry(url, headers, ttl, verify)).client
 
+    async def resolve(
+        self,
+        url: str,
+        headers: dict[str, str] | None = None,
+        ttl: float = 300.0,
+        verify: Verify | None = None,
+    ) -> tuple[AgentCard, Client]:
+        """The card and the SDK client built from that same card (a call checks what it will use)."""
+        entry = await self._entry(url, headers, ttl, verify)
+        return entry.card, entry.client
+
     def forget(self, url: str) -> None:
         """Drop a cached card, e.g. after the agent stopped answering."""
         for key in [key for key in self._cards if key[1] == url]:
@@ -172,6 +195,8 @@ class ClientPool:
             self._failures.pop(key, None)
             if verify is not None:
                 verify(card)
+            if headers:
+                same_origin(url, card)
             entry = _CachedCard(card=card, fetched=time.monotonic(), client=self._factory.create(card))
             self._cards[key] = entry
             return entry
@@ -220,6 +245,31 @@ class ClientPool:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+def same_origin(url: str, card: AgentCard) -> None:
+    """Raise `ForeignInterface` when an interface ranch could call is on another origin than `url`."""
+    home = origin(url)
+    for index, interface in enumerate(card.supported_interfaces):
+        if interface.protocol_binding in BINDINGS and (home is None or origin(interface.url) != home):
+            raise ForeignInterface(
+                f"its card sends calls to {interface.url} (supportedInterfaces[{index}].url), another "
+                f"origin than its url {url}: its headers go to that url's origin only, so ranch does not "
+                "call it (if it is the same agent, set url to the origin its card names)"
+            )
+
+
+def origin(url: str) -> tuple[str, str, int] | None:
+    """(scheme, host, port) of `url`, the port filled in from the scheme; None when it has none."""
+    try:
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        port = parts.port or {"http": 80, "https": 443}.get(scheme)
+    except ValueError:
+        return None
+    if not parts.hostname or port is None:
+        return None
+    return scheme, parts.hostname.lower(), port
 
 
 def _reason(exc: httpx.HTTPError) -> str:

@@ -7,6 +7,10 @@
   enum of the peer ids plus `user` and `sender`. Its call is the routing
   decision; it is answered at once and never reaches a tool server.
 
+A server that cannot be reached is left out of that model call (its tools come
+back when it answers again); one whose address the URL guard refused (a
+tenant's agent pointing inward) ends the turn, naming the server and the reason.
+
 Arguments are parsed and checked against the function's JSON schema first; a
 problem goes back to the model as an error result so it can correct the call.
 """
@@ -21,7 +25,8 @@ from typing import Any
 from ranch.agents.llm.mcp import McpServer, ToolResult, schema_error
 from ranch.agents.llm.remote_tool import NAME as CALL_REMOTE
 from ranch.agents.llm.remote_tool import RemoteAgentTool
-from ranch.exceptions import ToolError
+from ranch.exceptions import AgentUnavailable, ToolError
+from ranch.policy.egress import refused
 from ranch.wire import client_routing
 
 logger = logging.getLogger(__name__)
@@ -55,6 +60,10 @@ class Toolbox:
             try:
                 tools = await server.list_tools()
             except ToolError as exc:  # the model works without that server's tools this time
+                if refused(exc) is not None:  # ... unless the guard refused it: that will not pass
+                    raise AgentUnavailable(
+                        self.owner, f"{exc}; an organization's agents may not call it"
+                    ) from exc
                 logger.warning("agent %s: %s", self.owner, exc)
                 continue
             for tool in tools:
