@@ -11,6 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import anyio
 from a2a.types import (
@@ -26,6 +27,9 @@ from a2a.types import (
 from ranch.ids import new_id
 from ranch.wire.client_routing import URI, RoutingDecision, SimplifiedAgentCard, attach_decision
 from ranch.wire.events import ROLE_AGENT
+
+if TYPE_CHECKING:  # the database layer loads with the server, not with `import ranch`
+    from ranch.db.conversations import ConversationStore
 
 Event = Message | Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent
 """What an agent yields: the four A2A stream payloads."""
@@ -106,6 +110,10 @@ class Agent(ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - most kinds hold nothing; they need not override
         """Release what the agent holds (connections, subprocesses)."""
+
+    def keep_state(self, store: ConversationStore) -> None:  # noqa: B027 - most kinds keep none
+        """Keep what the agent remembers of conversations in `store` (the hub's database), so a
+        restart or another replica continues them; the hub calls it before serving."""
 
 
 async def gather_infos(agents: Sequence[Agent]) -> list[AgentInfo]:

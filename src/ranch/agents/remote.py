@@ -43,6 +43,7 @@ from a2a.utils.signing import SignatureVerificationError
 from google.protobuf import json_format
 
 from ranch.agents.base import Agent, AgentInfo, Call, Event
+from ranch.db.conversations import ConversationStore
 from ranch.exceptions import AgentError, AgentTimeout, AgentUnavailable, InvalidAgentReply, ReplyTooLarge
 from ranch.policy.egress import RefusedConnection
 from ranch.wire import client_routing
@@ -85,6 +86,11 @@ class RemoteAgent(Agent):
         self._ttl = card_ttl
         self._verify = verify
         self._sessions: OrderedDict[tuple[str, str], RemoteSession] = OrderedDict()
+        self._state: ConversationStore | None = None
+        """Where the sessions are kept when the hub has a database (then it is the truth)."""
+
+    def keep_state(self, store: ConversationStore) -> None:
+        self._state = store
 
     async def card(self) -> AgentCard:
         """The peer's card, fetched with this agent's headers (its credentials), verified if configured."""
@@ -124,7 +130,19 @@ class RemoteAgent(Agent):
 
     async def run(self, message: Message, call: Call) -> AsyncGenerator[Event, None]:
         card, client = await self._resolve()
-        session = self._session(call.owner, message.context_id)
+        session = await self._session(call.owner, message.context_id)
+        began = (session.context_id, session.waiting_task_id)
+        try:
+            async for event in self._call(card, client, message, call, session):
+                yield event
+        finally:
+            if (session.context_id, session.waiting_task_id) != began:
+                with anyio.CancelScope(shield=True):
+                    await self._save(call.owner, message.context_id, session)
+
+    async def _call(
+        self, card: AgentCard, client: Client, message: Message, call: Call, session: RemoteSession
+    ) -> AsyncGenerator[Event, None]:
         outgoing, context = self._outgoing(card, message, call, session)
         stream = cast(
             AsyncGenerator[StreamResponse, None],
@@ -204,16 +222,31 @@ class RemoteAgent(Agent):
             except (httpx.HTTPError, A2AError, A2AClientError) as exc:
                 logger.warning("agent %s: could not cancel its task %s: %s", self.id, task_id, exc)
 
-    def _session(self, owner: str, caller_context: str) -> RemoteSession:
-        """The peer's ids for one owner's context: another owner's same contextId is another session."""
+    async def _session(self, owner: str, caller_context: str) -> RemoteSession:
+        """The peer's ids for one owner's context: another owner's same contextId is another session.
+        With a database, read there (the previous call may have run before a restart, or on
+        another replica)."""
         if not caller_context:
             return RemoteSession()
+        if self._state is not None:
+            stored = await self._state.session(self.id, owner, caller_context)
+            return RemoteSession(*stored) if stored is not None else RemoteSession()
         key = (owner, caller_context)
         session = self._sessions.pop(key, None) or RemoteSession()
         self._sessions[key] = session
         while len(self._sessions) > MAX_SESSIONS:
             self._sessions.popitem(last=False)
         return session
+
+    async def _save(self, owner: str, caller_context: str, session: RemoteSession) -> None:
+        if self._state is None or not caller_context:
+            return
+        try:
+            await self._state.save_session(
+                self.id, owner, caller_context, session.context_id, session.waiting_task_id
+            )
+        except Exception:  # the answer is in; the next call starts a new task with the peer
+            logger.warning("agent %s: could not store its session", self.id, exc_info=True)
 
 
 def _cause(exc: BaseException, kind: type[E]) -> E | None:

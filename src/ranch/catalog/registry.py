@@ -12,6 +12,7 @@ from ranch.catalog.build import build_agent, build_team
 from ranch.config import (
     RanchConfig,
 )
+from ranch.db.conversations import ConversationStore
 from ranch.exceptions import AgentNotFound, Conflict
 from ranch.wire.client import ClientPool
 
@@ -29,6 +30,7 @@ class Registry:
         self._hosted: dict[str, anyio.Event] = {}
         self._opening: set[str] = set()
         """Ids being hosted right now (their agent is opening): nobody else may host them meanwhile."""
+        self._state: ConversationStore | None = None
         for agent_config in config.agents:
             self._agents[agent_config.id] = build_agent(agent_config, pool)
         pending = {team.id: team for team in config.teams}
@@ -53,7 +55,15 @@ class Registry:
         finally:
             self._opening.discard(agent.id)
 
+    def keep_state(self, store: ConversationStore) -> None:
+        """Every agent served, now and later, keeps its conversations in `store`."""
+        self._state = store
+        for agent in self._agents.values():
+            agent.keep_state(store)
+
     async def _host(self, agent: Agent, group: TaskGroup) -> None:
+        if self._state is not None:
+            agent.keep_state(self._state)
         stop = anyio.Event()
 
         async def own(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:

@@ -347,3 +347,30 @@ push_configs = Table(
     Column("body", LargeBinary, nullable=False),
 )
 """Webhook configs per task (tasks/push.py)."""
+
+team_conversations = Table(
+    "team_conversations",
+    Base.metadata,
+    Column("team_id", String(64), primary_key=True),
+    Column("owner", String(255), primary_key=True),
+    Column("context_id", String(255), primary_key=True),
+    Column("version", BigInteger, nullable=False, default=0),
+    Column("state", JSON, nullable=False),
+    Column("updated_at", Float, nullable=False, default=now),
+)
+"""A team conversation (routing/context.py) by (team, owner, contextId): its transcript, how far
+each member has read, and the member waiting for input; `version` counts the turns that wrote it,
+so a replica holding an older copy in memory reads it again."""
+
+member_sessions = Table(
+    "member_sessions",
+    Base.metadata,
+    Column("agent_id", String(64), primary_key=True),
+    Column("owner", String(255), primary_key=True),
+    Column("context_id", String(255), primary_key=True),
+    Column("remote_context_id", String(255), nullable=False, default=""),
+    Column("waiting_task_id", String(255), nullable=False, default=""),
+    Column("updated_at", Float, nullable=False, default=now),
+)
+"""A remote member's own ids for one owner's contextId (agents/remote.py): its context, and its
+task while that task waits for input, so a follow-up after a restart continues it."""

@@ -38,6 +38,7 @@ from ranch.catalog.records import resync
 from ranch.catalog.registry import Registry
 from ranch.config import RanchConfig
 from ranch.db import migrate
+from ranch.db.conversations import ConversationStore
 from ranch.db.engine import SQLITE_BUSY_TIMEOUT_S, open_engine
 from ranch.db.replicas import DEFAULT_LEASE, Replicas
 from ranch.edge.app import EdgeApp
@@ -241,6 +242,7 @@ class Hub:
             stack.push_async_callback(engine.dispose)
             store = SqlTaskStore(engine, owner_resolver=owner_of)
             await migrate.upgrade(engine)
+            self.registry.keep_state(ConversationStore(engine))
             replicas = await stack.enter_async_context(Replicas(engine, lease=self.settings.lease))
             shared = open_fanout(self.settings.redis_url, prefix=self.settings.redis_prefix)
             fanout = await stack.enter_async_context(shared)

@@ -20,12 +20,16 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from a2a.types import Part
 from google.protobuf.struct_pb2 import Struct
 
 from ranch.agents.base import CONTEXT_PART_KEY
+
+if TYPE_CHECKING:  # the database layer loads with the server, not with `import ranch`
+    from ranch.db.conversations import ConversationStore
 
 DEFAULT_HISTORY_LENGTH = 20
 TRANSCRIPT_LIMIT = 200
@@ -65,6 +69,30 @@ class Conversation:
     max_bytes: int = TRANSCRIPT_BYTES
     resized: Callable[[Conversation, int], None] | None = field(default=None, repr=False)
     """Told how many bytes this conversation grew or shrank by (its team's `Conversations`)."""
+    version: int = 0
+    """The turns that wrote it to the database (0: never stored); a newer stored one is read again."""
+
+    def state(self) -> dict[str, Any]:
+        """What the database keeps of it (JSON)."""
+        return {
+            "entries": [[entry.speaker, entry.text] for entry in self.entries],
+            "dropped": self.dropped,
+            "seen": dict(self.seen),
+            "waiting_on": self.waiting_on,
+        }
+
+    def restore(self, version: int, state: dict[str, Any]) -> None:
+        """Take the stored `state` (written by another process) in place of what is held here."""
+        entries = [Entry(str(speaker), str(text)) for speaker, text in state.get("entries", [])]
+        self.entries = [Entry(e.speaker, e.text, len(e.speaker) + len(e.text.encode())) for e in entries]
+        self.dropped = int(state.get("dropped", 0))
+        self.seen = {str(member): int(read) for member, read in dict(state.get("seen", {})).items()}
+        waiting = state.get("waiting_on")
+        self.waiting_on = str(waiting) if waiting else None
+        self.version = version
+        size, self.size = self.size, sum(entry.size for entry in self.entries)
+        if self.resized is not None:
+            self.resized(self, self.size - size)
 
     def add(self, speaker: str, text: str) -> None:
         size = len(speaker) + len(text.encode())
@@ -113,6 +141,25 @@ class Conversations:
         self.size = 0
         """UTF-8 bytes held by all conversations."""
         self._items: OrderedDict[tuple[str, str], Conversation] = OrderedDict()
+        self.store: ConversationStore | None = None
+        """Where each conversation is kept between turns (the hub's database); None: memory only."""
+
+    async def refresh(self, team_id: str, owner: str, context_id: str, conversation: Conversation) -> None:
+        """Before a turn: read the stored conversation when it is newer than the one held here."""
+        if self.store is None:
+            return
+        if await self.store.version(team_id, owner, context_id) == conversation.version:
+            return
+        stored = await self.store.load(team_id, owner, context_id)
+        if stored is not None:
+            conversation.restore(*stored)
+
+    async def persist(self, team_id: str, owner: str, context_id: str, conversation: Conversation) -> None:
+        """After a turn: store the conversation as its next version."""
+        if self.store is None:
+            return
+        conversation.version += 1
+        await self.store.save(team_id, owner, context_id, conversation.version, conversation.state())
 
     def get(self, owner: str, context_id: str) -> Conversation:
         """The conversation of `owner` on `context_id`, created on first use, now the most recent."""

@@ -9,11 +9,13 @@ messages in one context are answered in order.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
+import anyio
 from a2a.types import AgentSkill, Message
 from google.protobuf.struct_pb2 import ListValue
 
@@ -22,6 +24,11 @@ from ranch.ids import new_id
 from ranch.routing import context
 from ranch.routing.router import Turn
 from ranch.wire import client_routing
+
+if TYPE_CHECKING:
+    from ranch.db.conversations import ConversationStore
+
+logger = logging.getLogger(__name__)
 
 ROSTER_TTL = 30.0
 """Seconds the members' cards are reused before they are read again (remote cards may change)."""
@@ -129,9 +136,21 @@ class Team(Agent):
             message.context_id = new_id()
         task_id = message.task_id or new_id()
         conversation = self.conversation(call.owner, message.context_id)
+        conversations, key = self.conversations, (self.id, call.owner, message.context_id)
         async with conversation.lock:
-            async for event in Turn(self, conversation, message, task_id, call.owner).run():
-                yield event
+            await conversations.refresh(*key, conversation)  # another replica may have had the last turn
+            try:
+                async for event in Turn(self, conversation, message, task_id, call.owner).run():
+                    yield event
+            finally:  # a turn that failed or was cancelled still leaves what it said
+                with anyio.CancelScope(shield=True):
+                    await self._persist(key, conversation)
+
+    async def _persist(self, key: tuple[str, str, str], conversation: context.Conversation) -> None:
+        try:
+            await self.conversations.persist(*key, conversation)
+        except Exception:  # the answer is given; the next turn here still has it in memory
+            logger.warning("team %s: could not store conversation %s", self.id, key[2], exc_info=True)
 
     def conversation(self, owner: str, context_id: str) -> context.Conversation:
         """The state of one owner's contextId, created on first use: another owner's same
@@ -140,6 +159,9 @@ class Team(Agent):
 
     async def aclose(self) -> None:
         self.conversations.clear()
+
+    def keep_state(self, store: ConversationStore) -> None:
+        self.conversations.store = store
 
     async def _member_infos(self, ids: list[str]) -> list[AgentInfo]:
         infos = await gather_infos([self.members[member] for member in ids])
