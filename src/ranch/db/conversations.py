@@ -1,30 +1,42 @@
 """`ConversationStore`: team conversations and remote members' sessions, kept in the database.
 
 A team keeps its conversations in memory while it works on them (routing/context.py) and writes
-each one here at the end of every turn; a turn first asks for the stored version (one indexed
-read), and reads the whole state only when another process wrote a newer one: after a restart,
-or when the previous turn of that contextId ran on another replica. A remote member's own
-context and waiting task id are written whenever they change.
+each one here at the end of every turn; a remote member's own context and waiting task id are
+written whenever they change. Writes go through group commit (`GroupWriter`): at many
+conversations at once, the turns ending together share one transaction. With replicas
+(`shared`), a turn first asks for the stored version (one indexed read) and reads the whole state
+only when another process wrote a newer one; a single process reads a conversation only when it
+does not hold it (after a restart, or once it dropped it from memory).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import and_, select
+from sqlalchemy import Table, and_, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from ranch.db.group_commit import GroupWriter
 from ranch.db.models import member_sessions, team_conversations
 from ranch.db.upsert import insert_for
 
 
 class ConversationStore:
-    """Reads and writes conversation state; every method is one short transaction."""
+    """Reads and writes conversation state; reads are one short query, writes are group-committed."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, *, shared: bool = False) -> None:
         self.engine = engine
-        self._insert = insert_for(engine.dialect.name)
+        self.shared = shared
+        """Other processes write these conversations too (replicas): what is held may be stale."""
+        insert = insert_for(engine.dialect.name)
+        self._conversations = GroupWriter(
+            engine, _upsert(insert, team_conversations, ("version", "state", "updated_at"))
+        )
+        self._sessions = GroupWriter(
+            engine, _upsert(insert, member_sessions, ("remote_context_id", "waiting_task_id", "updated_at"))
+        )
 
     async def version(self, team_id: str, owner: str, context_id: str) -> int:
         """The stored version of the conversation; 0 when there is none."""
@@ -50,15 +62,8 @@ class ConversationStore:
         self, team_id: str, owner: str, context_id: str, version: int, state: dict[str, Any]
     ) -> None:
         """Store `state` as the conversation's `version` (the newest turn wins)."""
-        keys = {"team_id": team_id, "owner": owner, "context_id": context_id}
-        values = {"version": version, "state": state, "updated_at": time.time()}
-        statement = self._insert(team_conversations).values(**keys, **values)
-        upsert = statement.on_conflict_do_update(
-            index_elements=list(team_conversations.primary_key.columns),
-            set_=values,
-        )
-        async with self.engine.begin() as connection:
-            await connection.execute(upsert)
+        row = {"team_id": team_id, "owner": owner, "context_id": context_id, "version": version}
+        await self._conversations.write({**row, "state": state, "updated_at": time.time()})
 
     async def session(self, agent_id: str, owner: str, context_id: str) -> tuple[str, str] | None:
         """(the member's own context id, its task waiting for input) for one owner's context."""
@@ -73,16 +78,15 @@ class ConversationStore:
     async def save_session(
         self, agent_id: str, owner: str, context_id: str, remote_context_id: str, waiting_task_id: str
     ) -> None:
-        keys = {"agent_id": agent_id, "owner": owner, "context_id": context_id}
-        values = {
-            "remote_context_id": remote_context_id,
-            "waiting_task_id": waiting_task_id,
-            "updated_at": time.time(),
-        }
-        statement = self._insert(member_sessions).values(**keys, **values)
-        upsert = statement.on_conflict_do_update(
-            index_elements=list(member_sessions.primary_key.columns),
-            set_=values,
-        )
-        async with self.engine.begin() as connection:
-            await connection.execute(upsert)
+        row = {"agent_id": agent_id, "owner": owner, "context_id": context_id}
+        ids = {"remote_context_id": remote_context_id, "waiting_task_id": waiting_task_id}
+        await self._sessions.write({**row, **ids, "updated_at": time.time()})
+
+
+def _upsert(insert: Callable[[Any], Any], table: Table, changes: tuple[str, ...]) -> Any:
+    """One upsert statement for `table`, built once: its rows come as parameters (executemany)."""
+    statement = insert(table)
+    return statement.on_conflict_do_update(
+        index_elements=list(table.primary_key.columns),
+        set_={key: statement.excluded[key] for key in changes},
+    )

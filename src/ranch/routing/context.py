@@ -71,6 +71,8 @@ class Conversation:
     """Told how many bytes this conversation grew or shrank by (its team's `Conversations`)."""
     version: int = 0
     """The turns that wrote it to the database (0: never stored); a newer stored one is read again."""
+    known: bool = False
+    """Its stored state was read (or there was none) since this process began holding it."""
 
     def state(self) -> dict[str, Any]:
         """What the database keeps of it (JSON)."""
@@ -145,14 +147,17 @@ class Conversations:
         """Where each conversation is kept between turns (the hub's database); None: memory only."""
 
     async def refresh(self, team_id: str, owner: str, context_id: str, conversation: Conversation) -> None:
-        """Before a turn: read the stored conversation when it is newer than the one held here."""
-        if self.store is None:
+        """Before a turn: read the stored conversation when this process does not hold it yet, or
+        (with replicas) when another process stored a newer version of it."""
+        store = self.store
+        if store is None or (conversation.known and not store.shared):
             return
-        if await self.store.version(team_id, owner, context_id) == conversation.version:
+        if conversation.known and await store.version(team_id, owner, context_id) == conversation.version:
             return
-        stored = await self.store.load(team_id, owner, context_id)
+        stored = await store.load(team_id, owner, context_id)
         if stored is not None:
             conversation.restore(*stored)
+        conversation.known = True
 
     async def persist(self, team_id: str, owner: str, context_id: str, conversation: Conversation) -> None:
         """After a turn: store the conversation as its next version."""
