@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,3 +145,27 @@ class Live:
 
     def close(self) -> None:
         self.connection.close()
+
+
+def send_text(url: str, text: str, context_id: str, *, task_id: str = "", key: str = "") -> dict[str, Any]:
+    """A JSON-RPC SendMessage of `text` to the agent at `url`, as a plain HTTP client sends it (in
+    `context_id`, continuing `task_id`, with `key`); asserts it was answered and returns the task."""
+    message: dict[str, Any] = {
+        "messageId": uuid.uuid4().hex,
+        "role": "ROLE_USER",
+        "contextId": context_id,
+        "parts": [{"text": text}],
+    }
+    if task_id:
+        message["taskId"] = task_id
+    headers = {"A2A-Version": "1.0", **({"X-API-Key": key} if key else {})}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+    answer = httpx.post(url, json=body, headers=headers, timeout=30)
+    assert answer.status_code == 200 and "result" in answer.json(), answer.text
+    task: dict[str, Any] = answer.json()["result"]["task"]
+    return task
+
+
+def reply_text(task: dict[str, Any]) -> str:
+    """The text of a task's status message (JSON), its parts joined by newlines."""
+    return "\n".join(part.get("text", "") for part in task["status"]["message"]["parts"])

@@ -8,7 +8,6 @@ or continues the other's remote task; each one's own follow-ups still work.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from _support.hubkit import ADMIN_KEY, Api, RunningRanch, serve_ranch
+from _support.hubkit import ADMIN_KEY, Api, RunningRanch, reply_text, send_text, serve_ranch
 from _support.peers import RunningPeer, running_peer
 
 SECRET = "my password is hunter2 and card 4111 1111 1111 1111"
@@ -56,27 +55,11 @@ def org_key(base_url: str, org: str) -> str:
 
 
 def send(url: str, key: str, text: str, context_id: str, task_id: str = "") -> dict[str, Any]:
-    message = {
-        "messageId": uuid.uuid4().hex,
-        "role": "ROLE_USER",
-        "contextId": context_id,
-        "parts": [{"text": text}],
-    }
-    if task_id:
-        message["taskId"] = task_id
-    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
-    answer = httpx.post(url, json=body, headers={**V1, "X-API-Key": key}, timeout=30)
-    assert answer.status_code == 200 and "result" in answer.json(), answer.text
-    task: dict[str, Any] = answer.json()["result"]["task"]
-    return task
+    return send_text(url, text, context_id, task_id=task_id, key=key)
 
 
 def state(task: dict[str, Any]) -> str:
     return str(task["status"]["state"]).removeprefix("TASK_STATE_")
-
-
-def reply(task: dict[str, Any]) -> str:
-    return "\n".join(part.get("text", "") for part in task["status"]["message"]["parts"])
 
 
 def test_another_owner_never_sees_a_conversation_on_the_same_context_id(
@@ -89,7 +72,7 @@ def test_another_owner_never_sees_a_conversation_on_the_same_context_id(
     assert state(send(desk, acme, SECRET, "ctx-shared")) == "COMPLETED"
     theirs = send(desk, beta, "route-to-peer what do you know?", "ctx-shared")
     assert state(theirs) == "COMPLETED", theirs
-    assert reply(theirs).startswith("ECHOALL:")  # the peer echoed all it was shown ...
+    assert reply_text(theirs).startswith("ECHOALL:")  # the peer echoed all it was shown ...
     assert "hunter2" not in json.dumps(theirs)  # ... and no secret (ids are random hex: match
     assert "4111 1111" not in json.dumps(theirs)  # the card's spaced groups, never a bare "4111")
     assert all("hunter2" not in m.text for m in echo.recorder.messages)
@@ -100,7 +83,7 @@ def test_another_owner_never_sees_a_conversation_on_the_same_context_id(
 
     # the owner's own follow-up still continues its conversation
     mine = send(desk, acme, "route-to-peer what did I say?", "ctx-shared")
-    assert "user: " + SECRET in reply(mine)
+    assert "user: " + SECRET in reply_text(mine)
 
 
 def test_another_owner_cannot_answer_a_member_waiting_on_the_first(
@@ -111,13 +94,13 @@ def test_another_owner_cannot_answer_a_member_waiting_on_the_first(
     desk = served.agent_url("desk")
 
     asked = send(desk, acme, "ask-me", "ctx-wait")
-    assert state(asked) == "INPUT_REQUIRED" and reply(asked) == "What is your name?"
+    assert state(asked) == "INPUT_REQUIRED" and reply_text(asked) == "What is your name?"
     intruder = send(desk, beta, "Mallory", "ctx-wait")  # beta's first turn here: the default agent
-    assert state(intruder) == "COMPLETED" and reply(intruder) == "noted: Mallory"
+    assert state(intruder) == "COMPLETED" and reply_text(intruder) == "noted: Mallory"
     assert len(asker.recorder.messages) == 1  # nothing of beta's reached the waiting member
 
     answered = send(desk, acme, "Alice", "ctx-wait")
-    assert state(answered) == "COMPLETED" and reply(answered) == "Hello, Alice!"
+    assert state(answered) == "COMPLETED" and reply_text(answered) == "Hello, Alice!"
     first, second = asker.recorder.wait_for_messages(2)
     assert second.task_id == first.task_id  # acme's answer continued its own remote task
 
@@ -132,12 +115,12 @@ def test_another_owner_cannot_continue_a_remote_task(
     asked = send(url, acme, "hi", "ctx-remote")
     assert state(asked) == "INPUT_REQUIRED"
     intruder = send(url, beta, "Mallory", "ctx-remote")
-    assert state(intruder) == "INPUT_REQUIRED" and reply(intruder) == "What is your name?"
+    assert state(intruder) == "INPUT_REQUIRED" and reply_text(intruder) == "What is your name?"
     first, second = asker.recorder.wait_for_messages(2)
     assert second.task_id == "" or second.task_id != first.task_id  # a remote task of its own
 
     answered = send(url, acme, "Alice", "ctx-remote", task_id=asked["id"])
-    assert state(answered) == "COMPLETED" and reply(answered) == "Hello, Alice!"
+    assert state(answered) == "COMPLETED" and reply_text(answered) == "Hello, Alice!"
     assert asker.recorder.wait_for_messages(3)[2].task_id == first.task_id
 
 

@@ -10,6 +10,8 @@ needed; without them these tests fail, saying so.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import anyio
@@ -20,6 +22,7 @@ from a2a.types import (
     SendMessageConfiguration,
     SendMessageRequest,
     SubscribeToTaskRequest,
+    Task,
     TaskPushNotificationConfig,
     TaskState,
 )
@@ -29,7 +32,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from _support import probes
-from _support.hubkit import serve_ranch, wait_until
+from _support.hubkit import RunningRanch, serve_ranch, wait_until
 from _support.sdk import sdk_client, user_message
 from _support.servers import ServerThread
 
@@ -48,20 +51,32 @@ agents:
 WORKING = TaskState.TASK_STATE_WORKING
 
 
-def test_a_task_running_on_one_replica_is_followed_read_and_listed_on_another(database_url: str) -> None:
+@contextmanager
+def replicas(database_url: str, **settings: Any) -> Iterator[tuple[RunningRanch, RunningRanch]]:
+    """Two hubs on one database and one Redis prefix: two replicas behind a load balancer."""
     shared: dict[str, Any] = {"redis_url": REDIS, "redis_prefix": f"ranch-test-{uuid.uuid4().hex[:8]}"}
     with (
-        serve_ranch(CONFIG, database_url, **shared) as first,
-        serve_ranch(CONFIG, database_url, **shared) as second,
+        serve_ranch(CONFIG, database_url, **shared, **settings) as first,
+        serve_ranch(CONFIG, database_url, **shared, **settings) as second,
     ):
+        yield first, second
+
+
+async def started_on(client: Any, text: str) -> Task:
+    """The task a SendMessage with returnImmediately starts, as it answers at once."""
+    request = SendMessageRequest(
+        message=user_message(text), configuration=SendMessageConfiguration(return_immediately=True)
+    )
+    task: Task = [response async for response in client.send_message(request)][0].task
+    return task
+
+
+def test_a_task_running_on_one_replica_is_followed_read_and_listed_on_another(database_url: str) -> None:
+    with replicas(database_url) as (first, second):
 
         async def scenario() -> None:
             async with sdk_client(first.agent_url("reader")) as on_first:
-                request = SendMessageRequest(
-                    message=user_message("read"),
-                    configuration=SendMessageConfiguration(return_immediately=True),
-                )
-                started = [response async for response in on_first.send_message(request)][0].task
+                started = await started_on(on_first, "read")
             async with sdk_client(second.agent_url("reader"), streaming=True) as on_second:
                 events = [event async for event in on_second.subscribe(SubscribeToTaskRequest(id=started.id))]
                 assert events[0].task.id == started.id
@@ -80,19 +95,11 @@ def test_a_task_running_on_one_replica_is_followed_read_and_listed_on_another(da
 
 
 def test_another_replica_reads_and_lists_a_running_task_as_it_is_now(database_url: str) -> None:
-    shared: dict[str, Any] = {"redis_url": REDIS, "redis_prefix": f"ranch-test-{uuid.uuid4().hex[:8]}"}
-    with (
-        serve_ranch(CONFIG, database_url, **shared) as first,
-        serve_ranch(CONFIG, database_url, **shared) as second,
-    ):
+    with replicas(database_url) as (first, second):
 
         async def scenario() -> None:
             async with sdk_client(first.agent_url("reader")) as on_first:
-                request = SendMessageRequest(
-                    message=user_message("read"),
-                    configuration=SendMessageConfiguration(return_immediately=True),
-                )
-                started = [response async for response in on_first.send_message(request)][0].task
+                started = await started_on(on_first, "read")
             async with sdk_client(second.agent_url("reader")) as on_second:
                 states = []
                 with anyio.fail_after(10):
@@ -109,19 +116,11 @@ def test_another_replica_reads_and_lists_a_running_task_as_it_is_now(database_ur
 
 
 def test_a_task_canceled_on_another_replica_stops_where_it_runs(database_url: str) -> None:
-    shared: dict[str, Any] = {"redis_url": REDIS, "redis_prefix": f"ranch-test-{uuid.uuid4().hex[:8]}"}
-    with (
-        serve_ranch(CONFIG, database_url, **shared) as first,
-        serve_ranch(CONFIG, database_url, **shared) as second,
-    ):
+    with replicas(database_url) as (first, second):
 
         async def scenario() -> None:
             async with sdk_client(first.agent_url("sleeper")) as on_first:
-                request = SendMessageRequest(
-                    message=user_message("wait"),
-                    configuration=SendMessageConfiguration(return_immediately=True),
-                )
-                started = [response async for response in on_first.send_message(request)][0].task
+                started = await started_on(on_first, "wait")
                 wait_until(lambda: probes.BUSY["sleeper"] == 1, what="the first replica running it")
                 async with sdk_client(second.agent_url("sleeper")) as on_second:
                     canceled = await on_second.cancel_task(CancelTaskRequest(id=started.id))
@@ -143,24 +142,14 @@ def test_a_push_config_made_on_another_replica_is_told_the_runs_updates(database
         states.append(body.get("statusUpdate", {}).get("status", {}).get("state", ""))
         return JSONResponse({"ok": True})
 
-    shared: dict[str, Any] = {
-        "redis_url": REDIS,
-        "redis_prefix": f"ranch-test-{uuid.uuid4().hex[:8]}",
-        "allow_private_outbound": True,  # the webhook listens on 127.0.0.1
-    }
     with (
         ServerThread(Starlette(routes=[Route("/hook", hook, methods=["POST"])]), name="hook") as webhook,
-        serve_ranch(CONFIG, database_url, **shared) as first,
-        serve_ranch(CONFIG, database_url, **shared) as second,
+        replicas(database_url, allow_private_outbound=True) as (first, second),  # the webhook is on 127.0.0.1
     ):
 
         async def scenario() -> None:
             async with sdk_client(first.agent_url("reader")) as on_first:
-                request = SendMessageRequest(
-                    message=user_message("read"),
-                    configuration=SendMessageConfiguration(return_immediately=True),
-                )
-                started = [response async for response in on_first.send_message(request)][0].task
+                started = await started_on(on_first, "read")
             async with sdk_client(second.agent_url("reader")) as on_second:  # the run sleeps 1.5 s first
                 config = TaskPushNotificationConfig(task_id=started.id, id="hook", url=f"{webhook.url}/hook")
                 await on_second.create_task_push_notification_config(config)

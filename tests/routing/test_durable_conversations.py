@@ -14,10 +14,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from _support import TESTS
-from _support.hubkit import serve_ranch
+from _support.hubkit import reply_text, send_text, serve_ranch
 from _support.peers import running_peer
 from _support.servers import ServerProcess, free_port
 from ranch.routing.context import Conversation
@@ -44,23 +42,7 @@ def serve(config: Path, database_url: str, log: Path) -> ServerProcess:
 
 
 def send(base_url: str, text: str, context_id: str, task_id: str = "") -> dict[str, Any]:
-    message: dict[str, Any] = {
-        "messageId": uuid.uuid4().hex,
-        "role": "ROLE_USER",
-        "contextId": context_id,
-        "parts": [{"text": text}],
-    }
-    if task_id:
-        message["taskId"] = task_id
-    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
-    answer = httpx.post(f"{base_url}/a2a/agents/desk", json=body, headers={"A2A-Version": "1.0"}, timeout=30)
-    assert answer.status_code == 200 and "result" in answer.json(), answer.text
-    task: dict[str, Any] = answer.json()["result"]["task"]
-    return task
-
-
-def reply(task: dict[str, Any]) -> str:
-    return "\n".join(part.get("text", "") for part in task["status"]["message"]["parts"])
+    return send_text(f"{base_url}/a2a/agents/desk", text, context_id, task_id=task_id)
 
 
 def test_a_question_asked_before_a_restart_is_answered_by_the_member_that_asked(
@@ -72,13 +54,13 @@ def test_a_question_asked_before_a_restart_is_answered_by_the_member_that_asked(
         with serve(config, database_url, tmp_path / "before") as before:
             asked = send(before.url, "book a table", "ctx-dinner")
             assert asked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", asked
-            assert "For how many?" in reply(asked)
+            assert "For how many?" in reply_text(asked)
             before.kill()  # kill -9: nothing is written on the way out
 
         with serve(config, database_url, tmp_path / "after") as after:
             answered = send(after.url, "four of us", "ctx-dinner", task_id=asked["id"])
         assert answered["status"]["state"] == "TASK_STATE_COMPLETED", answered
-        assert reply(answered) == "Hello, four of us!"  # the asker answered, not the default agent
+        assert reply_text(answered) == "Hello, four of us!"  # the asker answered, not the default agent
         remote_tasks = [message.task_id for message in asker.recorder.wait_for_messages(2)]
         assert remote_tasks[1] and remote_tasks[1] == remote_tasks[0]  # its own task, continued
 
@@ -95,9 +77,9 @@ def test_the_answer_reaching_another_replica_goes_to_the_member_that_asked(datab
             asked = send(first.url, "book a table", "ctx-lunch")
             assert asked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", asked
             answered = send(second.url, "two", "ctx-lunch", task_id=asked["id"])
-            assert reply(answered) == "Hello, two!", answered
+            assert reply_text(answered) == "Hello, two!", answered
             again = send(first.url, "and a dessert menu", "ctx-lunch")  # back on the first: it reads
-            assert reply(again) == "front took: and a dessert menu"  # the newer stored conversation
+            assert reply_text(again) == "front took: and a dessert menu"  # the newer stored conversation
 
 
 def test_a_conversation_restored_from_its_state_is_the_same_conversation() -> None:
