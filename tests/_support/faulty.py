@@ -12,6 +12,17 @@ The peer serves one agent per mode at /{mode} (its card at /{mode}/.well-known/a
 - ``bigreplyN``: answers with N KB of text (``bigreply``: 60 MB, the size that was once accepted).
 - ``/redir307/{rest}``: answers 307 to the internal service's /internal/{rest}.
 
+The failures a remote member can show on a call (the audit's fault matrix):
+
+- ``slow``: answers only when the peer is stopped; ``http500``: HTTP 500; ``garbage``: bytes
+  that are not JSON; ``garbage_json``: JSON that is not JSON-RPC; ``rpcerror``: a JSON-RPC error.
+- Streaming modes (their cards advertise streaming, so callers use SendStreamingMessage):
+  ``endless`` (artifact chunks without end), ``endless_working`` (WORKING updates without end),
+  ``endless_ping`` (SSE comments only), ``midclose`` (a WORKING task, then the connection drops),
+  ``midclose_partial`` (half an event, then the connection drops), ``sse_garbage`` (an event
+  whose data is not JSON). `open_streams` counts the streams still being written.
+- ``redircard``: the card endpoint answers 307 to the internal service.
+
 The internal service (`Internal`) answers every request, as an A2A agent would, with "reached
 the internal service" and records it: a test asserts that nothing reached it.
 """
@@ -35,6 +46,24 @@ from starlette.routing import Route
 from _support.servers import ServerThread
 
 HUGE_CARD_BYTES = 64 * 1024 * 1024
+STREAMING_MODES = frozenset(
+    {"endless", "endless_working", "endless_ping", "midclose", "midclose_partial", "sse_garbage"}
+)
+FAULT_MODES = (
+    "slow",
+    "garbage",
+    "garbage_json",
+    "http500",
+    "rpcerror",
+    "redircard",
+    *sorted(STREAMING_MODES),
+)
+PACE = 0.05
+"""Seconds between two events of an endless stream."""
+
+
+class PeerDropped(Exception):
+    """Raised inside a streamed body so that the server drops the connection mid-response."""
 
 
 @dataclass
@@ -71,6 +100,7 @@ class Faulty:
     flipped: bool = False
     stopping: threading.Event = field(default_factory=threading.Event)
     card_requests: dict[str, int] = field(default_factory=dict)
+    open_streams: int = 0
 
     def card(self, mode: str, interface: str | None = None) -> dict[str, Any]:
         return {
@@ -84,7 +114,7 @@ class Faulty:
                     "protocolVersion": "1.0",
                 }
             ],
-            "capabilities": {},
+            "capabilities": {"streaming": mode in STREAMING_MODES},
             "defaultInputModes": ["text/plain"],
             "defaultOutputModes": ["text/plain"],
             "skills": [],
@@ -95,9 +125,9 @@ class Faulty:
             mode = request.path_params["mode"]
             self.card_requests[mode] = self.card_requests.get(mode, 0) + 1
             if mode == "slowcard":
-                with anyio.move_on_after(3600):
-                    while not self.stopping.is_set():  # noqa: ASYNC110 - set from the test's thread
-                        await anyio.sleep(0.05)
+                await self._wait_until_stopped()
+            if mode == "redircard":
+                return RedirectResponse(f"{self.internal.url}/internal/card", 307)
             if mode == "hugecard":
                 return StreamingResponse(_endless_card(), media_type="application/json")
             if mode.startswith("cardkb"):
@@ -110,6 +140,9 @@ class Faulty:
 
         async def rpc(request: Request) -> Response:
             mode, body = request.path_params["mode"], json.loads(await request.body())
+            failure = await self._failure(mode, body)
+            if failure is not None:
+                return failure
             if mode == "echoall":
                 parts = body["params"]["message"]["parts"]
                 text = "ECHOALL: " + " || ".join(p.get("text", "") for p in parts)
@@ -132,6 +165,64 @@ class Faulty:
                 Route("/{mode}", rpc, methods=["POST"]),
             ]
         )
+
+    async def _failure(self, mode: str, body: dict[str, Any]) -> Response | None:
+        """The answer of a failing mode (None for the others)."""
+        if body.get("method") == "CancelTask":
+            error = {"code": -32002, "message": "this task cannot be canceled"}
+            return JSONResponse({"jsonrpc": "2.0", "id": body.get("id"), "error": error})
+        if mode == "slow":
+            await self._wait_until_stopped()
+        elif mode == "http500":
+            return Response("internal error", status_code=500)
+        elif mode == "garbage":
+            return Response(b"\x00\xffthis is not json", media_type="application/json")
+        elif mode == "garbage_json":
+            return JSONResponse({"hello": "world"})
+        elif mode == "rpcerror":
+            error = {"code": -32603, "message": "the peer broke"}
+            return JSONResponse({"jsonrpc": "2.0", "id": body.get("id"), "error": error})
+        elif mode in STREAMING_MODES:
+            return StreamingResponse(self._stream(mode, body.get("id")), media_type="text/event-stream")
+        return None
+
+    async def _stream(self, mode: str, rid: Any) -> AsyncIterator[bytes]:
+        self.open_streams += 1
+        try:
+            task = {"id": "t-faulty", "contextId": "c-faulty", "status": {"state": "TASK_STATE_WORKING"}}
+            if mode == "sse_garbage":
+                yield b"data: {this is not json\n\n"
+                return
+            if mode == "midclose_partial":
+                yield b'data: {"jsonrpc": "2.0", "id": 1, "res'
+                raise PeerDropped(mode)
+            yield _event(rid, {"task": task})
+            if mode == "midclose":
+                raise PeerDropped(mode)
+            chunk = 0
+            while not self.stopping.is_set():
+                await anyio.sleep(PACE)
+                chunk += 1
+                if mode == "endless_ping":
+                    yield b": ping\n\n"
+                elif mode == "endless_working":
+                    working = {"taskId": "t-faulty", "contextId": "c-faulty", "status": task["status"]}
+                    yield _event(rid, {"statusUpdate": working})
+                else:
+                    artifact = {"artifactId": "a", "parts": [{"text": f"chunk {chunk} "}]}
+                    chunked = {"taskId": "t-faulty", "contextId": "c-faulty", "artifact": artifact}
+                    yield _event(rid, {"artifactUpdate": {**chunked, "append": True}})
+        finally:
+            self.open_streams -= 1
+
+    async def _wait_until_stopped(self) -> None:
+        with anyio.move_on_after(3600):
+            while not self.stopping.is_set():  # noqa: ASYNC110 - set from the test's thread
+                await anyio.sleep(PACE)
+
+
+def _event(rid: Any, result: dict[str, Any]) -> bytes:
+    return f"data: {json.dumps({'jsonrpc': '2.0', 'id': rid, 'result': result})}\n\n".encode()
 
 
 def _message(text: str) -> dict[str, Any]:
