@@ -102,8 +102,15 @@ def test_people_agents_and_a_team_share_a_room(database_url: str, peer: RunningP
             ("researcher", "Notes: three papers"),
             ("triage", "Here you go: Notes: three papers"),
         ]
-        statuses = {agent: row["status"] for agent, row in admin.executions(room).items()}
-        assert statuses == {"desk": "ready", "triage": "ready", "researcher": "ready"}
+        # the team's execution is told "ready" just after its last message is written
+        wait_until(
+            lambda: (
+                {agent: row["status"] for agent, row in admin.executions(room).items()}
+                == {"desk": "ready", "triage": "ready", "researcher": "ready"}
+            ),
+            timeout=10,
+            what="every execution of the turn ready",
+        )
 
         bob.post(f"/rooms/{room}/messages", {"text": "@greeter hi there"})
         live.until(reply_from("greeter", "Hello from greeter: hi there"))
