@@ -266,7 +266,9 @@ class Hub:
                 demo=self.settings.demo,
                 announce=self.settings.announce,
                 limits=self.settings.limits(),
+                fanout=fanout,
             )
+            await group.start(self._rooms.bus.relay)
             self._gateway = Gateway(self._rooms)
             known = self._rooms.rooms.known
             await group.start(self.changes.follow, fanout, self._resync, known.__setitem__)

@@ -4,8 +4,11 @@ Every change to a room (a message, an execution's status, a routing decision, a
 participant) is written in the same transaction as its event row. The event's
 `seq` is the cursor clients reconnect with, so it must grow in commit order:
 writes go through one lock, held only for the short transaction (never while an
-agent works). After commit, events go to the watchers of their room; a watcher
-too slow to keep up is closed and reconnects with its cursor, losing nothing.
+agent works): this process's lock, and on PostgreSQL a transaction-scoped advisory
+lock that orders the writes of every replica (SQLite has one writer at a time).
+After commit, events go to the watchers of their room; a watcher too slow to keep
+up is closed and reconnects with its cursor, losing nothing. With replicas, events
+reach watchers through the relay (rooms/relay.py), which reads them back in order.
 """
 
 from __future__ import annotations
@@ -16,14 +19,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from ranch.db.models import Delivery, RoomEvent, iso
+from ranch.fanout import Fanout
+from ranch.rooms.relay import Relay
 
 WATCHER_BUFFER = 1024
 """Frames a watcher may fall behind by before it is closed (it reconnects with its cursor)."""
+ROOM_WRITES_LOCK = 0x72616E6368
+"""The PostgreSQL advisory lock key that orders room writes across replicas."""
 
 
 def frame(event: RoomEvent) -> dict[str, Any]:
@@ -72,19 +80,53 @@ class Watcher:
 
 
 class Bus:
-    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        *,
+        fanout: Fanout | None = None,
+        origin: str = "",
+        postgres: bool = False,
+    ) -> None:
         self.sessions = sessions
         self._lock = anyio.Lock()
         self._watchers: set[Watcher] = set()
+        self._postgres = postgres
+        self._relay = (
+            Relay(
+                sessions,
+                fanout,
+                origin,
+                frame=frame,
+                deliver=self._fan_out,
+                to_agent=self._to_own_agent,
+            )
+            if fanout is not None and fanout.shared
+            else None
+        )
+
+    async def relay(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Share room events with the other replicas until cancelled (with none, nothing to do)."""
+        if self._relay is None:
+            task_status.started()
+            return
+        await self._relay.run(task_status=task_status)
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Tx]:
         async with self._lock:
             async with self.sessions() as session, session.begin():
+                if self._postgres:
+                    await session.execute(
+                        text("SELECT pg_advisory_xact_lock(:key)"), {"key": ROOM_WRITES_LOCK}
+                    )
                 tx = Tx(session)
                 yield tx
-            for event in tx.events:
-                self._fan_out(frame(event))
+            if self._relay is None:
+                for event in tx.events:
+                    self._fan_out(frame(event))
+            elif tx.events:
+                self._relay.committed()
         for callback in tx.after:
             callback()
         for work in tx.later:
@@ -92,10 +134,19 @@ class Bus:
 
     def live(self, room_id: str, type: str, data: dict[str, Any]) -> None:
         """An event that is not stored (streamed text): sent to current watchers only."""
-        self._fan_out({"type": type, "room_id": room_id, "cursor": None, "data": data})
+        payload = {"type": type, "room_id": room_id, "cursor": None, "data": data}
+        self._fan_out(payload)
+        if self._relay is not None:
+            self._relay.live(payload)
 
     def to_agent(self, agent_id: str, payload: dict[str, Any]) -> int:
-        """Send a frame to every connection of an external agent; how many got it."""
+        """Send a frame to every connection of an external agent (on every replica); how many here
+        got it."""
+        if self._relay is not None:
+            self._relay.to_agent(agent_id, payload)
+        return self._to_own_agent(agent_id, payload)
+
+    def _to_own_agent(self, agent_id: str, payload: dict[str, Any]) -> int:
         sent = 0
         for watcher in list(self._watchers):
             if watcher.agent_id == agent_id and self._offer(watcher, payload):

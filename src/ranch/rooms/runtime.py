@@ -20,6 +20,7 @@ from ranch.catalog import records
 from ranch.catalog.registry import Registry
 from ranch.config import RanchConfig
 from ranch.db.models import ApiKey, ParticipantKind, Role, Room, User
+from ranch.fanout import Fanout
 from ranch.identity.keys import digest, issue_key
 from ranch.identity.orgs import DEFAULT_ORG, ensure_org
 from ranch.identity.principal import SYSTEM
@@ -60,9 +61,10 @@ async def start(
     demo: bool = False,
     announce: Callable[[str], None] = print,
     limits: Limits | None = None,
+    fanout: Fanout | None = None,
 ) -> RoomsRuntime:
     sessions = async_sessionmaker(engine, expire_on_commit=False)
-    bus = Bus(sessions)
+    bus = Bus(sessions, fanout=fanout, origin=tasks.runner, postgres=engine.dialect.name == "postgresql")
     rooms = Rooms(bus, registry, tasks, group, limits)
     async with sessions() as session, session.begin():
         await ensure_org(session, DEFAULT_ORG, "Default organization")

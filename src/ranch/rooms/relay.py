@@ -1,0 +1,145 @@
+"""Room events across replicas: every replica's watchers see every room's events, in cursor order.
+
+Cursors grow in commit order across replicas (the bus serializes room writes in the database),
+so the events table itself is the ordered stream. A replica that commits events tells the
+others on the fan-out topic `rooms.events` only *that* there is something new; each replica
+then reads the events after the last one it handed out and hands them to its watchers, in
+order. Local and remote events take the same path, so a watcher never gets a later cursor
+before an earlier one (it would drop the earlier one as already seen). Frames that are not
+stored (streamed text, an external agent's delivery) travel on the topic itself.
+
+Nothing here is only on the topic: a replica that may have missed messages reads the table
+again, and a WebSocket client that reconnects anywhere replays from its cursor.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import orjson
+from anyio.abc import TaskStatus
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from ranch.db.models import RoomEvent
+from ranch.fanout import Fanout
+from ranch.fanout.hearing import hear
+
+logger = logging.getLogger(__name__)
+
+TOPIC = "rooms.events"
+READ_BATCH = 500
+"""Events read from the table per query while catching up."""
+OUTBOX = 4096
+"""Messages waiting to be published; beyond it, live-only frames are dropped (stored events are
+read from the table anyway)."""
+RETRY = 1.0
+"""Seconds before reading again when the database failed."""
+
+Frame = dict[str, Any]
+
+
+class Relay:
+    """One replica's end of the room events shared with the other replicas (see the module)."""
+
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        fanout: Fanout,
+        origin: str,
+        *,
+        frame: Callable[[RoomEvent], Frame],
+        deliver: Callable[[Frame], None],
+        to_agent: Callable[[str, Frame], int],
+    ) -> None:
+        self.sessions = sessions
+        self.fanout = fanout
+        self.origin = origin
+        self._frame = frame
+        self._deliver = deliver
+        self._to_agent = to_agent
+        self._last = 0
+        self._new = anyio.Event()
+        self._send, self._receive = anyio.create_memory_object_stream[bytes](OUTBOX)
+
+    def committed(self) -> None:
+        """Events were committed here: read them, and tell the other replicas."""
+        self._new.set()
+        self._announce({"kind": "events"})
+
+    def live(self, payload: Frame) -> None:
+        """A frame that is not stored: the other replicas' watchers get it too."""
+        self._announce({"kind": "live", "payload": payload})
+
+    def to_agent(self, agent_id: str, payload: Frame) -> None:
+        """An external agent's frame: its connections on other replicas get it too."""
+        self._announce({"kind": "agent", "agent": agent_id, "payload": payload})
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Hear the other replicas, publish what this one says, hand out new events; until cancelled."""
+        async with self._send, self._receive, anyio.create_task_group() as group:
+            await group.start(self._hear)
+            async with self.sessions() as session:
+                self._last = await session.scalar(select(func.coalesce(func.max(RoomEvent.seq), 0))) or 0
+            group.start_soon(self._publish)
+            task_status.started()
+            while True:
+                await self._new.wait()
+                self._new = anyio.Event()
+                try:
+                    await self._hand_out()
+                except Exception:  # the database is busy: the next event, or this retry, reads again
+                    logger.warning("could not read new room events; retrying", exc_info=True)
+                    await anyio.sleep(RETRY)
+                    self._new.set()
+
+    async def _hear(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        await hear(self.fanout, TOPIC, self._heard, on_gap=self._caught_up, task_status=task_status)
+
+    async def _heard(self, data: bytes) -> None:
+        message = orjson.loads(data)
+        if message.get("origin") == self.origin:
+            return  # this replica's own: already handed out
+        if message["kind"] == "events":
+            self._new.set()
+        elif message["kind"] == "live":
+            self._deliver(message["payload"])
+        elif message["kind"] == "agent":
+            self._to_agent(message["agent"], message["payload"])
+
+    async def _caught_up(self) -> None:
+        self._new.set()
+
+    async def _hand_out(self) -> None:
+        """Every event after the last one handed out, in cursor order."""
+        while True:
+            async with self.sessions() as session:
+                rows = (
+                    await session.scalars(
+                        select(RoomEvent)
+                        .where(RoomEvent.seq > self._last)
+                        .order_by(RoomEvent.seq)
+                        .limit(READ_BATCH)
+                    )
+                ).all()
+            for row in rows:
+                self._deliver(self._frame(row))
+                self._last = row.seq
+            if len(rows) < READ_BATCH:
+                return
+
+    def _announce(self, message: Frame) -> None:
+        try:
+            self._send.send_nowait(orjson.dumps({**message, "origin": self.origin}))
+        except anyio.WouldBlock:
+            logger.warning("room frames for other replicas are queued beyond %d; dropping one", OUTBOX)
+
+    async def _publish(self) -> None:
+        async for data in self._receive:
+            try:
+                await self.fanout.publish(TOPIC, data)
+            except Exception:  # Redis restarting: the others catch up from the table when they hear again
+                logger.warning("could not tell the other replicas about room events", exc_info=True)
