@@ -92,6 +92,12 @@ class Api:
             latest[row["agent_id"]] = row
         return latest
 
+    def execution_status(self, room: str, agent: str) -> str | None:
+        """The status of `agent`'s newest execution in `room`; None before it has one (the row
+        is written when its first message is delivered, just after the post is answered)."""
+        row = self.executions(room).get(agent)
+        return None if row is None else str(row["status"])
+
 
 def wait_until(check: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
     """Poll `check` until it returns something truthy; fail naming `what` after `timeout` s."""

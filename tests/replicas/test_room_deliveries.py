@@ -63,7 +63,7 @@ def test_a_dead_replicas_room_messages_are_handled_by_a_live_one_once(
         room = on_first.post("/rooms", {"title": "Queue", "participants": [worker]})
         room_id = str(room["id"])
         on_first.post(f"/rooms/{room_id}/messages", {"text": "@worker take your time"})
-        within(10, lambda: on_first.executions(room_id)["worker"]["status"] == "working", "the first turn")
+        within(10, lambda: on_first.execution_status(room_id, "worker") == "working", "the first turn")
         on_first.post(f"/rooms/{room_id}/messages", {"text": "@worker and then this"})
 
         with serve(config, database_url, tmp_path / "second") as second:

@@ -242,7 +242,7 @@ def test_an_execution_ends_when_its_agent_is_done_or_an_admin_completes_it(datab
         )["id"]
 
         admin.post(f"/rooms/{room}/messages", {"text": "@closer wrap it up"})
-        wait_until(lambda: admin.executions(room)["closer"]["status"] == "completed", what="closer done")
+        wait_until(lambda: admin.execution_status(room, "closer") == "completed", what="closer done")
         first = admin.executions(room)["closer"]
         assert [m["text"] for m in admin.messages(room)][-1] == "All done: wrap it up"
         task = admin.get(f"/executions/{first['id']}/task")
@@ -251,7 +251,7 @@ def test_an_execution_ends_when_its_agent_is_done_or_an_admin_completes_it(datab
         wait_until(lambda: admin.executions(room)["closer"]["id"] != first["id"], what="a new execution")
 
         bob.post(f"/rooms/{room}/messages", {"text": "@greeter hi"})
-        wait_until(lambda: admin.executions(room)["greeter"]["status"] == "ready", what="greeter ready")
+        wait_until(lambda: admin.execution_status(room, "greeter") == "ready", what="greeter ready")
         greeter = admin.executions(room)["greeter"]
         refused = bob.call("POST", f"/executions/{greeter['id']}/complete", {"reason": "not mine to end"})
         assert refused.status_code == 403 and refused.json()["error"]["code"] == "PERMISSION_DENIED"
@@ -280,7 +280,7 @@ def test_an_execution_waits_for_input_and_its_answer_continues_it(
         room = room_with(admin, "asker")
 
         admin.post(f"/rooms/{room}/messages", {"text": "@asker book a table"})
-        wait_until(lambda: admin.executions(room)["asker"]["status"] == "input-required", what="a question")
+        wait_until(lambda: admin.execution_status(room, "asker") == "input-required", what="a question")
         execution = admin.executions(room)["asker"]
         question = admin.messages(room)[-1]
         assert question["sender"]["id"] == "asker"
@@ -289,7 +289,7 @@ def test_an_execution_waits_for_input_and_its_answer_continues_it(
         assert task["metadata"]["ranch.execution"]["status"] == "input-required"
 
         admin.post(f"/rooms/{room}/messages", {"text": "@asker for two, at eight"})
-        wait_until(lambda: admin.executions(room)["asker"]["status"] == "ready", what="the answer taken")
+        wait_until(lambda: admin.execution_status(room, "asker") == "ready", what="the answer taken")
         answered = admin.executions(room)["asker"]
         assert answered["id"] == execution["id"] and answered["turns"] == 2
         # the remote agent's own task was continued, not a new one started
@@ -306,7 +306,7 @@ def test_an_a2a_caller_answers_a_waiting_execution_by_its_task_id(
         admin.post("/agents", {"id": "asker", "kind": "remote", "url": asker.url})
         room = room_with(admin, "asker")
         admin.post(f"/rooms/{room}/messages", {"text": "@asker book a table"})
-        wait_until(lambda: admin.executions(room)["asker"]["status"] == "input-required", what="a question")
+        wait_until(lambda: admin.execution_status(room, "asker") == "input-required", what="a question")
         execution = admin.executions(room)["asker"]
 
         async def answer() -> Any:

@@ -176,7 +176,7 @@ def test_an_execution_is_an_a2a_task_and_the_gateway_posts_into_rooms(
         again = admin.call("POST", f"/executions/{execution['id']}/cancel")
         assert again.status_code == 409 and again.json()["error"]["code"] == "CONFLICT"
         admin.post(f"/rooms/{room}/messages", {"text": "@greeter four"})
-        wait_until(lambda: admin.executions(room)["greeter"]["status"] == "ready", what="a new execution")
+        wait_until(lambda: admin.execution_status(room, "greeter") == "ready", what="a new execution")
         assert admin.executions(room)["greeter"]["id"] != execution["id"]
 
         archived = admin.call("PATCH", f"/rooms/{room}", {"status": "archived"})
