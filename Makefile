@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help install browser a2a03 benchjs serve test fuzz lint typecheck check bench tck clean
+.PHONY: help install browser haproxy a2a03 benchjs serve cluster test fuzz lint typecheck check bench tck clean
 
 help:  ## list the targets
 	@grep -E '^[a-z]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-install: $(STAMP) browser a2a03 benchjs  ## create .venv and install ranch with its dev tools
+install: $(STAMP) browser haproxy a2a03 benchjs  ## create .venv and install ranch with its dev tools
 
 # The browser tests drive Debian's chromium; Playwright's own browser download is never used.
 CHROMIUM := /usr/bin/chromium
@@ -23,6 +23,13 @@ CHROMIUM := /usr/bin/chromium
 browser:  ## install chromium for the browser tests (apt-get, only when /usr/bin/chromium is missing)
 	@test -x $(CHROMIUM) || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 	@test -x $(CHROMIUM) || { echo "chromium is still missing at $(CHROMIUM)"; exit 1; }
+
+# `make cluster` and its tests put replicas behind Debian's HAProxy.
+HAPROXY := /usr/sbin/haproxy
+
+haproxy:  ## install HAProxy for `make cluster` and its tests (apt-get, only when it is missing)
+	@test -x $(HAPROXY) || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy; }
+	@test -x $(HAPROXY) || { echo "haproxy is still missing at $(HAPROXY)"; exit 1; }
 
 # The signed-card test checks ranch's cards with the real a2a-sdk 0.3 verifier, which cannot share
 # a venv with ranch's a2a-sdk 1.x: it gets a small venv of its own, made once.
@@ -49,12 +56,15 @@ benchjs: $(BENCHJS)  ## install the @a2a-js/sdk echo server the wire benchmark c
 serve: $(STAMP)  ## run the built-in demo team on http://127.0.0.1:8000 (the page: key rk_demo)
 	$(BIN)/ranch serve
 
+cluster: $(STAMP) haproxy  ## 3 replicas on PostgreSQL and Redis behind HAProxy on http://127.0.0.1:8100 (docs/deploy.md)
+	$(BIN)/python scripts/cluster.py $(CLUSTER_ARGS)
+
 # pytest-xdist: one worker per core; a file's tests share a worker (its module-scoped servers start
 # once, and the benchmark smoke tests, which pin CPUs, never run side by side). WORKERS=0 runs serially.
 WORKERS ?= auto
 
-test: $(STAMP) browser a2a03 benchjs  ## the whole suite: ruff, mypy --strict, the layers contract, then pytest on every core
-	$(BIN)/ruff check src tests bench
+test: $(STAMP) browser haproxy a2a03 benchjs  ## the whole suite: ruff, mypy --strict, the layers contract, then pytest on every core
+	$(BIN)/ruff check src tests bench scripts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/pytest -q -n $(WORKERS) --dist loadfile
@@ -66,8 +76,8 @@ fuzz: $(STAMP)  ## the property tests random, 50x the suite's examples (RANCH_FU
 	RANCH_FUZZ=long $(BIN)/pytest -q $(FUZZ_TESTS)
 
 lint: $(STAMP)  ## ruff check and format check
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench scripts
+	$(BIN)/ruff format --check src tests bench scripts
 
 typecheck: $(STAMP)  ## mypy --strict over src, tests and bench
 	$(BIN)/mypy

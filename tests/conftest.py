@@ -6,6 +6,7 @@ Helpers that are not fixtures live in `_support/` (servers, peers, probes, clien
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import sys
 import uuid
@@ -89,6 +90,20 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     if request.param == "sqlite":
         yield f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}"
         return
+    with fresh_postgres() as url:
+        yield url
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh PostgreSQL database at 127.0.0.1:5432, for what only runs there (replicas on several
+    machines). PostgreSQL is required: when it cannot be reached the test fails and says so."""
+    with fresh_postgres() as url:
+        yield url
+
+
+@contextlib.contextmanager
+def fresh_postgres() -> Iterator[str]:
     name = f"ranch_test_{uuid.uuid4().hex[:12]}"
     try:
         asyncio.run(_postgres(f'CREATE DATABASE "{name}"'))
