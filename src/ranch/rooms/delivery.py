@@ -20,7 +20,8 @@ from a2a.types import Message, Part, Role, Task
 from a2a.utils.errors import A2AError
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
-from sqlalchemy import select, update
+from sqlalchemy import Select, and_, or_, select, update
+from sqlalchemy.orm import aliased
 
 from ranch.agents.base import Agent, Call, Event
 from ranch.catalog.registry import Registry
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 CONTEXT_TYPES = ("text", "error")
+NEXT_IN_LINE_POLL = 0.1
+"""Seconds between two looks at whether a delivery waiting behind another replica's is next."""
 ROOM_HEADER = "[ranch] Room history (latest last):"
 
 
@@ -98,20 +101,15 @@ class Dispatcher:
             del self._queues[key]
 
     async def _handle(self, delivery_id: str, watch: DeliveryWatch) -> None:
+        if not await self._claim(delivery_id):
+            return
         async with self.bus.transaction() as tx:
-            claimed = await tx.session.execute(  # one replica runs it, however many woke it
-                update(Delivery)
-                .where(Delivery.id == delivery_id, Delivery.status == "pending")
-                .values(status="running", runner=self.rooms.tasks.runner),
-                execution_options={"synchronize_session": False},
-            )
-            delivery = await tx.session.get(Delivery, delivery_id) if claimed.rowcount else None  # type: ignore[attr-defined]
-            if delivery is None:
-                return
-            message = await tx.session.get(RoomMessage, delivery.message_seq)
-            room = await tx.session.get(Room, delivery.room_id)
-            if message is None or room is None or room.status != "active":
-                delivery.status = "done"
+            delivery = await tx.session.get(Delivery, delivery_id)
+            message = await tx.session.get(RoomMessage, delivery.message_seq) if delivery else None
+            room = await tx.session.get(Room, delivery.room_id) if delivery else None
+            if delivery is None or message is None or room is None or room.status != "active":
+                if delivery is not None:
+                    delivery.status = "done"
                 return
             execution = await executions.current(tx, room.id, delivery.agent_id)
             await executions.move(tx, execution, "working")  # its task follows as the turn starts
@@ -123,6 +121,35 @@ class Dispatcher:
                 row = await tx.session.get(Delivery, delivery_id)
                 if row is not None:
                     row.status = "done"
+
+    async def _claim(self, delivery_id: str) -> bool:
+        """Take the delivery to run here once it is its agent's next in its room.
+
+        One replica runs it, however many woke it; and an agent takes one message of a room at a
+        time, in order, across replicas: while an earlier message of the room waits for it, or one
+        is being answered (on any replica), this one waits. False when it is not ours to run.
+        """
+        while True:
+            async with self.bus.sessions() as session:
+                delivery = await session.get(Delivery, delivery_id)
+                if delivery is None or delivery.status != "pending":
+                    return False
+                ahead = await session.scalar(_ahead_of(delivery))
+            if ahead is None:
+                async with self.bus.transaction() as tx:
+                    claimed = await tx.session.execute(
+                        update(Delivery)
+                        .where(
+                            Delivery.id == delivery_id,
+                            Delivery.status == "pending",
+                            ~_ahead_of(delivery).exists(),
+                        )
+                        .values(status="running", runner=self.rooms.tasks.runner),
+                        execution_options={"synchronize_session": False},
+                    )
+                if claimed.rowcount:  # type: ignore[attr-defined]
+                    return True
+            await anyio.sleep(NEXT_IN_LINE_POLL)
 
     async def _turn(
         self, room: Room, message: RoomMessage, execution: Execution, watch: DeliveryWatch
@@ -187,6 +214,25 @@ class Dispatcher:
             }
         )
         return incoming
+
+
+def _ahead_of(delivery: Delivery) -> Select[str]:
+    """The deliveries of the same agent in the same room that go before this one: being answered,
+    or waiting with an earlier message."""
+    other = aliased(Delivery)
+    return (
+        select(other.id)
+        .where(
+            other.room_id == delivery.room_id,
+            other.agent_id == delivery.agent_id,
+            other.id != delivery.id,
+            or_(
+                other.status == "running",
+                and_(other.status == "pending", other.message_seq < delivery.message_seq),
+            ),
+        )
+        .limit(1)
+    )
 
 
 def _addressed(text: str, agent_id: str) -> str:
