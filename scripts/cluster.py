@@ -128,7 +128,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         for n, (port, child) in enumerate(zip(ports, children, strict=False), start=1):
             print(f"  replica-{n}: http://{HOST}:{port}  pid {child.pid}")
         print("  Ctrl-C stops them all", flush=True)
+        gone: set[int] = set()
         while not stopping and balancer.poll() is None:
+            for n, child in enumerate(children[:-1], start=1):  # poll() reaps a replica that died
+                if n not in gone and child.poll() is not None:
+                    gone.add(n)
+                    print(
+                        f"  replica-{n} (pid {child.pid}) exited ({child.returncode}); the others take over",
+                        flush=True,
+                    )
             time.sleep(0.2)
         if balancer.poll() is not None and not stopping:
             print(

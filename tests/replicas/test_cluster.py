@@ -168,6 +168,12 @@ def test_kill_9_of_a_replica_under_load_loses_no_acknowledged_task(postgres_url:
             assert "stopped before it finished" in ended["status"]["message"]["parts"][0]["text"]
         for caller in callers:
             caller.join(timeout=LOAD_LIMIT + 30)
+        told = f"replica-2 (pid {victim.pid}) exited"
+        wait_until(
+            lambda: told in (cluster.logs / "cluster.out").read_text(),
+            timeout=5,
+            what="the cluster saying so",
+        )
 
         # Every task a caller was answered COMPLETED is there, as it was answered, on any replica.
         assert len(load.completed) + len(load.refused) == CALLERS * CALLS

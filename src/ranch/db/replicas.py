@@ -14,6 +14,7 @@ import secrets
 import socket
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import anyio
 from anyio.abc import TaskGroup
@@ -31,13 +32,23 @@ FORGET_AFTER = 24 * 3600.0
 
 
 def _process_exists(pid: int) -> bool:
+    """Whether a process of this host runs `pid` (a zombie, killed and not yet reaped by its
+    parent, does not: it will never beat again)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # another user's process: it exists
         return True
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:  # no /proc (not Linux), or it has just gone
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] == "Z"  # the state follows the command name's ")"
 
 
 class Replicas:
