@@ -14,11 +14,16 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from _support import TESTS
 from _support.hubkit import reply_text, send_text, serve_ranch
 from _support.peers import running_peer
 from _support.servers import ServerProcess, free_port
-from ranch.routing.context import Conversation
+from ranch.db import migrate
+from ranch.db.conversations import ConversationStore
+from ranch.db.engine import open_engine
+from ranch.routing.context import Conversation, Conversations
 
 CONFIG = """
 agents:
@@ -93,3 +98,33 @@ def test_a_conversation_restored_from_its_state_is_the_same_conversation() -> No
     assert restored.entries == held.entries and restored.size == held.size
     assert (restored.dropped, restored.seen, restored.waiting_on) == (held.dropped, held.seen, "asker")
     assert restored.unseen("asker", None) == held.unseen("asker", None) and restored.version == 3
+
+
+def test_one_process_reads_back_what_it_dropped_and_skips_what_was_never_stored(tmp_path: Path) -> None:
+    """A single process knows which conversations are stored: one it dropped from memory is read
+    back whole; one never stored is not looked up (and a later start knows what the first stored)."""
+
+    async def scenario() -> None:
+        engine = open_engine(f"sqlite+aiosqlite:///{tmp_path / 'c.db'}")
+        await migrate.upgrade(engine)
+        store = ConversationStore(engine)
+        await store.open()
+        held = Conversations(max_count=1)
+        held.store = store
+        first = held.get("org", "ctx-1")
+        await held.refresh("desk", "org", "ctx-1", first)
+        first.add("user", "remember me")
+        await held.persist("desk", "org", "ctx-1", first)
+        assert not store.may_hold("desk", "org", "ctx-2")
+        held.get("org", "ctx-2")  # at most one in memory: ctx-1 is dropped
+        again = held.get("org", "ctx-1")
+        assert again is not first and again.entries == []
+        await held.refresh("desk", "org", "ctx-1", again)
+        assert again.entries == first.entries and again.version == first.version
+
+        later = ConversationStore(engine)  # the next start
+        await later.open()
+        assert later.may_hold("desk", "org", "ctx-1") and not later.may_hold("desk", "org", "ctx-2")
+        await engine.dispose()
+
+    anyio.run(scenario)

@@ -224,15 +224,16 @@ class RemoteAgent(Agent):
 
     async def _session(self, owner: str, caller_context: str) -> RemoteSession:
         """The peer's ids for one owner's context: another owner's same contextId is another session.
-        With a database, read there (the previous call may have run before a restart, or on
-        another replica)."""
+        With a database, read there when this process does not hold it (the previous call may have
+        run before a restart), and always with replicas (it may have run on another)."""
         if not caller_context:
             return RemoteSession()
-        if self._state is not None:
-            stored = await self._state.session(self.id, owner, caller_context)
-            return RemoteSession(*stored) if stored is not None else RemoteSession()
         key = (owner, caller_context)
-        session = self._sessions.pop(key, None) or RemoteSession()
+        session = self._sessions.pop(key, None)
+        if self._state is not None and (session is None or self._state.shared):
+            stored = await self._state.session(self.id, owner, caller_context)
+            session = RemoteSession(*stored) if stored is not None else RemoteSession()
+        session = session or RemoteSession()
         self._sessions[key] = session
         while len(self._sessions) > MAX_SESSIONS:
             self._sessions.popitem(last=False)

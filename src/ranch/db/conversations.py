@@ -6,7 +6,8 @@ written whenever they change. Writes go through group commit (`GroupWriter`): at
 conversations at once, the turns ending together share one transaction. With replicas
 (`shared`), a turn first asks for the stored version (one indexed read) and reads the whole state
 only when another process wrote a newer one; a single process reads a conversation only when it
-does not hold it (after a restart, or once it dropped it from memory).
+does not hold it and it may be stored: it learns at start which conversations are (`open`) and
+notes each one it stores, so a conversation it has never seen costs no read.
 """
 
 from __future__ import annotations
@@ -37,6 +38,24 @@ class ConversationStore:
         self._sessions = GroupWriter(
             engine, _upsert(insert, member_sessions, ("remote_context_id", "waiting_task_id", "updated_at"))
         )
+        self._stored: set[int] | None = None
+        """Hashes of the conversations stored, while this process is their only writer (after `open`)."""
+
+    async def open(self) -> None:
+        """One process alone: learn which conversations are stored (their keys, read once)."""
+        if self.shared:
+            return
+        table = team_conversations.c
+        stored: set[int] = set()
+        async with self.engine.connect() as connection:
+            rows = await connection.stream(select(table.team_id, table.owner, table.context_id))
+            async for team_id, owner, context_id in rows:
+                stored.add(hash((team_id, owner, context_id)))
+        self._stored = stored
+
+    def may_hold(self, team_id: str, owner: str, context_id: str) -> bool:
+        """False only when the conversation is certainly not stored (a single process that knows)."""
+        return self._stored is None or hash((team_id, owner, context_id)) in self._stored
 
     async def version(self, team_id: str, owner: str, context_id: str) -> int:
         """The stored version of the conversation; 0 when there is none."""
@@ -63,6 +82,8 @@ class ConversationStore:
     ) -> None:
         """Store `state` as the conversation's `version` (the newest turn wins)."""
         row = {"team_id": team_id, "owner": owner, "context_id": context_id, "version": version}
+        if self._stored is not None:
+            self._stored.add(hash((team_id, owner, context_id)))
         await self._conversations.write({**row, "state": state, "updated_at": time.time()})
 
     async def session(self, agent_id: str, owner: str, context_id: str) -> tuple[str, str] | None:

@@ -152,6 +152,9 @@ class Conversations:
         store = self.store
         if store is None or (conversation.known and not store.shared):
             return
+        if not store.may_hold(team_id, owner, context_id):  # never stored: nothing to read
+            conversation.known = True
+            return
         if conversation.known and await store.version(team_id, owner, context_id) == conversation.version:
             return
         stored = await store.load(team_id, owner, context_id)
