@@ -78,3 +78,14 @@ def test_fanout_reaches_every_subscriber(subscribers: int) -> None:
 def test_scrub_times_every_adversarial_input() -> None:
     table = rows(run_bench("bench.scrub", "--repeat", "1"), "Log scrubbing, adversarial inputs")
     assert len(table) == 9 and table[0]["input"] == "plain text"
+
+
+def test_cluster_measures_events_failover_and_workers() -> None:
+    output = run_bench(
+        "bench.cluster", "--events", "5", "--seconds", "0.5", "--rounds", "1", "--failovers", "1"
+    )
+    events = rows(output, "Room events across replicas")
+    assert [row["events"] for row in events] == ["5", "5", "5"]
+    (failover,) = rows(output, "Failover")
+    assert failover["samples"] == "1" and float(failover["median s"]) > 0
+    assert len(rows(output, "SendMessage with `--workers`")) == 2
