@@ -29,7 +29,6 @@ agents:
     entry: _support.probes:Probe
     options: {chunks: ["Reading ", "the ", "papers"], chunk_pause: 0.2}
 """
-SCRIBE = {"kind": "agent", "id": "scribe"}
 POSTS = 8
 """Messages each replica takes in the interleaved run (each wakes the scribe: about 6 events)."""
 
@@ -37,6 +36,20 @@ POSTS = 8
 def replicas(database_url: str) -> tuple[Any, Any]:
     shared = {"redis_url": REDIS, "redis_prefix": f"ranch-test-{uuid.uuid4().hex[:8]}"}
     return serve_ranch(CONFIG, database_url, **shared), serve_ranch(CONFIG, database_url, **shared)
+
+
+def room_on_both(first: RunningRanch, second: RunningRanch, agent: str, *, default: bool = True) -> str:
+    """A room made on the first replica with `agent` in it (its default agent unless told not),
+    once the second knows it."""
+    body: dict[str, Any] = {"title": "Ops", "participants": [{"kind": "agent", "id": agent}]}
+    if default:
+        body["default_agent"] = agent
+    room = str(Api(first.url, ADMIN_KEY).post("/rooms", body)["id"])
+    on_second = Api(second.url, ADMIN_KEY)
+    wait_until(
+        lambda: on_second.call("GET", f"/rooms/{room}").status_code == 200, what="the room on the other"
+    )
+    return room
 
 
 def room_log(hub: RunningRanch, room: str) -> list[int]:
@@ -66,10 +79,7 @@ def replies(frames: list[dict[str, Any]]) -> list[str]:
 def test_a_watcher_on_each_replica_sees_the_room_written_on_both_in_order(database_url: str) -> None:
     first_server, second_server = replicas(database_url)
     with first_server as first, second_server as second:
-        room = Api(first.url, ADMIN_KEY).post(
-            "/rooms", {"title": "Ops", "participants": [SCRIBE], "default_agent": "scribe"}
-        )["id"]
-        wait_until(lambda: Api(second.url, ADMIN_KEY).call("GET", f"/rooms/{room}").status_code == 200)
+        room = room_on_both(first, second, "scribe")
         watchers = {hub.url: Live(hub.url, ADMIN_KEY) for hub in (first, second)}
         for live in watchers.values():
             live.subscribe([room])
@@ -105,10 +115,7 @@ def test_a_client_reconnecting_to_another_replica_with_its_cursor_misses_nothing
     first_server, second_server = replicas(database_url)
     with first_server as first, second_server as second:
         admin = Api(first.url, ADMIN_KEY)
-        room = admin.post("/rooms", {"title": "Ops", "participants": [SCRIBE], "default_agent": "scribe"})[
-            "id"
-        ]
-        wait_until(lambda: Api(second.url, ADMIN_KEY).call("GET", f"/rooms/{room}").status_code == 200)
+        room = room_on_both(first, second, "scribe")
 
         on_second = Live(second.url, ADMIN_KEY)
         on_second.subscribe([room])
@@ -135,10 +142,7 @@ def test_an_external_agent_connected_to_one_replica_gets_what_is_posted_on_anoth
     with first_server as first, second_server as second:
         admin = Api(first.url, ADMIN_KEY)
         scout = admin.post("/agents", {"id": "scout", "kind": "external", "description": "its own model"})
-        room = admin.post("/rooms", {"title": "Ops", "participants": [{"kind": "agent", "id": "scout"}]})[
-            "id"
-        ]
-        wait_until(lambda: Api(second.url, ADMIN_KEY).call("GET", f"/rooms/{room}").status_code == 200)
+        room = room_on_both(first, second, "scout", default=False)
         agent_on_second = Live(second.url, scout["api_key"])
         try:
             admin.post(f"/rooms/{room}/messages", {"text": "@scout look into the outage"})
@@ -152,11 +156,7 @@ def test_streamed_text_reaches_a_watcher_on_another_replica_before_the_message(d
     first_server, second_server = replicas(database_url)
     with first_server as first, second_server as second:
         admin = Api(first.url, ADMIN_KEY)
-        reader = {"kind": "agent", "id": "reader"}
-        room = admin.post("/rooms", {"title": "Ops", "participants": [reader], "default_agent": "reader"})[
-            "id"
-        ]
-        wait_until(lambda: Api(second.url, ADMIN_KEY).call("GET", f"/rooms/{room}").status_code == 200)
+        room = room_on_both(first, second, "reader")
         on_second = Live(second.url, ADMIN_KEY)
         on_second.subscribe([room])
         admin.post(f"/rooms/{room}/messages", {"text": "read"})
