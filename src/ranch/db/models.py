@@ -374,3 +374,16 @@ member_sessions = Table(
 )
 """A remote member's own ids for one owner's contextId (agents/remote.py): its context, and its
 task while that task waits for input, so a follow-up after a restart continues it."""
+
+push_outbox = Table(
+    "push_outbox",
+    Base.metadata,
+    Column("seq", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("task_id", String(255), nullable=False),
+    Column("runner", String(255), nullable=False),
+    Column("body", LargeBinary, nullable=False),
+    Column("created_at", Float, nullable=False, default=now),
+    Index("push_outbox_runner", "runner"),
+)
+"""Push notifications on their way (tasks/push.py): written before they are sent, removed once
+sent (or given up), so the updates a replica that died was sending are sent by another."""

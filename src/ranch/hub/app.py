@@ -64,7 +64,7 @@ from ranch.rooms.runtime import RoomsRuntime
 from ranch.rooms.runtime import start as start_rooms
 from ranch.routing.team import Team
 from ranch.tasks.engine import TaskEngine
-from ranch.tasks.push import PushConfigStore, PushNotifier, PushSender, webhook_client
+from ranch.tasks.push import PushConfigStore, PushNotifier, PushOutbox, PushSender, webhook_client
 from ranch.tasks.store import SqlTaskStore, owner_of
 from ranch.web import web_routes
 from ranch.wire.cards import AGENTS_PATH, agent_url, declare_security
@@ -252,9 +252,10 @@ class Hub:
             await push_store.initialize()
             webhooks = await stack.enter_async_context(webhook_client(self.guard))
             group = await stack.enter_async_context(anyio.create_task_group())
-            push = PushNotifier(push_store, PushSender(webhooks), group)
+            push = PushNotifier(push_store, PushSender(webhooks), group, PushOutbox(engine, replicas.id))
             self._core = TaskEngine(store, group, push, runner=replicas.id, fanout=fanout)
             alive = await replicas.alive()
+            await push.take_over(alive)  # before the failures below add their own updates
             failed = await self._core.take_over(alive)
             self._rooms = await start_rooms(
                 engine,
@@ -294,12 +295,14 @@ class Hub:
         await rooms.rooms.load_known()
 
     async def _take_over(self, replicas: Replicas) -> None:
-        """Every half lease: the tasks replicas that stopped left running fail, their rooms told, and
-        the room messages they had queued are handled here."""
+        """Every half lease: the push updates replicas that stopped were sending are sent, the tasks
+        they left running fail, their rooms told, and the room messages they had queued are handled here."""
         while True:
             await anyio.sleep(replicas.lease / 2)
             try:
                 alive = await replicas.alive()
+                if self.core.push is not None:
+                    await self.core.push.take_over(alive)
                 failed = await self.core.take_over(alive)
                 queued = await recover_deliveries(self.rooms.rooms, failed, alive)
                 if queued:

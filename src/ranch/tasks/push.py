@@ -13,12 +13,17 @@
   address is not retried.
 - `PushNotifier` delivers a task's updates in order, one worker per running task,
   in the task group that owns the runs.
+- `PushOutbox` holds each update in the database (`push_outbox`) from the moment it is
+  queued until it is sent or given up, under the name of the replica sending it: when a
+  replica dies, another sends what it was holding, in order (at least once: a webhook may
+  see an update twice, as A2A allows).
 """
 
 from __future__ import annotations
 
 import logging
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -36,10 +41,10 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from google.protobuf.json_format import MessageToJson
 from google.protobuf.message import Message as Proto
-from sqlalchemy import and_, delete, select
+from sqlalchemy import and_, delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ranch.db.models import push_configs
+from ranch.db.models import push_configs, push_outbox
 from ranch.db.upsert import insert_for
 from ranch.exceptions import InvalidInput
 from ranch.fanout import Fanout
@@ -246,14 +251,58 @@ def payload(event: Proto) -> bytes:
     return text.encode()
 
 
+class PushOutbox:
+    """Updates on their way, in the database, named by the replica sending them."""
+
+    def __init__(self, engine: AsyncEngine, runner: str) -> None:
+        self.engine = engine
+        self.runner = runner
+
+    async def hold(self, task_id: str, body: bytes) -> int:
+        """Keep one update until `release`; its place in the outbox."""
+        async with self.engine.begin() as connection:
+            result = await connection.execute(
+                insert(push_outbox).values(
+                    task_id=task_id, runner=self.runner, body=body, created_at=time.time()
+                )
+            )
+        key = result.inserted_primary_key
+        assert key is not None
+        return int(key[0])
+
+    async def release(self, seq: int) -> None:
+        async with self.engine.begin() as connection:
+            await connection.execute(delete(push_outbox).where(push_outbox.c.seq == seq))
+
+    async def take_over(self, alive: set[str]) -> list[tuple[int, str, bytes]]:
+        """The updates replicas that are gone were holding, now this one's: (seq, task, body) in order.
+        When several replicas look at once, each update goes to one of them."""
+        async with self.engine.begin() as connection:
+            taken = await connection.execute(
+                update(push_outbox)
+                .where(push_outbox.c.runner.not_in(alive))
+                .values(runner=self.runner)
+                .returning(push_outbox.c.seq, push_outbox.c.task_id, push_outbox.c.body)
+            )
+            rows = [(int(row.seq), str(row.task_id), bytes(row.body)) for row in taken]
+        return sorted(rows)
+
+
+Update = tuple[bytes, int | None]
+"""An update's body, and its place in the outbox once held there."""
+
+
 class PushNotifier:
     """Delivers each task's updates to its webhooks, in order, in the background."""
 
-    def __init__(self, store: PushConfigStore, sender: PushSender, group: TaskGroup) -> None:
+    def __init__(
+        self, store: PushConfigStore, sender: PushSender, group: TaskGroup, outbox: PushOutbox | None = None
+    ) -> None:
         self.store = store
         self.sender = sender
         self.group = group
-        self._queues: dict[str, MemoryObjectSendStream[Proto]] = {}
+        self.outbox = outbox
+        self._queues: dict[str, MemoryObjectSendStream[Update]] = {}
         self.deliveries: list[Delivery] = []
         """The most recent deliveries (at most 100), for tests and diagnostics."""
 
@@ -264,17 +313,7 @@ class PushNotifier:
         """Queue one update (Task, status or artifact event) for the task's webhooks."""
         if isinstance(event, Message):
             return  # a direct reply has no task; there is nothing to notify about
-        queue = self._queues.get(task_id)
-        if queue is None:
-            queue, receive = anyio.create_memory_object_stream[Proto](QUEUED_UPDATES)
-            self._queues[task_id] = queue
-            self.group.start_soon(self._work, task_id, receive)
-        copy = type(event)()
-        copy.CopyFrom(event)
-        try:
-            queue.send_nowait(copy)
-        except anyio.WouldBlock:
-            logger.warning("push: task %s has %d updates waiting; dropping one", task_id, QUEUED_UPDATES)
+        self._queue(task_id, (payload(event), None))
 
     def finish(self, task_id: str) -> None:
         """No more updates for now (the run ended); the worker drains the queue and stops."""
@@ -282,14 +321,67 @@ class PushNotifier:
         if queue is not None:
             queue.close()
 
-    async def _work(self, task_id: str, receive: MemoryObjectReceiveStream[Proto]) -> None:
-        async with receive:
-            async for event in receive:
-                body = payload(event)
+    async def take_over(self, alive: set[str]) -> int:
+        """Send, in order, the updates replicas that are gone were holding; how many."""
+        if self.outbox is None:
+            return 0
+        rows = await self.outbox.take_over(alive)
+        for seq, task_id, body in rows:
+            self._queue(task_id, (body, seq))
+        for task_id in {task_id for _, task_id, _ in rows}:
+            self.finish(task_id)
+        if rows:
+            logger.warning("push: sending %d update(s) that stopped replicas were holding", len(rows))
+        return len(rows)
+
+    def _queue(self, task_id: str, update: Update) -> None:
+        queue = self._queues.get(task_id)
+        if queue is None:
+            queue, receive = anyio.create_memory_object_stream[Update](QUEUED_UPDATES)
+            self._queues[task_id] = queue
+            self.group.start_soon(self._work, task_id, receive)
+        try:
+            queue.send_nowait(update)
+        except anyio.WouldBlock:
+            logger.warning("push: task %s has %d updates waiting; dropping one", task_id, QUEUED_UPDATES)
+
+    async def _work(self, task_id: str, receive: MemoryObjectReceiveStream[Update]) -> None:
+        """Hold each update in the outbox as it comes, and send them in order behind."""
+        held, ready = anyio.create_memory_object_stream[Update](QUEUED_UPDATES)
+        async with receive, anyio.create_task_group() as group:
+            group.start_soon(self._send_held, task_id, ready)
+            async with held:
+                async for body, seq in receive:
+                    if seq is None:
+                        seq = await self._hold(task_id, body)
+                    await held.send((body, seq))
+
+    async def _send_held(self, task_id: str, ready: MemoryObjectReceiveStream[Update]) -> None:
+        async with ready:
+            async for body, seq in ready:
                 configs = await self.store.get_info_for_dispatch(task_id)
                 async with anyio.create_task_group() as group:
                     for config in configs:
                         group.start_soon(self._deliver, task_id, config, body)
+                if seq is not None and self.outbox is not None:
+                    with anyio.CancelScope(shield=True):
+                        await self._release(seq)
+
+    async def _hold(self, task_id: str, body: bytes) -> int | None:
+        if self.outbox is None:
+            return None
+        try:
+            return await self.outbox.hold(task_id, body)
+        except Exception:  # the database is busy: send it anyway, held only in memory
+            logger.warning("push: could not hold an update of task %s in the outbox", task_id, exc_info=True)
+            return None
+
+    async def _release(self, seq: int) -> None:
+        assert self.outbox is not None
+        try:
+            await self.outbox.release(seq)
+        except Exception:  # sent; at worst another replica sends it again after this one is gone
+            logger.warning("push: could not release outbox entry %d", seq, exc_info=True)
 
     async def _deliver(self, task_id: str, config: TaskPushNotificationConfig, body: bytes) -> None:
         delivery = await self.sender.deliver(config, body)
