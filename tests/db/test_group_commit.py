@@ -82,3 +82,43 @@ def test_a_cancelled_caller_does_not_strand_the_others(database_url: str) -> Non
             assert {2, 3, 4, 5} <= set(await _stored(engine))
 
     asyncio.run(scenario())
+
+
+def test_a_deferred_row_commits_with_the_next_write_of_its_group(database_url: str) -> None:
+    """A team's conversation is deferred, then the task that ends the turn is written: one
+    transaction holds both, and both are stored when the write returns."""
+
+    async def scenario() -> None:
+        async with _writing(database_url) as (engine, writer, commits):
+            other = GroupWriter(engine, insert(notes), group=writer.group)  # another statement's view
+            other.defer({"id": 1, "text": "conversation"})
+            await writer.write({"id": 2, "text": "task"})
+            assert await _stored(engine) == {1: "conversation", 2: "task"}
+            assert len(commits) == 1
+
+    asyncio.run(scenario())
+
+
+def test_a_deferred_row_alone_commits_within_the_linger_or_when_settled(database_url: str) -> None:
+    async def scenario() -> None:
+        async with _writing(database_url) as (engine, writer, _commits):
+            committed = asyncio.Event()
+            event.listen(engine.sync_engine, "commit", lambda _connection: committed.set())
+            writer.defer({"id": 1, "text": "alone"})
+            await asyncio.wait_for(committed.wait(), timeout=5)  # the linger is 50 ms
+            assert 1 in await _stored(engine)
+            writer.defer({"id": 2, "text": "settled"})
+            await writer.group.settle()
+            assert 2 in await _stored(engine)
+
+    asyncio.run(scenario())
+
+
+def test_a_failing_deferred_row_does_not_fail_the_write_it_went_with(database_url: str) -> None:
+    async def scenario() -> None:
+        async with _writing(database_url) as (engine, writer, _commits):
+            writer.defer({"id": 1, "text": None})  # NOT NULL: refused, logged, nobody waits on it
+            await writer.write({"id": 2, "text": "task"})
+            assert await _stored(engine) == {2: "task"}
+
+    asyncio.run(scenario())

@@ -2,8 +2,9 @@
 
 A team keeps its conversations in memory while it works on them (routing/context.py) and writes
 each one here at the end of every turn; a remote member's own context and waiting task id are
-written whenever they change. Writes go through group commit (`GroupWriter`): at many
-conversations at once, the turns ending together share one transaction. With replicas
+written whenever they change. Writes go through group commit: a conversation is deferred to the
+next write of the group it shares with the task store (`CommitGroup`), so it is committed in the
+same transaction as the task that answers its turn, and never after the caller is told. With replicas
 (`shared`), a turn first asks for the stored version (one indexed read) and reads the whole state
 only when another process wrote a newer one; a single process reads a conversation only when it
 does not hold it and it may be stored: it learns at start which conversations are (`open`) and
@@ -19,7 +20,7 @@ from typing import Any
 from sqlalchemy import Table, and_, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ranch.db.group_commit import GroupWriter
+from ranch.db.group_commit import CommitGroup, GroupWriter
 from ranch.db.models import member_sessions, team_conversations
 from ranch.db.upsert import insert_for
 
@@ -27,16 +28,24 @@ from ranch.db.upsert import insert_for
 class ConversationStore:
     """Reads and writes conversation state; reads are one short query, writes are group-committed."""
 
-    def __init__(self, engine: AsyncEngine, *, shared: bool = False) -> None:
+    def __init__(
+        self, engine: AsyncEngine, *, shared: bool = False, commits: CommitGroup | None = None
+    ) -> None:
         self.engine = engine
         self.shared = shared
         """Other processes write these conversations too (replicas): what is held may be stale."""
+        self.commits = commits or CommitGroup(engine)
+        """Shared with the task store, so a turn's conversation and its task commit together."""
         insert = insert_for(engine.dialect.name)
         self._conversations = GroupWriter(
-            engine, _upsert(insert, team_conversations, ("version", "state", "updated_at"))
+            engine,
+            _upsert(insert, team_conversations, ("version", "state", "updated_at")),
+            group=self.commits,
         )
         self._sessions = GroupWriter(
-            engine, _upsert(insert, member_sessions, ("remote_context_id", "waiting_task_id", "updated_at"))
+            engine,
+            _upsert(insert, member_sessions, ("remote_context_id", "waiting_task_id", "updated_at")),
+            group=self.commits,
         )
         self._stored: set[int] | None = None
         """Hashes of the conversations stored, while this process is their only writer (after `open`)."""
@@ -59,6 +68,7 @@ class ConversationStore:
 
     async def version(self, team_id: str, owner: str, context_id: str) -> int:
         """The stored version of the conversation; 0 when there is none."""
+        await self.commits.settle()  # this process's own deferred writes first
         table = team_conversations.c
         query = select(table.version).where(
             and_(table.team_id == team_id, table.owner == owner, table.context_id == context_id)
@@ -69,6 +79,7 @@ class ConversationStore:
 
     async def load(self, team_id: str, owner: str, context_id: str) -> tuple[int, dict[str, Any]] | None:
         """(version, state) of the conversation, or None when it was never stored."""
+        await self.commits.settle()
         table = team_conversations.c
         query = select(table.version, table.state).where(
             and_(table.team_id == team_id, table.owner == owner, table.context_id == context_id)
@@ -80,11 +91,12 @@ class ConversationStore:
     async def save(
         self, team_id: str, owner: str, context_id: str, version: int, state: dict[str, Any]
     ) -> None:
-        """Store `state` as the conversation's `version` (the newest turn wins)."""
+        """Store `state` as the conversation's `version` (the newest turn wins): committed with the
+        group's next write (the task that ends the turn), or within the group's linger; returns at once."""
         row = {"team_id": team_id, "owner": owner, "context_id": context_id, "version": version}
         if self._stored is not None:
             self._stored.add(hash((team_id, owner, context_id)))
-        await self._conversations.write({**row, "state": state, "updated_at": time.time()})
+        self._conversations.defer({**row, "state": state, "updated_at": time.time()})
 
     async def session(self, agent_id: str, owner: str, context_id: str) -> tuple[str, str] | None:
         """(the member's own context id, its task waiting for input) for one owner's context."""

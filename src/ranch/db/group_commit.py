@@ -2,75 +2,155 @@
 
 Every team turn saves its task at least twice, and each save through SQLAlchemy's async
 engine costs a transaction of its own (on SQLite, two hops to aiosqlite's thread). With
-many conversations at once, the saves queue behind each other; `GroupWriter` sends those
-queued meanwhile as one `executemany` in one transaction (bench/README.md, Scale). A
-caller's `write` returns only once its row is committed, so nothing is acknowledged
-before it is stored. If a batch fails, its rows are retried one by one, so one bad row
-fails only its own caller.
+many conversations at once, the saves queue behind each other; a `CommitGroup` sends those
+queued meanwhile as one `executemany` per statement in one transaction (bench/README.md,
+Scale). A caller's `write` returns only once its row is committed, so nothing is
+acknowledged before it is stored. If a batch fails, its rows are retried one by one, so one
+bad row fails only its own caller.
+
+A row may also be *deferred*: queued without waiting, it goes out with the next write of
+the group (the task's save that ends the same turn), or on its own after `linger` seconds.
+A team's conversation is written that way: the task that answers its turn is stored in the
+same transaction as the conversation, or after it, never before. `GroupWriter` is one
+statement's view of a group.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Executable
 
+logger = logging.getLogger(__name__)
+
 Row = Mapping[str, Any]
+LINGER = 0.05
+"""Seconds a deferred row waits for a write to go out with before it goes out alone."""
 
 
-class GroupWriter:
-    """Executes one statement for many rows, batching the rows that wait while a batch commits."""
+@dataclass
+class _Pending:
+    statement: Executable
+    row: Row
+    future: asyncio.Future[None] | None
+    """None for a deferred row: nobody waits on it."""
 
-    def __init__(self, engine: AsyncEngine, statement: Executable, *, max_batch: int = 256) -> None:
+    def settle(self, error: BaseException | None = None) -> None:
+        if self.future is None:
+            if error is not None:
+                logger.warning("a deferred write failed: %s", error)
+        elif not self.future.done():
+            if error is None:
+                self.future.set_result(None)
+            else:
+                self.future.set_exception(error)
+
+
+class CommitGroup:
+    """Rows of any statements, committed in shared transactions (see the module)."""
+
+    def __init__(self, engine: AsyncEngine, *, max_batch: int = 256, linger: float = LINGER) -> None:
         self.engine = engine
-        self.statement = statement
         self.max_batch = max_batch
-        self._pending: list[tuple[Row, asyncio.Future[None]]] = []
+        self.linger = linger
+        self._pending: list[_Pending] = []
         self._flusher: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
 
-    async def write(self, row: Row) -> None:
-        """Store `row`; returns once it is committed, raises what storing it raised."""
+    async def write(self, statement: Executable, row: Row) -> None:
+        """Store `row` with `statement`; returns once it is committed, raises what storing it raised."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._pending.append((row, future))
-        if self._flusher is None or self._flusher.done():
-            # a task of its own: a caller cancelled mid-write never strands the others' rows
-            self._flusher = asyncio.ensure_future(self._flush())
+        self._pending.append(_Pending(statement, row, future))
+        self._start()
         await future
 
+    def defer(self, statement: Executable, row: Row) -> None:
+        """Queue `row`: it is committed with the next write, or within `linger` seconds."""
+        self._pending.append(_Pending(statement, row, None))
+        if self._timer is None and not self._flushing():
+            self._timer = asyncio.get_running_loop().call_later(self.linger, self._start)
+
+    async def settle(self) -> None:
+        """Return once every row queued so far is committed (or has failed)."""
+        if not self._pending and not self._flushing():
+            return
+        self._start()
+        while self._flusher is not None and not self._flusher.done():
+            await asyncio.shield(self._flusher)
+
+    def _flushing(self) -> bool:
+        return self._flusher is not None and not self._flusher.done()
+
+    def _start(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._pending and not self._flushing():
+            # a task of its own: a caller cancelled mid-write never strands the others' rows
+            self._flusher = asyncio.ensure_future(self._flush())
+
     async def _flush(self) -> None:
-        batch: list[tuple[Row, asyncio.Future[None]]] = []
+        batch: list[_Pending] = []
         try:
             while self._pending:
                 batch = self._pending[: self.max_batch]
                 del self._pending[: self.max_batch]
                 try:
-                    await self._execute([row for row, _ in batch])
+                    await self._execute(batch)
                 except Exception:
                     await self._one_by_one(batch)
                 else:
-                    for _, future in batch:
-                        if not future.done():
-                            future.set_result(None)
+                    for pending in batch:
+                        pending.settle()
         except BaseException:  # the loop is shutting down: no caller waits forever
-            for _, future in batch + self._pending:
-                future.cancel()
+            for pending in batch + self._pending:
+                if pending.future is not None:
+                    pending.future.cancel()
             self._pending.clear()
             raise
 
-    async def _one_by_one(self, batch: list[tuple[Row, asyncio.Future[None]]]) -> None:
-        for row, future in batch:
+    async def _one_by_one(self, batch: list[_Pending]) -> None:
+        for pending in batch:
             try:
-                await self._execute([row])
+                await self._execute([pending])
             except Exception as exc:
-                if not future.done():
-                    future.set_exception(exc)
+                pending.settle(exc)
             else:
-                if not future.done():
-                    future.set_result(None)
+                pending.settle()
 
-    async def _execute(self, rows: list[Row]) -> None:
+    async def _execute(self, batch: list[_Pending]) -> None:
+        """One transaction: each statement once, with its rows in the order they came."""
+        rows: dict[int, tuple[Executable, list[Row]]] = {}
+        for pending in batch:
+            rows.setdefault(id(pending.statement), (pending.statement, []))[1].append(pending.row)
         async with self.engine.begin() as connection:
-            await connection.execute(self.statement, rows)
+            for statement, its_rows in rows.values():
+                await connection.execute(statement, its_rows)
+
+
+class GroupWriter:
+    """One statement's writes through a `CommitGroup` (its own unless one is shared)."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        statement: Executable,
+        *,
+        max_batch: int = 256,
+        group: CommitGroup | None = None,
+    ) -> None:
+        self.group = group or CommitGroup(engine, max_batch=max_batch)
+        self.statement = statement
+
+    async def write(self, row: Row) -> None:
+        """Store `row`; returns once it is committed, raises what storing it raised."""
+        await self.group.write(self.statement, row)
+
+    def defer(self, row: Row) -> None:
+        """Store `row` with the group's next write, or within its `linger` (nobody waits on it)."""
+        self.group.defer(self.statement, row)

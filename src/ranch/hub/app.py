@@ -40,6 +40,7 @@ from ranch.config import RanchConfig
 from ranch.db import migrate
 from ranch.db.conversations import ConversationStore
 from ranch.db.engine import SQLITE_BUSY_TIMEOUT_S, open_engine
+from ranch.db.group_commit import CommitGroup
 from ranch.db.replicas import DEFAULT_LEASE, Replicas
 from ranch.edge.app import EdgeApp
 from ranch.edge.context import ContextBuilder, call_context, request_context
@@ -240,12 +241,13 @@ class Hub:
             await self.registry.open()
             engine = open_engine(self.settings.database_url, busy_timeout=self.settings.sqlite_busy_timeout)
             stack.push_async_callback(engine.dispose)
-            store = SqlTaskStore(engine, owner_resolver=owner_of)
+            commits = CommitGroup(engine)  # a turn's conversation commits with its task
+            store = SqlTaskStore(engine, owner_resolver=owner_of, commits=commits)
             await migrate.upgrade(engine)
             replicas = await stack.enter_async_context(Replicas(engine, lease=self.settings.lease))
             shared = open_fanout(self.settings.redis_url, prefix=self.settings.redis_prefix)
             fanout = await stack.enter_async_context(shared)
-            conversations = ConversationStore(engine, shared=fanout.shared)
+            conversations = ConversationStore(engine, shared=fanout.shared, commits=commits)
             await conversations.open()
             self.registry.keep_state(conversations)
             push_store = PushConfigStore(engine, owner_resolver=owner_of, fanout=fanout)

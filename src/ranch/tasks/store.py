@@ -32,7 +32,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ranch.db.group_commit import GroupWriter
+from ranch.db.group_commit import CommitGroup, GroupWriter
 from ranch.db.models import ranch_tasks as tasks
 from ranch.db.upsert import insert_for
 
@@ -57,10 +57,12 @@ def owner_context(owner: str, runner: str | None = None) -> ServerCallContext:
 class SqlTaskStore(TaskStore):
     """Tasks in SQL, scoped by owner: the SDK's TaskStore contract, cheaper per save."""
 
-    def __init__(self, engine: AsyncEngine, owner_resolver: OwnerResolver) -> None:
+    def __init__(
+        self, engine: AsyncEngine, owner_resolver: OwnerResolver, *, commits: CommitGroup | None = None
+    ) -> None:
         self.engine = engine
         self.owner_of = owner_resolver
-        self._writer = GroupWriter(engine, _upsert(engine.dialect.name))
+        self._writer = GroupWriter(engine, _upsert(engine.dialect.name), group=commits)
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
         row = {
