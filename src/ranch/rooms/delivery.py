@@ -101,18 +101,10 @@ class Dispatcher:
             del self._queues[key]
 
     async def _handle(self, delivery_id: str, watch: DeliveryWatch) -> None:
-        if not await self._claim(delivery_id):
+        taken = await self._take(delivery_id)
+        if taken is None:
             return
-        async with self.bus.transaction() as tx:
-            delivery = await tx.session.get(Delivery, delivery_id)
-            message = await tx.session.get(RoomMessage, delivery.message_seq) if delivery else None
-            room = await tx.session.get(Room, delivery.room_id) if delivery else None
-            if delivery is None or message is None or room is None or room.status != "active":
-                if delivery is not None:
-                    delivery.status = "done"
-                return
-            execution = await executions.current(tx, room.id, delivery.agent_id)
-            await executions.move(tx, execution, "working")  # its task follows as the turn starts
+        room, message, execution = taken
         watch.execution_id = execution.id
         try:
             await self._turn(room, message, execution, watch)
@@ -122,34 +114,38 @@ class Dispatcher:
                 if row is not None:
                     row.status = "done"
 
-    async def _claim(self, delivery_id: str) -> bool:
-        """Take the delivery to run here once it is its agent's next in its room.
+    async def _take(self, delivery_id: str) -> tuple[Room, RoomMessage, Execution] | None:
+        """Claim the delivery and start its execution's turn, once it is its agent's next in its room.
 
         One replica runs it, however many woke it; and an agent takes one message of a room at a
         time, in order, across replicas: while an earlier message of the room waits for it, or one
-        is being answered (on any replica), this one waits. False when it is not ours to run.
+        is being answered (on any replica), this one waits. None when it is not ours to run.
         """
         while True:
-            async with self.bus.sessions() as session:
-                delivery = await session.get(Delivery, delivery_id)
+            async with self.bus.transaction() as tx:
+                delivery = await tx.session.get(Delivery, delivery_id)
                 if delivery is None or delivery.status != "pending":
-                    return False
-                ahead = await session.scalar(_ahead_of(delivery))
-            if ahead is None:
-                async with self.bus.transaction() as tx:
-                    claimed = await tx.session.execute(
-                        update(Delivery)
-                        .where(
-                            Delivery.id == delivery_id,
-                            Delivery.status == "pending",
-                            ~_ahead_of(delivery).exists(),
-                        )
-                        .values(status="running", runner=self.rooms.tasks.runner),
-                        execution_options={"synchronize_session": False},
+                    return None
+                claimed = await tx.session.execute(
+                    update(Delivery)
+                    .where(
+                        Delivery.id == delivery_id,
+                        Delivery.status == "pending",
+                        ~_ahead_of(delivery).exists(),
                     )
+                    .values(status="running", runner=self.rooms.tasks.runner),
+                    execution_options={"synchronize_session": False},
+                )
                 if claimed.rowcount:  # type: ignore[attr-defined]
-                    return True
-            await anyio.sleep(NEXT_IN_LINE_POLL)
+                    message = await tx.session.get(RoomMessage, delivery.message_seq)
+                    room = await tx.session.get(Room, delivery.room_id)
+                    if message is None or room is None or room.status != "active":
+                        delivery.status = "done"
+                        return None
+                    execution = await executions.current(tx, room.id, delivery.agent_id)
+                    await executions.move(tx, execution, "working")  # its task follows as the turn starts
+                    return room, message, execution
+            await anyio.sleep(NEXT_IN_LINE_POLL)  # another delivery of this agent in this room goes first
 
     async def _turn(
         self, room: Room, message: RoomMessage, execution: Execution, watch: DeliveryWatch
