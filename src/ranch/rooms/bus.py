@@ -100,6 +100,7 @@ class Bus:
                 frame=frame,
                 deliver=self._fan_out,
                 to_agent=self._to_own_agent,
+                watched=lambda: bool(self._watchers),
             )
             if fanout is not None and fanout.shared
             else None

@@ -54,6 +54,7 @@ class Relay:
         frame: Callable[[RoomEvent], Frame],
         deliver: Callable[[Frame], None],
         to_agent: Callable[[str, Frame], int],
+        watched: Callable[[], bool],
     ) -> None:
         self.sessions = sessions
         self.fanout = fanout
@@ -61,7 +62,9 @@ class Relay:
         self._frame = frame
         self._deliver = deliver
         self._to_agent = to_agent
+        self._watched = watched
         self._last = 0
+        """The cursor of the last event handed out (or passed over while nobody watched)."""
         self._new = anyio.Event()
         self._send, self._receive = anyio.create_memory_object_stream[bytes](OUTBOX)
 
@@ -114,7 +117,14 @@ class Relay:
         self._new.set()
 
     async def _hand_out(self) -> None:
-        """Every event after the last one handed out, in cursor order."""
+        """Every event after the last one handed out, in cursor order; with nobody watching here,
+        only the newest cursor (a watcher that comes later replays from the table itself)."""
+        if not self._watched():
+            async with self.sessions() as session:
+                newest = await session.scalar(select(func.coalesce(func.max(RoomEvent.seq), 0))) or 0
+            if not self._watched():  # asked again after the read: a watcher from now on replays past it
+                self._last = max(self._last, newest)
+                return
         while True:
             async with self.sessions() as session:
                 rows = (
