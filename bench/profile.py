@@ -1,8 +1,9 @@
-"""`python -m bench.profile [--under-load]`: where one SendMessage to an echo agent spends its time.
+"""`python -m bench.profile [--keys] [--under-load]`: where one SendMessage to an echo agent spends its time.
 
 By default, in process: drives the ranch app through ASGI directly (no sockets, no
 HTTP parser), so the profile shows only ranch and the libraries it calls; prints µs
-per request and a pyinstrument call tree. `--under-load [KIND]` samples a bench.wire
+per request and a pyinstrument call tree; `--keys` serves with `--auth keys` and presents the admin
+key on every call. `--under-load [KIND]` samples a bench.wire
 server (default `ranch`: `ranch serve` as deployed) with py-spy while bench.load drives it at c=32:
 the whole server, uvicorn included.
 bench/profiles keeps the outputs from before and after the work on the wire path.
@@ -18,13 +19,14 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import orjson
 from pyinstrument import Profiler
 
-from bench.wire import OPERATIONS, serving
+from bench.wire import BENCH_KEY, OPERATIONS, serving
 from ranch.config import parse_config
 from ranch.hub.app import Settings, create_app
 
@@ -57,8 +59,8 @@ SCOPE: dict[str, Any] = {
 }
 
 
-async def request(app: Any) -> list[dict[str, Any]]:
-    """One POST through the whole ASGI stack; returns what the app sent."""
+async def request(app: Any, headers: list[tuple[bytes, bytes]] | None = None) -> list[dict[str, Any]]:
+    """One POST through the whole ASGI stack, with `headers` added; returns what the app sent."""
     delivered = False
 
     async def receive() -> dict[str, Any]:
@@ -74,7 +76,10 @@ async def request(app: Any) -> list[dict[str, Any]]:
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
-    await app(dict(SCOPE), receive, send)
+    scope = dict(SCOPE)
+    if headers:
+        scope["headers"] = [*SCOPE["headers"], *headers]
+    await app(scope, receive, send)
     return sent
 
 
@@ -95,27 +100,30 @@ async def started(app: Any) -> None:
     assert (await outbox.get())["type"] == "lifespan.startup.complete"
 
 
-async def main(count: int) -> None:
+async def main(count: int, keys: bool = False) -> None:
+    """`keys`: the server runs `--auth keys` and every call presents the admin's key."""
     database = tempfile.mktemp(suffix=".db", prefix="ranch-profile-")
-    app = create_app(
-        parse_config("agents:\n  - {id: echo, kind: echo}\n"),
-        Settings(f"sqlite+aiosqlite:///{database}", caller_rate=None, agent_rate=None),
-    )
+    settings = Settings(f"sqlite+aiosqlite:///{database}", caller_rate=None, agent_rate=None)
+    if keys:
+        settings = replace(settings, auth="keys", admin_key=BENCH_KEY)
+    app = create_app(parse_config("agents:\n  - {id: echo, kind: echo}\n"), settings)
+    headers = [(b"x-api-key", BENCH_KEY.encode())] if keys else []
     await started(app)
-    reply = await request(app)
+    reply = await request(app, headers)
     assert b'"hello"' in reply[-1]["body"], reply
     for _ in range(300):
-        await request(app)
+        await request(app, headers)
     begin = time.perf_counter()
     for _ in range(count):
-        await request(app)
+        await request(app, headers)
     per_request = (time.perf_counter() - begin) / count * 1e6
     profiler = Profiler(interval=0.0001)
     profiler.start()
     for _ in range(count):
-        await request(app)
+        await request(app, headers)
     profiler.stop()
-    print(f"SendMessage to an echo agent, in process: {per_request:.0f} µs per request\n")
+    what = "with `--auth keys` and a key" if keys else "without auth"
+    print(f"SendMessage to an echo agent, in process, {what}: {per_request:.0f} µs per request\n")
     print(profiler.output_text(unicode=False, color=False, show_all=False))
 
 
@@ -218,4 +226,6 @@ if __name__ == "__main__":
     elif sys.argv[1:2] == ["--instructions"]:
         print(instructions(sys.argv[2:] or ["bare", "ranch-no-log", "ranch", "ranch-keys"]))
     else:
-        asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 3000))
+        keyed = "--keys" in sys.argv[1:]
+        numbers = [arg for arg in sys.argv[1:] if arg != "--keys"]
+        asyncio.run(main(int(numbers[0]) if numbers else 3000, keys=keyed))

@@ -38,6 +38,13 @@ def test_an_empty_text_part_is_refused_naming_it(texts: list[str], index: int) -
     check_message(user_message(" "), Limits())  # a space is text
 
 
+def test_a_part_with_no_content_is_refused_naming_it() -> None:
+    message = Message(role=Role.ROLE_USER, message_id="m1", parts=[Part(text="hi"), Part()])
+    with pytest.raises(InvalidInput, match="has no content") as caught:
+        check_message(message, Limits())
+    assert caught.value.field == "message.parts[1]"
+
+
 def test_ids_are_checked() -> None:
     with pytest.raises(InvalidInput, match="message.contextId"):
         check_message(user_message(context_id="c" * 300), Limits())

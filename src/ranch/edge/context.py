@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Set
 from typing import Any
 
-from a2a.auth.user import UnauthenticatedUser
+from a2a.auth.user import UnauthenticatedUser, User
 from a2a.extensions.common import HTTP_EXTENSION_HEADER, get_requested_extensions
 from a2a.server.context import ServerCallContext
 from a2a.server.routes import ServerCallContextBuilder
@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.types import Scope
 
 from ranch.edge.guards import AGENT_KEY
-from ranch.identity.principal import PRINCIPAL_KEY
+from ranch.identity.principal import PRINCIPAL_KEY, KeyHolder
 from ranch.wire.middleware import SCOPE_KEY
 
 NO_EXTENSIONS: frozenset[str] = frozenset()
@@ -51,7 +51,11 @@ def call_context(
     if headers is not None:
         state["headers"] = headers
     user = scope.get("user")
-    return _construct(state, _NO_USER if user is None else StarletteUser(user), set(extensions))
+    if user is None:
+        user = _NO_USER
+    elif type(user) is not KeyHolder and not isinstance(user, User):  # a KeyHolder is the SDK's user already
+        user = StarletteUser(user)
+    return _construct(state, user, set(extensions))
 
 
 def _construct(state: dict[str, Any], user: Any, extensions: set[str]) -> ServerCallContext:

@@ -22,7 +22,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import Scope
 
 from ranch.exceptions import AgentNotFound, BodyTooLarge, RateLimited, Unauthorized
-from ranch.identity.principal import PRINCIPAL_KEY, KeyHolder, Principal
+from ranch.identity.principal import PRINCIPAL_KEY, Principal
 from ranch.identity.resolver import KEY_REQUIRED
 from ranch.identity.security import Security
 from ranch.policy.ratelimit import RatePolicy
@@ -197,16 +197,21 @@ class Guards:
             if call.entry in KEYED:
                 raise Unauthorized(KEY_REQUIRED)
             return None  # cards and the list show what callers without a key may see
-        principal = await security.keys.resolve(call.key, call.client, fresh=api)
-        scope[PRINCIPAL_KEY] = principal
-        scope["user"] = KeyHolder(principal)
+        known = None if api else security.keys.cached(call.key)
+        if known is None:
+            known = await security.keys.known(call.key, call.client, fresh=api)
+        scope[PRINCIPAL_KEY] = principal = known.principal
+        scope["user"] = known.holder
         return principal
 
     async def _check_agent(self, agent_id: str, principal: Principal | None) -> None:
         security = self.security
         if security.enabled:
             # the same answer for an unknown id and another organization's agent; only reachable ids listed
-            if not await security.reachable(principal, agent_id):
+            reachable = security.reachable_now(principal, agent_id)
+            if reachable is None:
+                reachable = await security.reachable(principal, agent_id)
+            if not reachable:
                 raise AgentNotFound(agent_id, await security.reachable_ids(principal))
         elif agent_id not in security.served:
             raise AgentNotFound(agent_id, list(security.served.ids()))

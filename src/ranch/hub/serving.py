@@ -295,12 +295,7 @@ class RanchRequestHandler(RequestHandler):
                 raise InvalidParamsError("message.role must be ROLE_USER ('user' in A2A 0.3)")
             if not message.parts:
                 raise InvalidParamsError("message.parts must contain at least one part")
-            for index, part in enumerate(message.parts):
-                if part.WhichOneof("content") is None:
-                    raise InvalidParamsError(
-                        f"message.parts[{index}] has no content (text, raw, url or data)"
-                    )
-            check_message(message, self.limits)
+            check_message(message, self.limits)  # parts with no content too
             extensions = await self._negotiate(agent, context)
             call = Call(extensions=extensions, owner=self._owner(context))  # conversations are the owner's
             if self.sessions is not None and message.context_id:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from a2a.auth.user import User
 from starlette.authentication import BaseUser
 
 from ranch.db.models import Role
@@ -46,11 +47,16 @@ SYSTEM = Principal(kind="system", id="ranch", org_id="", role="owner")
 """ranch itself (start-up, the demo room): sees every organization."""
 
 
-class KeyHolder(BaseUser):
-    """A principal as Starlette's (and so the a2a-sdk's) user; its name is the tasks' owner."""
+class KeyHolder(BaseUser, User):
+    """A principal as Starlette's user and the a2a-sdk's at once; its name is the tasks' owner.
+
+    Made once per known key (the key cache keeps it), so a keyed request builds no user objects.
+    """
 
     def __init__(self, principal: Principal) -> None:
         self.principal = principal
+        # user and agent ids live in different tables: the prefix keeps an agent from owning a user's tasks
+        self._name = principal.id if principal.kind == "user" else f"agent:{principal.id}"
 
     @property
     def is_authenticated(self) -> bool:
@@ -58,9 +64,11 @@ class KeyHolder(BaseUser):
 
     @property
     def display_name(self) -> str:
-        # user and agent ids live in different tables: the prefix keeps an agent from owning a user's tasks
-        who = self.principal
-        return who.id if who.kind == "user" else f"agent:{who.id}"
+        return self._name
+
+    @property
+    def user_name(self) -> str:
+        return self._name
 
 
 def session_caller(principal: Principal | None) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -21,7 +21,7 @@ from ranch.db.models import AgentRecord, ApiKey, User, iso
 from ranch.exceptions import RateLimited, Unauthorized
 from ranch.identity.cache import TtlCache
 from ranch.identity.keys import digest
-from ranch.identity.principal import Principal
+from ranch.identity.principal import KeyHolder, Principal
 from ranch.policy.ratelimit import RateLimiter
 
 CHALLENGE = 'Bearer realm="ranch", ApiKey header="X-API-Key"'
@@ -46,11 +46,16 @@ def presented_key(connection: HTTPConnection) -> str | None:
 
 @dataclass(frozen=True)
 class KnownKey:
-    """What a valid key stands for: its principal, and what can end it (revocation, expiry)."""
+    """What a valid key stands for: its principal (and the user object requests carry it as), and
+    what can end it (revocation, expiry)."""
 
     principal: Principal
     key_id: str
     expires_at: float | None
+    holder: KeyHolder = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "holder", KeyHolder(self.principal))
 
     def expired(self, at: float) -> bool:
         return self.expires_at is not None and at >= self.expires_at
@@ -139,11 +144,23 @@ class KeyResolver:
     async def resolve(self, key: str, address: str, *, fresh: bool = False) -> Principal:
         """The principal of `key`, presented from `address`; `fresh` skips the cache. Raises
         Unauthorized, or RateLimited once `address` has used up its refused keys."""
+        return (await self.known(key, address, fresh=fresh)).principal
+
+    def cached(self, key: str) -> KnownKey | None:
+        """What `key` stands for, when the cache holds it unexpired: no query, nothing to await (the
+        guard chain asks this first on every keyed A2A call); None sends the caller to `known`."""
+        holder = self._known.peek(digest(key))
+        if holder is None or holder.expired(time.time()):
+            return None
+        return holder
+
+    async def known(self, key: str, address: str, *, fresh: bool = False) -> KnownKey:
+        """`resolve`, answering what the key stands for (its principal and user object)."""
         name = digest(key)
         holder = None if fresh else self._known.peek(name)
         if holder is not None:
             if not holder.expired(time.time()):
-                return holder.principal
+                return holder
             self._known.forget(name)  # expired since it was kept: the database says so
         await self.failures.check(address)  # before the query: a blocked address costs none
         try:
@@ -154,7 +171,7 @@ class KeyResolver:
         except Unauthorized:  # unknown keys are never kept
             await self.failures.refused(address)
             raise
-        return holder.principal
+        return holder
 
     def forget(self, key_id: str) -> None:
         """A key was revoked: no entry serves it from the cache any more, starting now."""

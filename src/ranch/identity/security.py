@@ -46,6 +46,13 @@ class Security:
     async def reachable(self, principal: Principal | None, agent_id: str) -> bool:
         return agent_id in self.served and await self.access.visible(principal, agent_id)
 
+    def reachable_now(self, principal: Principal | None, agent_id: str) -> bool | None:
+        """`reachable` from what is kept in memory, without awaiting; None when the agents table must
+        be asked (call `reachable`). The guard chain runs this on every keyed A2A call."""
+        if agent_id not in self.served:
+            return False
+        return self.access.visible_now(principal, agent_id)
+
     async def reachable_ids(self, principal: Principal | None) -> list[str]:
         return [agent_id for agent_id in self.served.ids() if await self.reachable(principal, agent_id)]
 

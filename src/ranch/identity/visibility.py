@@ -90,9 +90,12 @@ class AgentAccess:
         row = self._rows.peek(agent_id)
         if row is None:
             row = await self._rows.get(agent_id, lambda: self._read(agent_id), keep=_recorded)
-        if row is None:  # served but not recorded (yet): never shown to callers without a key
-            return principal is not None
-        return may_use(principal, row.visibility, row.org_id, row.owner_user_id)
+        return _visible(principal, row)
+
+    def visible_now(self, principal: Principal | None, agent_id: str) -> bool | None:
+        """`visible` from the row kept in memory; None when there is none (ask `visible`)."""
+        row = self._rows.peek(agent_id)
+        return None if row is None else _visible(principal, row)
 
     async def _read(self, agent_id: str) -> _Visibility | None:
         async with self._sessions()() as session:
@@ -104,6 +107,12 @@ class AgentAccess:
 
     def forget_all(self) -> None:
         self._rows.forget_all()
+
+
+def _visible(principal: Principal | None, row: _Visibility | None) -> bool:
+    if row is None:  # served but not recorded (yet): never shown to callers without a key
+        return principal is not None
+    return may_use(principal, row.visibility, row.org_id, row.owner_user_id)
 
 
 def _recorded(row: _Visibility | None) -> bool:

@@ -60,11 +60,15 @@ class Limits:
 
 
 def check_message(message: Message, limits: Limits, field: str = "message") -> None:
-    """Refuse a message over the size limit, with control characters, bad ids or bad metadata keys."""
+    """Refuse a message over the size limit, a part with no content or an empty text, control
+    characters, bad ids or bad metadata keys.
+
+    It runs on every message a hub accepts: field names are formatted only for an error, and each
+    part is read once (a protobuf field read costs about as much as a line of Python here).
+    """
     size = message.ByteSize()
     if size > limits.max_message_bytes:
         raise PayloadTooLarge(size, limits.max_message_bytes, field)
-    # field names are formatted only for the error: this runs on every message a hub accepts
     longest, search = limits.max_id_length, CONTROL.search
     for name, value in (
         ("messageId", message.message_id),
@@ -73,16 +77,23 @@ def check_message(message: Message, limits: Limits, field: str = "message") -> N
     ):
         if len(value) > longest or search(value) is not None:
             check_id(value, f"{field}.{name}", limits)
-    for index, value in enumerate(message.reference_task_ids):
-        check_id(value, f"{field}.referenceTaskIds[{index}]", limits)
+    if message.reference_task_ids:
+        for index, value in enumerate(message.reference_task_ids):
+            check_id(value, f"{field}.referenceTaskIds[{index}]", limits)
     for index, part in enumerate(message.parts):
-        if part.HasField("text"):
-            if not part.text:  # a part with nothing in it, refused as a message with no parts is
+        content = part.WhichOneof("content")
+        if content == "text":
+            text = part.text
+            if not text:  # a part with nothing in it, refused as a message with no parts is
                 raise InvalidInput(f"{field}.parts[{index}].text is empty", f"{field}.parts[{index}].text")
-            if search(part.text) is not None:
-                check_text(part.text, f"{field}.parts[{index}].text")
-        elif part.HasField("data"):
+            if search(text) is not None:
+                check_text(text, f"{field}.parts[{index}].text")
+        elif content == "data":
             check_value_keys(part.data, f"{field}.parts[{index}].data", limits)
+        elif content is None:
+            raise InvalidInput(
+                f"{field}.parts[{index}] has no content (text, raw, url or data)", f"{field}.parts[{index}]"
+            )
         if part.HasField("metadata"):
             check_value_keys(part.metadata, f"{field}.parts[{index}].metadata", limits)
     if message.HasField("metadata"):
