@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, settings
 
 TESTS = Path(__file__).parent
 sys.path.insert(0, str(TESTS))  # `_support`, and `entry: _support.probes:Probe` in test configs
+sys.path.append(str(TESTS.parent))  # `bench`: its OTLP receiver serves the tracing tests too
 
 from _support import probes  # noqa: E402 - needs the path above
 from _support.fake_openai import FakeOpenAI, serve_fake_openai  # noqa: E402

@@ -14,6 +14,7 @@ from pydantic_core import ErrorDetails
 from starlette.responses import JSONResponse
 
 from ranch.exceptions import InvalidInput
+from ranch.observe import metrics
 from ranch.wire.errors import headers_for, http_status_for, rest_error_body
 
 M = TypeVar("M")
@@ -29,6 +30,7 @@ def body(exc: BaseException, *, debug: bool = False) -> dict[str, Any]:
 
 def response(exc: BaseException, *, debug: bool = False) -> JSONResponse:
     """`exc` as a REST answer, with its headers (`Retry-After`, a 401's challenge)."""
+    metrics.error(type(exc).__name__)
     return JSONResponse(body(exc, debug=debug), status_code=http_status_for(exc), headers=headers_for(exc))
 
 

@@ -31,6 +31,7 @@ from ranch.exceptions import (
     Unauthorized,
 )
 from ranch.identity.principal import Principal
+from ranch.observe import metrics
 from ranch.policy.limits import load_json
 from ranch.rooms.access import visible_room
 from ranch.rooms.bus import Watcher
@@ -71,6 +72,7 @@ async def serve(websocket: WebSocket, services: ApiServices) -> None:
         return
     await websocket.accept()
     watcher = runtime.bus.watch(principal.id if principal.kind == "agent" else None)
+    metrics.websockets(+1)
     try:
         if principal.kind == "agent":
             for delivery in await pending(runtime.sessions, principal.id):
@@ -85,6 +87,7 @@ async def serve(websocket: WebSocket, services: ApiServices) -> None:
         logger.exception("a WebSocket connection of %s:%s failed", principal.kind, principal.id)
         await _fail(websocket, exc)
     finally:
+        metrics.websockets(-1)
         runtime.bus.unwatch(watcher)
 
 

@@ -28,6 +28,7 @@ from google.protobuf.json_format import MessageToDict
 from ranch.agents.base import text_of
 from ranch.agents.fold import state_name
 from ranch.exceptions import RanchError
+from ranch.ids import random_hex
 from ranch.routing.router import HOP_KEY
 from ranch.wire import client_routing
 from ranch.wire.cards import agent_url
@@ -54,7 +55,9 @@ def run(args: argparse.Namespace) -> int:
 
 async def send(args: argparse.Namespace) -> int:
     base = agent_url(args.url, args.target)
-    async with httpx.AsyncClient(timeout=args.timeout) as http:
+    trace_id = random_hex()  # the turn's trace: the server continues it, so its spans and logs carry it
+    traceparent = f"00-{trace_id}-{random_hex()[:16]}-01"
+    async with httpx.AsyncClient(timeout=args.timeout, headers={"traceparent": traceparent}) as http:
         try:
             card = await A2ACardResolver(http, base).get_agent_card()
         except AgentCardResolutionError as exc:
@@ -79,7 +82,7 @@ async def send(args: argparse.Namespace) -> int:
             context_id=args.context,
             parts=[Part(text=args.text)],
         )
-        printer = Printer(streaming=args.stream)
+        printer = Printer(streaming=args.stream, trace_id=trace_id)
         try:
             async for response in client.send_message(SendMessageRequest(message=message)):
                 printer.on(response)
@@ -91,8 +94,9 @@ async def send(args: argparse.Namespace) -> int:
 class Printer:
     """Turns stream responses into the lines a person wants to read."""
 
-    def __init__(self, streaming: bool) -> None:
+    def __init__(self, streaming: bool, trace_id: str = "") -> None:
         self.streaming = streaming
+        self.trace_id = trace_id
         self.task: Task | None = None
         self.reply: Message | None = None
 
@@ -119,6 +123,8 @@ class Printer:
         if self.reply is not None:
             print(text_of(self.reply))
             _print_decision(self.reply)
+            if self.trace_id:
+                print(f"trace {self.trace_id}", file=sys.stderr)
             return 0
         if self.task is None:
             print("error: the server sent no task and no message", file=sys.stderr)
@@ -130,7 +136,8 @@ class Printer:
             print()
         print(text, file=sys.stderr if state == "failed" else sys.stdout)
         _print_route(task)
-        print(f"task {task.id} | context {task.context_id} | {state}")
+        trace = f" | trace {self.trace_id}" if self.trace_id else ""
+        print(f"task {task.id} | context {task.context_id} | {state}{trace}")
         if state == "input-required":
             print(f'answer with: ranch send <target> "..." --context {task.context_id}')
         return 0 if state in ("completed", "input-required") else 1

@@ -7,6 +7,7 @@ import atexit
 import json
 import logging
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from ranch.db.engine import SQLITE_BUSY_TIMEOUT_S
 from ranch.db.replicas import DEFAULT_LEASE
 from ranch.exceptions import ConfigError
 from ranch.hub.app import DEFAULT_DATABASE_URL, DEFAULT_MAX_BODY, Settings, create_app
+from ranch.observe import metrics
 from ranch.policy.logs import AccessLog, configure_logging
 from ranch.wire.cards import agent_url
 
@@ -84,6 +86,21 @@ def register(commands: Any) -> None:
         help="the certificate's private key file (env RANCH_SSL_KEYFILE)",
     )
     parser.add_argument(
+        "--metrics",
+        action="store_true",
+        default=os.environ.get("RANCH_METRICS", "off").strip().lower() in ("1", "on", "true", "yes"),
+        help="serve Prometheus metrics at GET /metrics (with --auth keys, an owner's or admin's key "
+        "is needed) (env RANCH_METRICS=on); docs/observability.md",
+    )
+    parser.add_argument(
+        "--trace-url",
+        metavar="TEMPLATE",
+        default=os.environ.get("RANCH_TRACE_URL") or None,
+        help="a trace viewer's URL with {trace_id} in it (Jaeger, Tempo): the web page links each team "
+        "turn to its trace (env RANCH_TRACE_URL). Traces are exported when OTEL_EXPORTER_OTLP_ENDPOINT "
+        "(or another OTEL_* exporter setting) is set",
+    )
+    parser.add_argument(
         "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
     )
     parser.add_argument(
@@ -112,6 +129,8 @@ def run(args: argparse.Namespace) -> int:
     print(banner(config, base, demo=args.config is None, db=args.db, root=args.root), flush=True)
     serving: dict[str, Any] = {"host": args.host, "port": args.port, "log_level": args.log_level}
     if workers > 1:
+        if args.metrics:  # each worker writes its samples here; /metrics on any worker sums them all
+            os.environ.setdefault(metrics.MULTIPROCESS_DIR, tempfile.mkdtemp(prefix="ranch-metrics-"))
         # migrations, the admin key and the demo room once, here, before the workers start
         anyio.run(_start_and_stop, app)
         os.environ[WORKER_ARGS] = json.dumps({k: v for k, v in vars(args).items() if k != "handler"})
@@ -155,6 +174,8 @@ def _hub(args: argparse.Namespace, *, quiet: bool = False) -> tuple[RanchConfig,
         root=args.root,
         max_body_bytes=args.max_body,
         admin_key=os.environ.get("RANCH_ADMIN_KEY") or None,
+        metrics=args.metrics,
+        trace_url=args.trace_url,
         demo=args.config is None,
         announce=(lambda _line: None) if quiet else (lambda line: print(line, flush=True)),
         **policy_flags.settings_from(args),

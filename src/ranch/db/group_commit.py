@@ -26,6 +26,8 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Executable
 
+from ranch.observe import metrics
+
 logger = logging.getLogger(__name__)
 
 Row = Mapping[str, Any]
@@ -100,6 +102,7 @@ class CommitGroup:
             while self._pending:
                 batch = self._pending[: self.max_batch]
                 del self._pending[: self.max_batch]
+                metrics.commit_batch(len(batch))
                 try:
                     await self._execute(batch)
                 except Exception:

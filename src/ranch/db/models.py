@@ -287,6 +287,8 @@ class Delivery(Base):
     """A `DeliveryStatus` (the column takes no other word); typed `str` for the writers of plain words."""
     runner: Mapped[str | None] = mapped_column(String(64), nullable=True)
     """The replica that queued it and will run it; when that replica is gone, another takes it."""
+    trace: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    """The `traceparent` of the request that posted the message (tracing on): its turn joins that trace."""
     created_at: Mapped[float] = mapped_column(Float, default=now)
     __table_args__ = (
         Index("deliveries_agent_status", "agent_id", "status", "message_seq"),

@@ -14,12 +14,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from starlette.applications import Starlette
 from starlette.types import Message, Receive, Scope, Send
 
 from ranch.edge.debug import DebugTap
-from ranch.edge.guards import BODY_METHODS, TRACE_KEY, Call, Guards, refusal, request_id_of
-from ranch.exceptions import RanchError
+from ranch.edge.guards import BODY_METHODS, TRACE_KEY, Call, Entry, Guards, refusal, request_id_of
+from ranch.exceptions import RanchError, RateLimited
+from ranch.identity.principal import PRINCIPAL_KEY
+from ranch.observe import metrics, tracing
 from ranch.policy.logs import TRACE_ID, AccessLog, trace_id_from
 from ranch.wire.fastpath import FastHandler, read_body, replay, send_json
 
@@ -55,7 +58,8 @@ class EdgeApp(Starlette):
             return
         started = time.perf_counter()
         call = self.guards.read(scope)
-        trace_id = trace_id_from(call.traceparent)
+        span = None if tracing.tracer() is None else _server_span(call, scope)
+        trace_id = trace_id_from(call.traceparent) if span is None else tracing.trace_id_of(span)
         scope[TRACE_KEY] = trace_id
         token = TRACE_ID.set(trace_id)
         tap = DebugTap(call.method, call.path, receive, send) if self.debug else None
@@ -63,11 +67,16 @@ class EdgeApp(Starlette):
             receive, send = tap.receive, tap.send
         status = 500
         try:
-            status = await self._serve(call, scope, receive, send, trace_id.encode())
+            with tracing.current(span):
+                status = await self._serve(call, scope, receive, send, trace_id.encode())
         finally:
             if tap is not None:
                 tap.done()
             TRACE_ID.reset(token)
+            if span is not None:
+                _end_server_span(span, scope, status)
+            if metrics.enabled():
+                metrics.request(call.entry.value, call.method, status)
             if self.access_log is not None:
                 self.access_log(
                     call.method,
@@ -112,6 +121,11 @@ class EdgeApp(Starlette):
     async def _refuse(
         self, call: Call, error: Exception, scope: Scope, receive: Receive, send: Send, trace: bytes
     ) -> int:
+        if metrics.enabled():
+            if call.entry is Entry.API and not call.jsonrpc:  # the A2A formats count theirs (`to_a2a`)
+                metrics.error(type(error).__name__)
+            if isinstance(error, RateLimited):
+                metrics.rate_limited(error.key.partition(":")[0])
         request_id = None
         if call.jsonrpc and call.method == "POST" and call.length is not None:
             if call.length <= self.guards.max_body:  # the id is in the body: read it, when it is small enough
@@ -120,6 +134,38 @@ class EdgeApp(Starlette):
         response.raw_headers.append((TRACE_HEADER, trace))
         await response(scope, receive, send)
         return response.status_code
+
+
+_ROUTES = {
+    Entry.A2A: "/a2a/agents/{agent}",
+    Entry.CARD: "/a2a/agents/{agent}/.well-known/agent-card.json",
+    Entry.AGENTS: "/a2a/agents",
+    Entry.MCP: "/mcp",
+    Entry.API: "/api/v1",
+}
+"""Span names by entry: a route, never a path with ids in it (span names stay few)."""
+
+
+def _server_span(call: Call, scope: Scope) -> Span | None:
+    """The request's SERVER span, continuing the caller's trace when it sent a `traceparent`."""
+    attributes = {"http.request.method": call.method, "url.path": call.path, "ranch.entry": call.entry.value}
+    if call.agent_id:
+        attributes["ranch.agent"] = call.agent_id
+    if call.client:
+        attributes["client.address"] = call.client
+    route = _ROUTES.get(call.entry, "other")
+    parent = tracing.incoming(scope["headers"]) if call.traceparent else None
+    return tracing.start(f"{call.method} {route}", attributes, parent=parent, kind=SpanKind.SERVER)
+
+
+def _end_server_span(span: Span, scope: Scope, status: int) -> None:
+    span.set_attribute("http.response.status_code", status)
+    principal = scope.get(PRINCIPAL_KEY)
+    if principal is not None:
+        span.set_attribute("ranch.org", principal.org_id)  # the organization, never a key or a name
+    if status >= 500:
+        span.set_status(Status(StatusCode.ERROR, f"HTTP {status}"))
+    span.end()
 
 
 class _Traced:

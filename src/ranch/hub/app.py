@@ -30,6 +30,7 @@ from starlette.types import Scope
 
 from ranch._version import __version__
 from ranch.agents.base import gather_infos
+from ranch.api import errors as api_errors
 from ranch.api.routes import routes as api_routes
 from ranch.api.services import ApiServices
 from ranch.catalog.cards import served_card
@@ -46,7 +47,7 @@ from ranch.edge.app import EdgeApp
 from ranch.edge.context import ContextBuilder, call_context, request_context
 from ranch.edge.guards import AGENT_KEY, Guards
 from ranch.edge.sdk import check_list_query, first_event_first, well_formed, with_clearer_sdk_errors
-from ranch.exceptions import ConfigError
+from ranch.exceptions import ConfigError, Forbidden, RanchError
 from ranch.fanout import open_fanout
 from ranch.hub.mcp import mcp_routes
 from ranch.hub.serving import RanchRequestHandler
@@ -54,6 +55,7 @@ from ranch.identity.principal import PRINCIPAL_KEY
 from ranch.identity.resolver import AuthFailures
 from ranch.identity.security import build_security
 from ranch.identity.sessions import DEFAULT_SESSION_TTL
+from ranch.observe import metrics, tracing
 from ranch.policy.egress import GuardedTransport
 from ranch.policy.limits import DEFAULT_MAX_MESSAGE_BYTES, Limits
 from ranch.policy.logs import AccessLog
@@ -145,6 +147,11 @@ class Settings:
     """Seconds a SQLite write waits for another connection's lock before it fails (and is retried)."""
     lease: float = DEFAULT_LEASE
     """Seconds a replica may stay silent before another takes its work over (docs/deploy.md)."""
+    # -- observability (docs/observability.md) --
+    metrics: bool = False
+    """Serve Prometheus metrics at GET /metrics (behind an owner's or admin's key with `auth="keys"`)."""
+    trace_url: str | None = None
+    """A trace viewer's URL with `{trace_id}`: the web page links team turns to their traces."""
     clock: Callable[[], float] = time.monotonic
     """The seconds that session TTLs, the key and visibility caches and in-process rate limits count
     (Redis buckets count Redis's); embedding code and tests may pass a clock of their own."""
@@ -232,6 +239,7 @@ class Hub:
     @asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
+            stack.callback(tracing.flush)
             stack.push_async_callback(self.pool.aclose)
             stack.push_async_callback(self.tenant_pool.aclose)
             stack.push_async_callback(self.registry.aclose)
@@ -316,6 +324,10 @@ class Hub:
 def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlette:
     """Every agent and team of `config` as an A2A server (JSON-RPC and HTTP+JSON)."""
     hub = Hub(config, settings or Settings())
+    tracing.from_environment()  # OTEL_* variables: off unless they configure an exporter
+    tracing.set_trace_url(hub.settings.trace_url)
+    if hub.settings.metrics:
+        metrics.enable()
     root = hub.settings.root
     if root is not None and root not in hub.registry:
         known = ", ".join(hub.registry.ids()) or "none"
@@ -353,6 +365,8 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
             Route("/", jsonrpc, methods=["POST"]),
             *root_rest,
         ]
+    if hub.settings.metrics:
+        routes.append(Route("/metrics", _metrics(hub), methods=["GET"]))
     routes.extend(api_routes(_api_services(hub)))
     routes.extend(mcp_routes(hub))
     routes.extend(web_routes())  # the browser page; last, so it never shadows /a2a or /api
@@ -421,6 +435,21 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     message = f"{request.method} {request.url.path}: {exc.detail}"
     body = http_error_body(exc.status_code, message, request.url.path)
     return JSONResponse(body, exc.status_code, headers=exc.headers)
+
+
+def _metrics(hub: Hub):  # type: ignore[no-untyped-def]
+    async def serve_metrics(request: Request) -> Response:
+        """Prometheus text; with `--auth keys` only for an owner or admin (or the superuser)."""
+        if hub.security.enabled:
+            try:
+                principal = await hub.security.keys.fresh(request)
+                if not (principal.is_admin or principal.is_superuser):
+                    raise Forbidden("only an owner or admin may read /metrics")
+            except RanchError as exc:
+                return api_errors.response(exc)
+        return Response(metrics.render(), media_type=metrics.CONTENT_TYPE)
+
+    return serve_metrics
 
 
 async def _healthz(request: Request) -> Response:

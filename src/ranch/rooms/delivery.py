@@ -28,6 +28,8 @@ from ranch.catalog.registry import Registry
 from ranch.db.models import AgentRecord, Delivery, Execution, Room, RoomMessage
 from ranch.exceptions import AgentNotFound
 from ranch.ids import new_id
+from ranch.observe import tracing
+from ranch.policy.logs import traced
 from ranch.rooms import executions
 from ranch.rooms.sink import RoomSink, fail_unstarted
 from ranch.routing import context
@@ -104,20 +106,29 @@ class Dispatcher:
         taken = await self._take(delivery_id)
         if taken is None:
             return
-        room, message, execution = taken
+        room, message, execution, parent = taken
         watch.execution_id = execution.id
+        span = tracing.start(
+            f"ranch.delivery {execution.agent_id}",
+            {"ranch.room": room.id, "ranch.agent": execution.agent_id, "ranch.execution": execution.id},
+            parent=tracing.resumed(parent),
+        )
         try:
-            await self._turn(room, message, execution, watch)
+            with tracing.current(span), traced(tracing.trace_id_of(span) if span is not None else None):
+                await self._turn(room, message, execution, watch)
         finally:
+            if span is not None:
+                span.end()
             async with self.bus.transaction() as tx:
                 row = await tx.session.get(Delivery, delivery_id)
                 if row is not None:
                     row.status = "done"
 
-    async def _take(self, delivery_id: str) -> tuple[Room, RoomMessage, Execution] | None:
+    async def _take(self, delivery_id: str) -> tuple[Room, RoomMessage, Execution, str | None] | None:
         """Claim the delivery and start its execution's turn, once it is its agent's next in its room.
 
-        One replica runs it, however many woke it; and an agent takes one message of a room at a
+        Also answers the `traceparent` stored with it (its turn joins that trace). One replica runs it,
+        however many woke it; and an agent takes one message of a room at a
         time, in order, across replicas: while an earlier message of the room waits for it, or one
         is being answered (on any replica), this one waits. None when it is not ours to run.
         """
@@ -144,7 +155,7 @@ class Dispatcher:
                         return None
                     execution = await executions.current(tx, room.id, delivery.agent_id)
                     await executions.move(tx, execution, "working")  # its task follows as the turn starts
-                    return room, message, execution
+                    return room, message, execution, delivery.trace
             await anyio.sleep(NEXT_IN_LINE_POLL)  # another delivery of this agent in this room goes first
 
     async def _turn(

@@ -39,6 +39,7 @@ from ranch.identity.orgs import DEFAULT_ORG, candidates, own_id
 from ranch.identity.principal import SYSTEM, Principal
 from ranch.identity.visibility import named_agent
 from ranch.ids import new_id
+from ranch.observe import tracing
 from ranch.policy.limits import Limits, check_id, check_value_keys
 from ranch.rooms import executions, views
 from ranch.rooms.access import require_room_admin, visible_room
@@ -356,7 +357,12 @@ class Rooms:
         for target in targets:
             runner = self.tasks.runner  # this replica wakes it (rooms/delivery.py)
             delivery = Delivery(
-                id=new_id(), message_seq=message.seq, room_id=room.id, agent_id=target, runner=runner
+                id=new_id(),
+                message_seq=message.seq,
+                room_id=room.id,
+                agent_id=target,
+                runner=runner,
+                trace=tracing.traceparent() if tracing.tracer() is not None else None,
             )
             tx.session.add(delivery)
             tx.deliveries.append(delivery)

@@ -25,6 +25,8 @@ from google.protobuf.struct_pb2 import Struct
 from ranch.agents.base import Event, text_of
 from ranch.agents.fold import reply_parts
 from ranch.db.models import Execution, Room, RoomMessage
+from ranch.observe import tracing
+from ranch.policy.logs import TRACE_ID
 from ranch.rooms import executions
 from ranch.rooms.bus import Tx
 from ranch.tasks.run import Run
@@ -155,6 +157,7 @@ class RoomSink:
                     "reason": hop.get("reason"),
                     "hop": int(hop.get("hop", 0)),
                     "ms": hop.get("ms"),
+                    **_trace(),
                 },
             )
         await self._member(member, INPUT_REQUIRED, "ready", turn=True)
@@ -252,3 +255,12 @@ def _struct_value(struct: Struct, key: str) -> Any:
     if key not in struct.fields:
         return None
     return MessageToDict(struct).get(key)
+
+
+def _trace() -> dict[str, str]:
+    """The turn's trace id (and its link, with `--trace-url`), for the page to show on each hop."""
+    trace_id = TRACE_ID.get()
+    if not trace_id:
+        return {}
+    url = tracing.link(trace_id)
+    return {"trace_id": trace_id, "trace_url": url} if url else {"trace_id": trace_id}

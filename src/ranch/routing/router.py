@@ -26,11 +26,13 @@ from a2a.types import (
 )
 from google.protobuf.struct_pb2 import Struct
 from google.protobuf.timestamp_pb2 import Timestamp
+from opentelemetry.trace import Span
 
 from ranch.agents.base import Call, Event, text_of
 from ranch.agents.fold import HopOutcome, collect
 from ranch.exceptions import AgentError, HopLimitExceeded, InvalidRecipient, RanchError
 from ranch.ids import new_id
+from ranch.observe import metrics, tracing
 from ranch.routing import context
 from ranch.routing.trail import Hop, describe
 from ranch.wire import client_routing
@@ -50,6 +52,8 @@ class Next:
     recipient: str
     reason: str
     note: str | None = None
+    fallback: bool = False
+    """The member's decision was not followed (none, or an invalid one): the Router chose."""
 
 
 class Turn:
@@ -73,36 +77,49 @@ class Turn:
         self.context_id = message.context_id
         self.trail: list[Hop] = []
         self.handoffs: list[str] | None = None
+        self.span: Span | None = None
+        """The turn's span while tracing is on; each hop's span is its child."""
+        self.hop_span: Span | None = None
 
     async def run(self) -> AsyncIterator[Event]:
         """The algorithm: hop until a recipient is the user, an agent asks, or something fails."""
         target, reason = self.first_recipient()
         sender, parts = client_routing.USER, list(self.message.parts)
         self.conversation.add(client_routing.USER, text_of(self.message))
+        began = time.perf_counter()
+        self.span = tracing.start(f"ranch.turn {self.team.id}", self.turn_attributes())
+        state = FAILED
         try:
             while True:
                 self.check_hop_budget(target)
                 yield self.working(target, sender, reason)
                 started = time.perf_counter()
-                outcome = await self.send(target, sender, parts)
+                outcome = await self.traced_send(target, sender, reason, parts)
                 ms = round((time.perf_counter() - started) * 1000, 3)
                 self.conversation.add(target, outcome.text)
                 self.conversation.mark_seen(target)  # its own reply is not news to it
                 step, invalid = self.decide(target, sender, outcome)
                 hop = self.record(target, sender, step.recipient, step.reason, ms)
+                self.observe_hop(hop, step, invalid)
                 yield self.reply_artifact(outcome, hop)  # the hop's record travels with its reply
                 if invalid is not None:
                     raise invalid
                 if outcome.interrupted:
+                    state = outcome.state
                     yield self.final(outcome.state, outcome.parts)
                     return
                 parts = outcome.parts + ([Part(text=step.note)] if step.note else [])
                 if step.recipient == client_routing.USER:
+                    state = COMPLETED
                     yield self.final(COMPLETED, parts)
                     return
                 sender, target, reason = target, step.recipient, step.reason
         except RanchError as exc:
+            metrics.error(type(exc).__name__)
+            tracing.failed(self.span, exc)
             yield self.final(FAILED, [Part(text=str(exc))], error=exc)
+        finally:
+            self.observe_turn(began, state)
 
     # -- phases -------------------------------------------------------------------------------
 
@@ -120,6 +137,27 @@ class Turn:
     def check_hop_budget(self, target: str) -> None:
         if len(self.trail) >= self.team.max_hops:
             raise HopLimitExceeded(self.team.id, self.team.max_hops, describe(self.trail, target))
+
+    async def traced_send(self, target: str, sender: str, reason: str, parts: list[Part]) -> HopOutcome:
+        """`send`, inside the hop's span when tracing is on (outbound calls become its children)."""
+        if self.span is None:
+            return await self.send(target, sender, parts)
+        attributes = {
+            "ranch.team": self.team.id,
+            "ranch.agent": target,
+            "ranch.sender": sender,
+            "ranch.chosen_because": reason,
+            "ranch.hop": len(self.trail) + 1,
+            "ranch.hops_remaining": self.team.max_hops - len(self.trail),
+        }
+        self.hop_span = tracing.start(f"ranch.hop {target}", attributes, parent=self.span)
+        try:
+            with tracing.current(self.hop_span):
+                return await self.send(target, sender, parts)
+        except BaseException as exc:
+            tracing.failed(self.hop_span, exc)
+            self.end_hop_span()
+            raise
 
     async def send(self, target: str, sender: str, parts: list[Part]) -> HopOutcome:
         """One hop: build the message, call the member within its timeout, remember its ids."""
@@ -148,9 +186,12 @@ class Turn:
         )
         roster = await self.team.roster()
         if roster.routes(target):
+            peers = roster.peers(exclude=target, only=self.handoffs)
+            if self.hop_span is not None:
+                self.hop_span.set_attribute("ranch.peers", [peer["id"] for peer in peers])
             client_routing.attach_request_data(
                 message,
-                peers=roster.peers(exclude=target, only=self.handoffs),
+                peers=peers,
                 sender=sender,
                 hops_remaining=self.team.max_hops - len(self.trail),
                 trail=describe(self.trail),
@@ -165,7 +206,7 @@ class Turn:
         try:
             return self.next_recipient(target, sender, outcome), None
         except InvalidRecipient as exc:
-            return Next(exc.recipient, f"invalid recipient '{exc.recipient}'"), exc
+            return Next(exc.recipient, f"invalid recipient '{exc.recipient}'", fallback=True), exc
 
     def next_recipient(self, target: str, sender: str, outcome: HopOutcome) -> Next:
         """Apply the contract's rules to the member's decision."""
@@ -187,8 +228,13 @@ class Turn:
         note = f"[ranch] {error}; the turn went back to '{self.team.default_agent}'."
         if target == self.team.default_agent:
             note = f"[ranch] {error}; the turn ended."
-            return Next(client_routing.USER, f"invalid recipient '{decision.recipient}'", note)
-        return Next(self.team.default_agent, f"invalid recipient '{decision.recipient}', fallback", note)
+            return Next(client_routing.USER, f"invalid recipient '{decision.recipient}'", note, fallback=True)
+        return Next(
+            self.team.default_agent,
+            f"invalid recipient '{decision.recipient}', fallback",
+            note,
+            fallback=True,
+        )
 
     def without_decision(self, target: str) -> Next:
         static = self.team.routes.get(target)
@@ -196,12 +242,49 @@ class Turn:
             return Next(static, "static route")
         if target == self.team.default_agent:
             return Next(client_routing.USER, "default agent answered")
-        return Next(self.team.default_agent, "no decision; back to the default agent")
+        return Next(self.team.default_agent, "no decision; back to the default agent", fallback=True)
 
     def record(self, agent: str, sender: str, recipient: str, reason: str, ms: float) -> Hop:
         hop = Hop(agent=agent, sender=sender, recipient=recipient, reason=reason, ms=ms)
         self.trail.append(hop)
         return hop
+
+    # -- what operators see: spans and metrics (docs/observability.md) ------------------------
+
+    def turn_attributes(self) -> dict[str, Any]:
+        return {
+            "ranch.team": self.team.id,
+            "ranch.context_id": self.context_id,
+            "ranch.task_id": self.task_id,
+            "ranch.max_hops": self.team.max_hops,
+        }
+
+    def observe_hop(self, hop: Hop, step: Next, invalid: InvalidRecipient | None) -> None:
+        metrics.hop(self.team.id, hop.agent, hop.ms / 1000)
+        span = self.hop_span
+        if span is None:
+            return
+        span.set_attribute("ranch.recipient", hop.recipient)
+        span.set_attribute("ranch.reason", hop.reason)
+        span.set_attribute("ranch.fallback", step.fallback)
+        if invalid is not None:
+            tracing.failed(span, invalid)
+        self.end_hop_span()
+
+    def end_hop_span(self) -> None:
+        if self.hop_span is not None:
+            self.hop_span.end()
+            self.hop_span = None
+
+    def observe_turn(self, began: float, state: TaskState) -> None:
+        metrics.turn(self.team.id, time.perf_counter() - began, len(self.trail))
+        span = self.span
+        if span is None:
+            return
+        self.end_hop_span()  # a turn cancelled mid-hop
+        span.set_attribute("ranch.hops", len(self.trail))
+        span.set_attribute("ranch.state", TaskState.Name(state))
+        span.end()
 
     # -- events -------------------------------------------------------------------------------
 

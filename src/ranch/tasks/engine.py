@@ -61,6 +61,7 @@ from ranch.exceptions import RanchError, StoreUnavailable
 from ranch.fanout import Fanout, MemoryFanout, Record
 from ranch.fanout.hearing import hear
 from ranch.ids import new_id
+from ranch.observe import metrics
 from ranch.tasks import listing
 from ranch.tasks.push import CONTROL, PushNotifier
 from ranch.tasks.run import RecentTasks, Run, RunSink
@@ -211,6 +212,13 @@ class TaskEngine:
 
     async def _drive(self, run: Run, agent: Agent, message: Message, call: Call) -> None:
         incoming = _copy(message)
+        metrics.runs(+1)
+        try:
+            await self._run(run, agent, message, call, incoming)
+        finally:
+            metrics.runs(-1)
+
+    async def _run(self, run: Run, agent: Agent, message: Message, call: Call, incoming: Message) -> None:
         error: str | None = None
         with run.scope:
             try:

@@ -48,6 +48,7 @@ from ranch.db.models import push_configs, push_outbox
 from ranch.db.upsert import insert_for
 from ranch.exceptions import InvalidInput
 from ranch.fanout import Fanout
+from ranch.observe import metrics
 from ranch.policy.egress import RefusedConnection, guarded_client
 from ranch.policy.ssrf import UrlGuard
 
@@ -214,6 +215,7 @@ class PushSender:
         last = Delivery(False, 0)
         for attempt in range(self.backoff.attempts):
             retry_after: float | None = None
+            metrics.push_attempt()
             try:
                 response = await self.client.post(config.url, content=body, headers=headers)
             except httpx.ConnectError as exc:
@@ -389,6 +391,7 @@ class PushNotifier:
         if delivery.ok:
             logger.debug("push: task %s delivered to config %s", task_id, config.id)
         else:
+            metrics.push_failure()
             logger.warning(
                 "push: task %s, config %s: not delivered after %d attempt(s): %s",
                 task_id,

@@ -26,6 +26,7 @@ from a2a.utils.errors import A2AError
 
 from ranch import exceptions as ranch
 from ranch.identity.resolver import CHALLENGE
+from ranch.observe import metrics
 
 JSONRPC_PATH = re.compile(r"^(/a2a/agents/[^/]+)?/?$")
 """An agent's JSON-RPC endpoint, or the root (`ranch serve --root`)."""
@@ -175,6 +176,7 @@ def to_a2a(exc: BaseException, *, debug: bool = False) -> A2AError:
     """`exc` as an A2AError every binding maps through the table; A2A errors pass through."""
     if isinstance(exc, A2AError):
         return exc
+    metrics.error(type(exc).__name__)
     row_class = next((cls for cls in type(exc).__mro__ if cls in _RANCH), None)
     if row_class is None:
         return sdk.InternalError(message_of(exc, debug=debug))

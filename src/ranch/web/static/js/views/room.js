@@ -453,7 +453,18 @@ class RoomView {
       }
     }
     figure.querySelector(".route-text").textContent = routeText(turn);
+    this.showTrace(figure, data);
     replace(figure.querySelector(".route-scroll"), diagram);
     figure.dataset.done = String(turn.hops.at(-1)?.recipient === "user");
+  }
+
+  /** The turn's trace id, a link to it when the server has a `--trace-url`. */
+  showTrace(figure, data) {
+    if (!data.trace_id || figure.querySelector(".route-trace")) return;
+    const label = `trace ${data.trace_id}`;
+    const trace = data.trace_url
+      ? h("a.route-trace", { href: data.trace_url, target: "_blank", rel: "noopener" }, label)
+      : h("code.route-trace", {}, label);
+    figure.querySelector("figcaption").append(" ", trace);
   }
 }

@@ -1,0 +1,1 @@
+"""Observability: OpenTelemetry traces and Prometheus metrics (docs/observability.md)."""

@@ -1,0 +1,182 @@
+"""OpenTelemetry traces: off unless an exporter is configured, and then a span per request, turn,
+hop and outbound call.
+
+ranch is configured the standard way, by the `OTEL_*` environment variables
+(docs/observability.md): `OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`
+(OTLP over HTTP), or `OTEL_TRACES_EXPORTER=otlp|console`; `OTEL_SDK_DISABLED=true` wins over
+both. `from_environment` then installs a `TracerProvider` with a batch processor (spans leave
+the process off the request's path), the W3C `traceparent`/`tracestate` propagation, and the
+httpx instrumentation, so every outbound call (remote members, MCP servers over HTTP, model
+providers, push webhooks) is a client span that carries the trace.
+
+With tracing off, `tracer()` is None and every call site skips its span on one `is None`
+check: nothing is built, nothing is looked up.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from ranch._version import __version__
+
+logger = logging.getLogger(__name__)
+
+SERVICE_NAME = "ranch"
+"""The `service.name` spans carry unless `OTEL_SERVICE_NAME` or `OTEL_RESOURCE_ATTRIBUTES` say otherwise."""
+_PROPAGATOR = TraceContextTextMapPropagator()
+_tracer: Tracer | None = None
+_installed = False
+_trace_url: str | None = None
+
+
+def set_trace_url(template: str | None) -> None:
+    """`--trace-url`: a template with `{trace_id}` (a Jaeger or Tempo URL) the web page links turns to."""
+    global _trace_url
+    _trace_url = template
+
+
+def link(trace_id: str) -> str | None:
+    """The trace's page in the operator's trace viewer, when `--trace-url` names one."""
+    return _trace_url.replace("{trace_id}", trace_id) if _trace_url and trace_id else None
+
+
+def tracer() -> Tracer | None:
+    """ranch's tracer, or None while tracing is off (call sites then build nothing)."""
+    return _tracer
+
+
+def enable(provider: trace.TracerProvider) -> None:
+    """Trace with `provider` from now on (`from_environment` does this; tests pass their own)."""
+    global _tracer
+    _tracer = provider.get_tracer("ranch", __version__)
+
+
+def disable() -> None:
+    global _tracer
+    _tracer = None
+
+
+def configured(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the environment asks for traces to be exported."""
+    env = os.environ if environ is None else environ
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    exporter = env.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    if exporter == "none":
+        return False
+    endpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    return bool(endpoint) or exporter in ("otlp", "console")
+
+
+def from_environment() -> bool:
+    """Install tracing as the `OTEL_*` variables ask, once per process; True when it is on."""
+    global _installed
+    if _installed or not configured():
+        return _tracer is not None
+    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+
+    exporter: SpanExporter
+    if os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "console":
+        exporter = ConsoleSpanExporter()
+    else:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        exporter = OTLPSpanExporter()  # endpoint, headers, timeout: from the OTEL_EXPORTER_OTLP_* variables
+    named = os.environ.get("OTEL_SERVICE_NAME") or "service.name=" in os.environ.get(
+        "OTEL_RESOURCE_ATTRIBUTES", ""
+    )
+    resource = Resource.create({} if named else {"service.name": SERVICE_NAME})  # the OTEL_* name wins
+    provider = TracerProvider(resource=resource)
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    HTTPXClientInstrumentor().instrument(tracer_provider=provider)
+    enable(provider)
+    _installed = True
+    logger.info("tracing on: spans are exported by %s", type(exporter).__name__)
+    return True
+
+
+def flush() -> None:
+    """Export the spans still buffered (as the server stops; the provider also does at exit)."""
+    provider = trace.get_tracer_provider()
+    force_flush = getattr(provider, "force_flush", None)
+    if _installed and force_flush is not None:
+        force_flush(5000)
+
+
+# -- helpers for the call sites -------------------------------------------------------------------
+
+
+def incoming(headers: Iterable[tuple[bytes, bytes]]) -> Context | None:
+    """The caller's trace context from a request's `traceparent` / `tracestate`, else None."""
+    carrier: dict[str, str] = {}
+    for name, value in headers:
+        if name == b"traceparent" or name == b"tracestate":
+            carrier[name.decode()] = value.decode("latin-1")
+    if "traceparent" not in carrier:
+        return None
+    return _PROPAGATOR.extract(carrier)
+
+
+def traceparent(span: Span | None = None) -> str | None:
+    """The W3C `traceparent` of `span` (the current span by default), to store with work that
+    another task or replica picks up later; None when there is no recording span."""
+    current = span or trace.get_current_span()
+    if not current.get_span_context().is_valid:
+        return None
+    carrier: dict[str, str] = {}
+    _PROPAGATOR.inject(carrier, trace.set_span_in_context(current))
+    return carrier.get("traceparent")
+
+
+def resumed(parent: str | None) -> Context | None:
+    """The context a stored `traceparent` names (see `traceparent`), else None."""
+    return _PROPAGATOR.extract({"traceparent": parent}) if parent else None
+
+
+def trace_id_of(span: Span) -> str:
+    return format(span.get_span_context().trace_id, "032x")
+
+
+def start(name: str, attributes: Mapping[str, Any] | None = None, *, parent: Span | Context | None = None,
+          kind: SpanKind = SpanKind.INTERNAL) -> Span | None:  # fmt: skip
+    """A span under `parent` (a span, a context, or the current span), or None while tracing is off."""
+    active = _tracer
+    if active is None:
+        return None
+    context = trace.set_span_in_context(parent) if isinstance(parent, Span) else parent
+    return active.start_span(name, context=context, kind=kind, attributes=attributes)
+
+
+@contextmanager
+def current(span: Span | None) -> Iterator[None]:
+    """Make `span` the current one for the block (outbound calls made in it become its children)."""
+    if span is None:
+        yield
+        return
+    token = otel_context.attach(trace.set_span_in_context(span))
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
+
+
+def failed(span: Span | None, error: BaseException) -> None:
+    """Mark `span` failed with `error`'s type (the `error.type` attribute) and message."""
+    if span is None:
+        return
+    span.set_attribute("error.type", type(error).__name__)
+    span.set_status(Status(StatusCode.ERROR, str(error)[:500]))
