@@ -89,3 +89,9 @@ def test_cluster_measures_events_failover_and_workers() -> None:
     (failover,) = rows(output, "Failover")
     assert failover["samples"] == "1" and float(failover["median s"]) > 0
     assert len(rows(output, "SendMessage with `--workers`")) == 2
+
+
+def test_tracing_compares_off_and_on_with_no_errors() -> None:
+    table = rows(run_bench("bench.tracing", "0.5", "1"), "Tracing, off and on")
+    assert [row["server"] for row in table] == ["tracing off", "tracing on"] * 2
+    assert all(row["errors"] == "0" and float(row["req/s"].replace(",", "")) > 0 for row in table), table

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -11,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from _support.hubkit import wait_until
 from _support.servers import ServerProcess, free_port
 from ranch.db import migrate
 
@@ -76,6 +78,9 @@ def test_send_prints_the_reply_and_the_route(demo: ServerProcess) -> None:
     assert "Research notes on 'find papers on quantum error correction'" in result.stdout
     assert "route: user -> triage -> researcher -> triage -> user" in result.stdout
     assert "| completed" in result.stdout
+    trace = re.search(r"\| trace ([0-9a-f]{32})$", result.stdout, re.MULTILINE)
+    assert trace is not None, result.stdout
+    wait_until(lambda: trace.group(1) in demo.output(), what="the server's access line with the trace id")
 
 
 def test_send_stream_prints_each_hop_before_the_answer(demo: ServerProcess) -> None:
