@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.common import SERVER_CPUS, free_port, median, ranch_serve, server_process, table
+from bench.common import SERVER_CPUS, cpu_seconds, free_port, median, ranch_serve, server_process, table
 from bench.otlp import receiving
 from bench.wire import HEADERS, MESSAGE, load, rpc
 
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> str:
             port = free_port()
             command = ranch_serve(folder / "bench.yaml", port, folder / f"{name}.db", quiet_log=False)
             log = folder / f"{name}.log"
-            stack.enter_context(
+            process = stack.enter_context(
                 server_process(
                     command,
                     f"http://127.0.0.1:{port}/healthz",
@@ -65,13 +65,15 @@ def main(argv: list[str] | None = None) -> str:
                     log=log,
                 )
             )
-            servers[name] = f"http://127.0.0.1:{port}"
+            servers[name] = (f"http://127.0.0.1:{port}", process.pid)
         for turn in range(rounds):
             order = list(servers.items())
-            for name, base in order[turn % 2 :] + order[: turn % 2]:
+            for name, (base, pid) in order[turn % 2 :] + order[: turn % 2]:
                 for label, agent, concurrency in OPERATIONS:
+                    before = cpu_seconds(pid)
                     row = load(f"{base}/a2a/agents/{agent}", rpc("SendMessage", MESSAGE), concurrency,
                                seconds, HEADERS)  # fmt: skip
+                    row["cpu_us"] = (cpu_seconds(pid) - before) / max(1.0, row["requests"]) * 1e6
                     samples.setdefault((label, name), []).append(row)
         exported = len(receiver.spans())
     rows = []
@@ -81,16 +83,20 @@ def main(argv: list[str] | None = None) -> str:
             taken = samples[(label, name)]
             rps = median([row["rps"] for row in taken])
             p99 = median([row["p99_ms"] for row in taken])
+            cpu = median([row["cpu_us"] for row in taken])
             errors = int(sum(row["errors"] for row in taken))
-            rows.append([label, concurrency, f"tracing {name}", f"{rps:,.0f}", f"{p99:.2f}", errors,
-                         f"{rps / off:.2f}x"])  # fmt: skip
+            rows.append([label, concurrency, f"tracing {name}", f"{rps:,.0f}", f"{p99:.2f}", f"{cpu:.0f}",
+                         errors, f"{rps / off:.2f}x"])  # fmt: skip
     note = (
         f"`ranch serve` (access log on, rate limits off); tracing on: OTLP/HTTP batch export to a local "
         f"receiver, which took {exported:,} spans. Medians of {rounds} samples of {seconds:g} s, the two "
         "servers taking turns. Target: on >= 0.85x off."
     )
     section = table(
-        "Tracing, off and on", ["operation", "c", "server", "req/s", "p99 ms", "errors", "vs off"], rows, note
+        "Tracing, off and on",
+        ["operation", "c", "server", "req/s", "p99 ms", "server CPU µs/req", "errors", "vs off"],
+        rows,
+        note,
     )
     print(section, flush=True)
     return section

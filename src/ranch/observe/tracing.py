@@ -28,6 +28,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from ranch._version import __version__
+from ranch.observe.lean import BatchExporter, LeanTracerProvider
 
 logger = logging.getLogger(__name__)
 
@@ -79,34 +80,49 @@ def configured(environ: Mapping[str, str] | None = None) -> bool:
 
 
 def from_environment() -> bool:
-    """Install tracing as the `OTEL_*` variables ask, once per process; True when it is on."""
+    """Install tracing as the `OTEL_*` variables ask, once per process; True when it is on.
+
+    OTLP export goes through ranch's lean tracer (`observe.lean`, a fraction of the SDK's cost per
+    span); the console exporter, a configured sampler (`OTEL_TRACES_SAMPLER`) or `RANCH_TRACER=sdk`
+    get the OpenTelemetry SDK's own provider.
+    """
     global _installed
     if _installed or not configured():
         return _tracer is not None
     from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
     from opentelemetry.sdk.resources import Resource
+
+    env = os.environ
+    named = env.get("OTEL_SERVICE_NAME") or "service.name=" in env.get("OTEL_RESOURCE_ATTRIBUTES", "")
+    resource = Resource.create({} if named else {"service.name": SERVICE_NAME})  # the OTEL_* name wins
+    console = env.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "console"
+    provider: trace.TracerProvider
+    if console or env.get("OTEL_TRACES_SAMPLER") or env.get("RANCH_TRACER", "").lower() == "sdk":
+        provider = _sdk_provider(resource, console)
+    else:
+        provider = LeanTracerProvider(BatchExporter.from_environment(dict(resource.attributes)))
+    trace.set_tracer_provider(provider)
+    HTTPXClientInstrumentor().instrument(tracer_provider=provider)
+    enable(provider)
+    _installed = True
+    logger.info("tracing on: spans are exported by %s", type(provider).__name__)
+    return True
+
+
+def _sdk_provider(resource: Any, console: bool) -> trace.TracerProvider:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 
     exporter: SpanExporter
-    if os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "console":
+    if console:
         exporter = ConsoleSpanExporter()
     else:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         exporter = OTLPSpanExporter()  # endpoint, headers, timeout: from the OTEL_EXPORTER_OTLP_* variables
-    named = os.environ.get("OTEL_SERVICE_NAME") or "service.name=" in os.environ.get(
-        "OTEL_RESOURCE_ATTRIBUTES", ""
-    )
-    resource = Resource.create({} if named else {"service.name": SERVICE_NAME})  # the OTEL_* name wins
     provider = TracerProvider(resource=resource)
     provider.add_span_processor(BatchSpanProcessor(exporter))
-    trace.set_tracer_provider(provider)
-    HTTPXClientInstrumentor().instrument(tracer_provider=provider)
-    enable(provider)
-    _installed = True
-    logger.info("tracing on: spans are exported by %s", type(exporter).__name__)
-    return True
+    return provider
 
 
 def flush() -> None:

@@ -1,0 +1,178 @@
+"""The lean tracer's OTLP bytes are what opentelemetry's own encoder makes of the same spans.
+
+`observe.otlp` writes `ExportTraceServiceRequest` bytes by hand (the SDK's encoder cost more than
+a whole request); each test records spans with `observe.lean`, builds the SDK's `ReadableSpan` of
+each from the same data, and compares the decoded message with `encode_spans`' (protobuf message
+equality: every field, every value). Attribute values come from hypothesis too (derandomized in
+`make test`, long in `make fuzz`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from bench.otlp import receiving
+from hypothesis import example, given
+from hypothesis import strategies as st
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from ranch.observe import otlp
+from ranch.observe.lean import BatchExporter, LeanSpan, LeanTracerProvider
+
+RESOURCE = Resource.create({"service.name": "ranch-test"})
+
+
+@pytest.fixture
+def provider() -> Iterator[LeanTracerProvider]:
+    exporter = BatchExporter("http://127.0.0.1:9/v1/traces", RESOURCE.attributes, delay=3600)
+    yield LeanTracerProvider(exporter)  # no loop runs here: spans stay queued for the test to read
+
+
+def sdk_twin(span: LeanSpan) -> ReadableSpan:
+    name, version, schema_url = span.scope
+    return ReadableSpan(
+        name=span.name,
+        context=span.get_span_context(),
+        parent=span.parent,
+        resource=RESOURCE,
+        attributes=span.attributes,
+        events=[Event(event_name, attrs, at) for event_name, at, attrs in span.events],
+        kind=span.kind,
+        status=span.status,
+        start_time=span.start,
+        end_time=span.end_time,
+        instrumentation_scope=InstrumentationScope(name, version, schema_url),
+    )
+
+
+def ours(spans: list[LeanSpan]) -> ExportTraceServiceRequest:
+    scopes: dict[Any, list[bytes]] = {}
+    for span in spans:
+        scopes.setdefault(span.scope, []).append(span.encoded())
+    decoded: ExportTraceServiceRequest = ExportTraceServiceRequest.FromString(
+        otlp.request(RESOURCE.attributes, scopes)
+    )
+    return decoded
+
+
+def queued(provider: LeanTracerProvider) -> list[LeanSpan]:
+    return list(provider.exporter._queue)
+
+
+def test_a_tree_of_spans_encodes_as_the_sdk_encodes_it(provider: LeanTracerProvider) -> None:
+    tracer = provider.get_tracer("ranch", "1.2.3")
+    other = provider.get_tracer(
+        "opentelemetry.instrumentation.httpx", None, "https://opentelemetry.io/schemas/1.11.0"
+    )
+    request = {"http.request.method": "POST", "ranch.agent": "office"}
+    with tracer.start_as_current_span("POST /a2a/agents/{agent}", kind=SpanKind.SERVER, attributes=request):
+        turn = tracer.start_span("ranch.turn office", attributes={"ranch.max_hops": 5})
+        with trace.use_span(turn, end_on_exit=True):
+            with other.start_as_current_span("POST", kind=SpanKind.CLIENT) as client:
+                client.set_attribute("http.response.status_code", 503)
+                client.set_status(Status(StatusCode.ERROR, "HTTP 503"))
+            hop = tracer.start_span("ranch.hop desk", attributes={"ranch.peers": ["helper", "critic"]})
+            hop.set_attributes({"ranch.fallback": False, "ranch.ms": 1.5, "ranch.hop": 1, "ranch.delta": -3})
+            hop.record_exception(ValueError("bad recipient"))
+            hop.set_status(StatusCode.ERROR, "bad recipient")
+            hop.end()
+    spans = queued(provider)
+    assert [span.name for span in spans] == [
+        "POST",
+        "ranch.hop desk",
+        "ranch.turn office",
+        "POST /a2a/agents/{agent}",
+    ]
+    assert ours(spans) == encode_spans([sdk_twin(span) for span in spans])
+
+
+def test_a_remote_parent_and_its_trace_state_are_kept(provider: LeanTracerProvider) -> None:
+    remote = trace.SpanContext(0x4BF92F3577B34DA6A3CE929D0E0E4736, 0x00F067AA0BA902B7, True,
+                               trace.TraceFlags(1), trace.TraceState([("vendor", "x1")]))  # fmt: skip
+    parent = trace.set_span_in_context(trace.NonRecordingSpan(remote))
+    span = provider.get_tracer("ranch").start_span("POST /mcp", context=parent, kind=SpanKind.SERVER)
+    span.end()
+    (recorded,) = queued(provider)
+    assert recorded.get_span_context().trace_id == remote.trace_id and recorded.parent == remote
+    assert ours([recorded]) == encode_spans([sdk_twin(recorded)])
+
+
+def test_equal_values_of_other_types_keep_their_types(provider: LeanTracerProvider) -> None:
+    tracer = provider.get_tracer("ranch")
+    for value in (1, True, 1.0, "1", (1,), 0, False, 0.0, ""):  # equal in Python, not on the wire
+        span = tracer.start_span("span", attributes={"n": value})
+        span.add_event("event", {"n": value})
+        span.end()
+    spans = queued(provider)
+    assert ours(spans) == encode_spans([sdk_twin(span) for span in spans])
+
+
+values = st.one_of(
+    st.text(max_size=40),
+    st.booleans(),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.floats(allow_nan=False),
+    st.lists(st.text(max_size=10), max_size=4),
+    st.lists(st.integers(min_value=-(2**63), max_value=2**63 - 1), max_size=4),
+)
+
+
+@given(st.dictionaries(st.text(min_size=1, max_size=20), values, max_size=8), st.text(max_size=30))
+@example(attributes={"0": ""}, name="")  # an event's attribute once took a span's cached bytes
+def test_any_attributes_encode_as_the_sdk_encodes_them(attributes: dict[str, Any], name: str) -> None:
+    exporter = BatchExporter("http://127.0.0.1:9/v1/traces", RESOURCE.attributes, delay=3600)
+    span = LeanTracerProvider(exporter).get_tracer("ranch").start_span(name, attributes=attributes)
+    span.add_event("event", attributes)
+    span.end()
+    (recorded,) = queued(LeanTracerProvider(exporter))
+    assert ours([recorded]) == encode_spans([sdk_twin(recorded)])
+
+
+def test_spans_ended_on_a_loop_are_sent_by_it_in_batches() -> None:
+    async def serve(endpoint: str) -> BatchExporter:
+        exporter = BatchExporter(endpoint + "/v1/traces", RESOURCE.attributes, delay=0.05, max_batch=10)
+        tracer = LeanTracerProvider(exporter).get_tracer("ranch")
+        for number in range(25):
+            tracer.start_span(f"span {number}", attributes={"n": number}).end()
+        for _ in range(200):  # the loop sends them: two full batches at once, the rest after `delay`
+            if exporter.exported == 25:
+                break
+            await asyncio.sleep(0.02)
+        return exporter
+
+    with receiving() as receiver:
+        exporter = asyncio.run(serve(receiver.endpoint))
+        spans = receiver.wait_for(lambda spans: len(spans) == 25)
+    assert sorted(span.attributes["n"] for span in spans) == list(range(25))
+    assert {span.service for span in spans} == {"ranch-test"} and receiver.requests == 3
+    assert exporter.exported == 25 and exporter.dropped == 0
+    assert not any(span.name.startswith("POST") for span in spans)  # the export is not traced
+
+
+def test_flush_sends_what_ended_with_no_loop() -> None:
+    with receiving() as receiver:
+        exporter = BatchExporter(receiver.endpoint + "/v1/traces", RESOURCE.attributes, max_batch=10)
+        tracer = LeanTracerProvider(exporter).get_tracer("ranch")
+        for number in range(12):
+            tracer.start_span(f"span {number}").end()
+        assert exporter.flush(10)
+        receiver.wait_for(lambda spans: len(spans) == 12)
+    assert exporter.exported == 12 and receiver.requests == 2
+
+
+def test_a_full_queue_drops_spans_and_counts_them() -> None:
+    exporter = BatchExporter("http://127.0.0.1:9/v1/traces", RESOURCE.attributes, delay=3600, max_queue=5,
+                             max_batch=100)  # fmt: skip
+    tracer = LeanTracerProvider(exporter).get_tracer("ranch")
+    for _ in range(8):
+        tracer.start_span("span").end()
+    assert len(exporter._queue) == 5 and exporter.dropped == 3
