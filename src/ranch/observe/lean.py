@@ -44,6 +44,9 @@ from ranch.observe import otlp
 logger = logging.getLogger(__name__)
 
 SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+UNSET = Status(StatusCode.UNSET)
+NO_STATE = TraceState()
+"""Shared by every span that has no status and no trace state yet: nothing made per span."""
 Scope = tuple[str, str | None, str | None]
 """An instrumentation scope: (name, version, schema url)."""
 
@@ -72,8 +75,8 @@ class LeanSpan(trace.Span):
         self.attributes: dict[str, AttributeValue] = dict(attributes) if attributes else {}
         self.start = start
         self.end_time: int | None = None
-        self.events: list[tuple[str, int, Mapping[str, Any] | None]] = []
-        self.status = Status(StatusCode.UNSET)
+        self.events: list[tuple[str, int, Mapping[str, Any] | None]] | None = None
+        self.status = UNSET
         self._scope = scope
         self._exporter = exporter
 
@@ -97,6 +100,8 @@ class LeanSpan(trace.Span):
 
     def add_event(self, name: str, attributes: Attributes = None, timestamp: int | None = None) -> None:
         if self.end_time is None:
+            if self.events is None:
+                self.events = []
             self.events.append((name, timestamp or time.time_ns(), dict(attributes) if attributes else None))
 
     def add_link(self, context: SpanContext, attributes: Attributes = None) -> None:
@@ -149,7 +154,7 @@ class LeanSpan(trace.Span):
             start=self.start,
             end=self.end_time or self.start,
             values=self.attributes,
-            events=self.events,
+            events=self.events or (),
             status_code=status.status_code.value,
             status_message=status.description,
         )
@@ -180,7 +185,7 @@ class LeanTracer(trace.Tracer):
         if parent is not None:
             ids = SpanContext(parent.trace_id, _span_id(), False, SAMPLED, parent.trace_state)
         else:
-            ids = SpanContext(_trace_id(), _span_id(), False, SAMPLED, TraceState())
+            ids = SpanContext(_trace_id(), _span_id(), False, SAMPLED, NO_STATE)
         start = start_time or time.time_ns()
         return LeanSpan(name, ids, parent, kind, attributes, start, self._scope, self._exporter)
 
@@ -265,7 +270,8 @@ class BatchExporter:
         self.max_batch = max_batch
         self.dropped = 0
         self.exported = 0
-        self._queue: list[LeanSpan] = []
+        self._queue: list[tuple[Scope, bytes]] = []
+        """Spans encoded as they ended: only bytes wait for the batch (no objects for the GC to walk)."""
         self._timer: asyncio.TimerHandle | None = None
         self._sending: set[asyncio.Task[None]] = set()
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
@@ -301,7 +307,7 @@ class BatchExporter:
         if len(queue) >= self.max_queue:
             self.dropped += 1
             return
-        queue.append(span)
+        queue.append((span.scope, span.encoded()))
         if len(queue) >= self.max_batch:
             self._send_soon(0.0)
         elif self._timer is None:
@@ -329,8 +335,8 @@ class BatchExporter:
     def _take(self) -> tuple[bytes, int]:
         batch, self._queue[:] = self._queue[: self.max_batch], self._queue[self.max_batch :]
         scopes: dict[Scope, list[bytes]] = {}
-        for span in batch:
-            scopes.setdefault(span.scope, []).append(span.encoded())
+        for scope, encoded in batch:
+            scopes.setdefault(scope, []).append(encoded)
         return otlp.request(self.resource, scopes), len(batch)
 
     async def _post(self, loop: asyncio.AbstractEventLoop, body: bytes, count: int) -> None:
