@@ -67,8 +67,11 @@ class EdgeApp(Starlette):
             receive, send = tap.receive, tap.send
         status = 500
         try:
-            with tracing.current(span):
+            if span is None:  # tracing off: not even a context manager on the request's path
                 status = await self._serve(call, scope, receive, send, trace_id.encode())
+            else:
+                with tracing.current(span):
+                    status = await self._serve(call, scope, receive, send, trace_id.encode())
         finally:
             if tap is not None:
                 tap.done()
