@@ -41,12 +41,19 @@ class Receiver:
     """The spans received so far, and the receiver's endpoint (for OTEL_EXPORTER_OTLP_ENDPOINT)."""
 
     endpoint: str
+    decode: bool = True
+    """False: keep each request's body and decode them only when `spans` is asked (a benchmark's
+    receiver then costs the machine next to nothing while the servers run)."""
     received: list[ReceivedSpan] = field(default_factory=list)
+    bodies: list[bytes] = field(default_factory=list)
     requests: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def spans(self) -> list[ReceivedSpan]:
         with self.lock:
+            bodies, self.bodies = self.bodies, []
+            for body in bodies:
+                self.received.extend(_flatten(ExportTraceServiceRequest.FromString(body)))
             return list(self.received)
 
     def wait_for(
@@ -92,8 +99,8 @@ def _flatten(request: ExportTraceServiceRequest) -> list[ReceivedSpan]:
 
 
 @contextmanager
-def receiving(max_body: int = 16 * 1024 * 1024) -> Iterator[Receiver]:
-    """A receiver on 127.0.0.1 for the block's duration."""
+def receiving(max_body: int = 16 * 1024 * 1024, *, decode: bool = True) -> Iterator[Receiver]:
+    """A receiver on 127.0.0.1 for the block's duration (`decode`: see `Receiver.decode`)."""
     receiver: Receiver
 
     class Handler(BaseHTTPRequestHandler):
@@ -105,9 +112,11 @@ def receiving(max_body: int = 16 * 1024 * 1024) -> Iterator[Receiver]:
             body = self.rfile.read(length)
             if self.headers.get("Content-Encoding") == "gzip":
                 body = gzip.decompress(body)
-            spans = _flatten(ExportTraceServiceRequest.FromString(body))
             with receiver.lock:
-                receiver.received.extend(spans)
+                if receiver.decode:
+                    receiver.received.extend(_flatten(ExportTraceServiceRequest.FromString(body)))
+                else:
+                    receiver.bodies.append(body)
                 receiver.requests += 1
             answer = ExportTraceServiceResponse().SerializeToString()
             self.send_response(200)
@@ -120,7 +129,7 @@ def receiving(max_body: int = 16 * 1024 * 1024) -> Iterator[Receiver]:
             return
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    receiver = Receiver(endpoint=f"http://127.0.0.1:{server.server_address[1]}")
+    receiver = Receiver(endpoint=f"http://127.0.0.1:{server.server_address[1]}", decode=decode)
     thread = threading.Thread(target=server.serve_forever, name="otlp-receiver", daemon=True)
     thread.start()
     try:

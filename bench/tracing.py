@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> str:
     samples: dict[tuple[str, str], list[dict[str, float]]] = {}
     with contextlib.ExitStack() as stack:
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ranch-tracing-")))
-        receiver = stack.enter_context(receiving())
+        receiver = stack.enter_context(receiving(decode=False))  # decoded after the run
         (folder / "bench.yaml").write_text(CONFIG)
         servers = {}
         for name, env in (
