@@ -131,6 +131,15 @@ async def gather_infos(agents: Sequence[Agent]) -> list[AgentInfo]:
 
 def text_of(message: Message, *, include_context: bool = False) -> str:
     """The message's text parts joined by newlines; the Router's context part is skipped."""
+    parts = message.parts
+    if len(parts) == 1:  # the commonest message: one part, read once (each protobuf read costs)
+        only = parts[0]
+        if only.WhichOneof("content") != "text":
+            return ""
+        if include_context or not only.HasField("metadata") or CONTEXT_PART_KEY not in only.metadata.fields:
+            text: str = only.text
+            return text
+        return ""
     return "\n".join(
         part.text
         for part in message.parts

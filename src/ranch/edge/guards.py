@@ -23,7 +23,7 @@ from starlette.types import Scope
 
 from ranch.exceptions import AgentNotFound, BodyTooLarge, RateLimited, Unauthorized
 from ranch.identity.principal import PRINCIPAL_KEY, Principal
-from ranch.identity.resolver import KEY_REQUIRED
+from ranch.identity.resolver import KEY_REQUIRED, KnownKey
 from ranch.identity.security import Security
 from ranch.policy.ratelimit import RatePolicy
 from ranch.wire.cards import AGENTS_PATH
@@ -176,9 +176,18 @@ class Guards:
         """Raise the ranch error that refuses `call`; else leave the principal and agent in `scope`."""
         entry = call.entry
         if entry is not Entry.OTHER:
-            principal = await self._principal(call, scope)
+            known = self._known_now(call)  # a cached key needs no await, nor does a kept visibility row
+            principal: Principal | None
+            if known is not None:
+                scope[PRINCIPAL_KEY] = principal = known.principal
+                scope["user"] = known.holder
+            else:
+                principal = await self._principal(call, scope)
             if call.agent_id:
-                await self._check_agent(call.agent_id, principal)
+                security = self.security
+                reachable = security.reachable_now(principal, call.agent_id) if security.enabled else None
+                if reachable is not True:
+                    await self._check_agent(call.agent_id, principal)
                 scope[AGENT_KEY] = call.agent_id
             if self.rates.enabled:
                 key, decision = await self.rates.admit(caller_key(principal, call.client), call.agent_id)
@@ -186,6 +195,13 @@ class Guards:
                     raise RateLimited(key, decision.retry_after)
         if call.length is not None and call.length > self.max_body:
             raise BodyTooLarge(call.length, self.max_body)
+
+    def _known_now(self, call: Call) -> KnownKey | None:
+        """The presented key's cached entry on an entry that takes keys from the cache (A2A, cards,
+        /mcp with `--auth keys`); None when `_principal` must decide."""
+        if call.key is None or call.entry is Entry.API or not self.security.enabled:
+            return None
+        return self.security.keys.cached(call.key)
 
     async def _principal(self, call: Call, scope: Scope) -> Principal | None:
         """The key's principal, put where Starlette and the a2a-sdk look for the user."""
@@ -197,9 +213,7 @@ class Guards:
             if call.entry in KEYED:
                 raise Unauthorized(KEY_REQUIRED)
             return None  # cards and the list show what callers without a key may see
-        known = None if api else security.keys.cached(call.key)
-        if known is None:
-            known = await security.keys.known(call.key, call.client, fresh=api)
+        known = await security.keys.known(call.key, call.client, fresh=api)  # `_known_now` missed
         scope[PRINCIPAL_KEY] = principal = known.principal
         scope["user"] = known.holder
         return principal

@@ -99,7 +99,10 @@ class RanchRequestHandler(RequestHandler):
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task | Message:
         agent, message, call = await self._accept(params, context)
-        gateway = await self._room_gateway(message, context)
+        # a message naming no context or task goes to no room: no coroutine for the common case
+        gateway = (
+            await self._room_gateway(message, context) if message.context_id or message.task_id else None
+        )
         if gateway is not None:
             with translated():
                 task = await gateway.send(agent.id, message, self._caller(context), agent.timeout)
@@ -296,7 +299,10 @@ class RanchRequestHandler(RequestHandler):
             if not message.parts:
                 raise InvalidParamsError("message.parts must contain at least one part")
             check_message(message, self.limits)  # parts with no content too
-            extensions = await self._negotiate(agent, context)
+            if context.requested_extensions or agent.require_extensions:
+                extensions = await self._negotiate(agent, context)
+            else:
+                extensions = NO_EXTENSIONS  # the common case, on every message: nothing to await
             call = Call(extensions=extensions, owner=self._owner(context))  # conversations are the owner's
             if self.sessions is not None and message.context_id:
                 await self.sessions.touch(
