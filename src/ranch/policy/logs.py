@@ -351,8 +351,6 @@ _TEXT_LINE = "%s.%03d %s %s %s %d %.2fms trace=%s\n"
 PATHS_KEPT = 4096
 """Paths whose line-ready form an access log keeps (most requests repeat a few agent URLs)."""
 _KEPT_PATH_CHARS = 256
-FLUSH_AFTER = 0.05
-"""Seconds a line may wait for more to be written with it (a busy server fills PENDING_BYTES first)."""
 PENDING_BYTES = select.PIPE_BUF
 """The most an access log writes at once: a pipe takes a write this size whole, so the lines of
 several processes sharing one (`ranch serve --workers`) never interleave mid-line."""
@@ -364,10 +362,9 @@ class AccessLog:
     A path goes into the line as it is unless `NEEDS_CARE` finds something in it; only those
     are clipped, scrubbed and escaped like a record's fields. The line-ready form of each short
     path is kept (a few thousand; all dropped when full), and the time of day is formatted once
-    per second. When the stream has a file descriptor, lines go to it in one `os.write` per
-    PENDING_BYTES (a pipe's atomic write), or FLUSH_AFTER seconds after the first of them: a system
-    call per line, then per event-loop tick, was most of the log's cost. `flush` writes what is
-    left (`ranch serve` calls it on its way out); without an fd each line goes to `stream.write`.
+    per second. When the stream has a file descriptor, the lines of one event-loop tick go to it
+    in one `os.write` at the end of that tick (under load, many requests end in one tick, and a
+    system call per line was most of the log's cost); else each goes to `stream.write`.
     """
 
     def __init__(self, stream: TextIO, *, json: bool = True) -> None:
@@ -421,9 +418,9 @@ class AccessLog:
             self.flush()
         self._pending.append(data)
         self._pending_bytes += len(data)
-        if len(self._pending) == 1:  # the first line waiting: write them all shortly
+        if len(self._pending) == 1:  # the tick's first line: write them all when the tick ends
             try:
-                asyncio.get_running_loop().call_later(FLUSH_AFTER, self.flush)
+                asyncio.get_running_loop().call_soon(self.flush)
             except RuntimeError:  # no event loop: nothing will come back for it
                 self.flush()
 
