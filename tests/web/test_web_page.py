@@ -440,3 +440,23 @@ def test_at_a_phones_width_nothing_scrolls_sideways(phone: Page) -> None:
     phone.goto("/agents/triage")
     expect(phone.get_by_role("heading", name="Triage", exact=True)).to_be_visible()
     assert_no_horizontal_scroll(phone)
+
+
+def test_each_team_turn_shows_its_trace_id_linked_to_the_trace_viewer(
+    browser: Browser, tmp_path: Path
+) -> None:
+    viewer = "http://127.0.0.1:16686/trace/{trace_id}"
+    with demo_server(tmp_path, "--trace-url", viewer) as server, open_page(browser, server) as page:
+        sign_in(page)
+        page.get_by_role("link", name="Helpdesk demo").click()
+        expect(page.locator("#live-status")).to_have_text("Live")
+        page.get_by_label("Message", exact=True).fill(f"@helpdesk find papers on {topic()}")
+        page.get_by_role("button", name="Send").click()
+        figure = page.locator("figure.route").first
+        expect(figure.locator(".route-text")).to_have_text("user → triage → researcher → triage → user")
+        link = figure.locator("a.route-trace")
+        expect(link).to_have_text(re.compile(r"^trace [0-9a-f]{32}$"))
+        trace_id = link.inner_text().split()[1]
+        assert link.get_attribute("href") == viewer.replace("{trace_id}", trace_id)
+        # the same trace id labels the server's log lines of the request that posted the message
+        assert trace_id in server.output()

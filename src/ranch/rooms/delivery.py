@@ -29,7 +29,7 @@ from ranch.db.models import AgentRecord, Delivery, Execution, Room, RoomMessage
 from ranch.exceptions import AgentNotFound
 from ranch.ids import new_id
 from ranch.observe import tracing
-from ranch.policy.logs import traced
+from ranch.policy.logs import trace_id_from, traced
 from ranch.rooms import executions
 from ranch.rooms.sink import RoomSink, fail_unstarted
 from ranch.routing import context
@@ -114,7 +114,8 @@ class Dispatcher:
             parent=tracing.resumed(parent),
         )
         try:
-            with tracing.current(span), traced(tracing.trace_id_of(span) if span is not None else None):
+            trace_id = tracing.trace_id_of(span) if span is not None else trace_id_from(parent)
+            with tracing.current(span), traced(trace_id):
                 await self._turn(room, message, execution, watch)
         finally:
             if span is not None:

@@ -38,9 +38,10 @@ from ranch.exceptions import Conflict, InvalidInput, NotFound, PayloadTooLarge
 from ranch.identity.orgs import DEFAULT_ORG, candidates, own_id
 from ranch.identity.principal import SYSTEM, Principal
 from ranch.identity.visibility import named_agent
-from ranch.ids import new_id
+from ranch.ids import new_id, random_hex
 from ranch.observe import tracing
 from ranch.policy.limits import Limits, check_id, check_value_keys
+from ranch.policy.logs import TRACE_ID
 from ranch.rooms import executions, views
 from ranch.rooms.access import require_room_admin, visible_room
 from ranch.rooms.adapters import execution_view
@@ -362,7 +363,7 @@ class Rooms:
                 room_id=room.id,
                 agent_id=target,
                 runner=runner,
-                trace=tracing.traceparent() if tracing.tracer() is not None else None,
+                trace=_traceparent(),
             )
             tx.session.add(delivery)
             tx.deliveries.append(delivery)
@@ -560,3 +561,13 @@ async def _own_names(session: AsyncSession, room_id: str, org_id: str, names: li
     )
     resolved = (next((c for c in candidates(org_id, name) if c in present), name) for name in names)
     return list(dict.fromkeys(resolved))
+
+
+def _traceparent() -> str | None:
+    """What a delivery keeps of the request that posted its message: the span's `traceparent` with
+    tracing on, else one naming the request's trace id (not sampled), so the turn's log lines and
+    the page's trace id are the request's either way."""
+    if tracing.tracer() is not None:
+        return tracing.traceparent()
+    trace_id = TRACE_ID.get()
+    return f"00-{trace_id}-{random_hex()[:16]}-00" if trace_id else None
