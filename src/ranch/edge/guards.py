@@ -44,6 +44,10 @@ CARD_PATHS = (".well-known/agent-card.json", ".well-known/agent.json")
 API_PATH = "/api/"
 MCP_PATH = "/mcp"
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+_READ = frozenset(
+    {b"content-length", b"a2a-version", b"traceparent", b"authorization", b"x-api-key", b"a2a-extensions"}
+)
+"""The headers the chain reads; it passes over the rest."""
 
 
 class Entry(enum.Enum):
@@ -115,6 +119,8 @@ class Guards:
         bearer = api_key = None
         extensions = False
         for name, value in scope["headers"]:
+            if name not in _READ:
+                continue  # host, content-type, user-agent ...: one set lookup each
             if name == b"content-length":
                 call.length = int(value) if value.isdigit() else None
             elif name == b"a2a-version":
