@@ -333,7 +333,9 @@ class BatchExporter:
             task.add_done_callback(self._sending.discard)
 
     def _take(self) -> tuple[bytes, int]:
-        batch, self._queue[:] = self._queue[: self.max_batch], self._queue[self.max_batch :]
+        queue = self._queue
+        batch = queue[: self.max_batch]
+        del queue[: self.max_batch]  # a span another thread appends meanwhile stays, at the end
         scopes: dict[Scope, list[bytes]] = {}
         for scope, encoded in batch:
             scopes.setdefault(scope, []).append(encoded)
