@@ -70,8 +70,11 @@ class EdgeApp(Starlette):
             if span is None:  # tracing off: not even a context manager on the request's path
                 status = await self._serve(call, scope, receive, send, trace_id.encode())
             else:
-                with tracing.current(span):
+                attached = tracing.attach(span)  # its children: the turn, the hops, outbound calls
+                try:
                     status = await self._serve(call, scope, receive, send, trace_id.encode())
+                finally:
+                    tracing.detach(attached)
         finally:
             if tap is not None:
                 tap.done()

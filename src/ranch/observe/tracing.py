@@ -173,8 +173,19 @@ def start(name: str, attributes: Mapping[str, Any] | None = None, *, parent: Spa
     active = _tracer
     if active is None:
         return None
-    context = trace.set_span_in_context(parent) if isinstance(parent, Span) else parent
+    # a Context is a dict: that check is cheap, where one against the abstract Span is not
+    context = parent if parent is None or isinstance(parent, dict) else trace.set_span_in_context(parent)
     return active.start_span(name, context=context, kind=kind, attributes=attributes)
+
+
+def attach(span: Span) -> object:
+    """Make `span` current until `detach` with the token this returns (a request's span: no
+    context manager on the hottest path)."""
+    return otel_context.attach(trace.set_span_in_context(span))
+
+
+def detach(token: object) -> None:
+    otel_context.detach(token)  # type: ignore[arg-type]
 
 
 @contextmanager
