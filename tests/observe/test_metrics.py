@@ -98,12 +98,24 @@ def test_rate_limit_rejections_are_counted(tmp_path: Path) -> None:
     assert rejected - value(before, "ranch_rate_limited_total", bucket="caller") == 2
 
 
-def test_metrics_need_an_admin_key_with_auth_keys(tmp_path: Path) -> None:
+def test_metrics_need_the_superusers_key_with_auth_keys(tmp_path: Path) -> None:
     with serve_ranch(TEAM, tmp_path / "m.db", metrics=True, auth="keys") as hub:
         assert httpx.get(f"{hub.url}/metrics", timeout=10).status_code == 401
-        member = Api(hub.url, ADMIN_KEY).post("/users", {"name": "Mia", "role": "member"})["api_key"]
+        admin = Api(hub.url, ADMIN_KEY)
+        member = admin.post("/users", {"name": "Mia", "role": "member"})["api_key"]
         assert httpx.get(f"{hub.url}/metrics", headers={"X-API-Key": member}, timeout=10).status_code == 403
+        owner = admin.post("/organizations", {"id": "acme"})["owner"]["api_key"]  # a tenant's owner
+        assert httpx.get(f"{hub.url}/metrics", headers={"X-API-Key": owner}, timeout=10).status_code == 403
         assert "ranch_requests_total" in str(scrape(hub.url, ADMIN_KEY))
+
+
+def test_invented_http_methods_make_no_new_series(tmp_path: Path) -> None:
+    with serve_ranch(TEAM, tmp_path / "m.db", metrics=True) as hub:
+        for method in ("BREW", "WHEN", "PROPFIND"):
+            httpx.request(method, f"{hub.url}/healthz", timeout=10)
+        samples = scrape(hub.url)
+    methods = {dict(labels).get("method") for name, labels in samples if name == "ranch_requests_total"}
+    assert "_OTHER" in methods and not methods & {"BREW", "WHEN", "PROPFIND"}
 
 
 def test_no_metrics_route_without_the_flag(tmp_path: Path) -> None:

@@ -10,9 +10,12 @@ equality: every field, every value). Attribute values come from hypothesis too (
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
+import httpx
 import pytest
 from bench.otlp import receiving
 from hypothesis import example, given
@@ -25,7 +28,8 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from ranch.observe.lean import BatchExporter, LeanSpan, LeanTracerProvider
+from ranch.observe import otlp, tracing
+from ranch.observe.lean import MAX_VALUE_CHARS, BatchExporter, LeanSpan, LeanTracerProvider
 
 RESOURCE = Resource.create({"service.name": "ranch-test"})
 
@@ -186,3 +190,74 @@ def test_a_full_queue_drops_spans_and_counts_them() -> None:
     for _ in range(8):
         tracer.start_span("span").end()
     assert len(exporter._queue) == 5 and exporter.dropped == 3
+
+
+def test_a_parent_that_is_not_sampled_is_followed(provider: LeanTracerProvider) -> None:
+    unsampled = trace.SpanContext(
+        0x4BF92F3577B34DA6A3CE929D0E0E4736, 0x00F067AA0BA902B7, True, trace.TraceFlags(0)
+    )
+    span = provider.get_tracer("ranch").start_span("POST /mcp", context=trace.set_span_in_context(
+        trace.NonRecordingSpan(unsampled)))  # fmt: skip
+    span.end()
+    assert not span.is_recording() and span.get_span_context() == unsampled
+    assert queued(provider) == [] and provider.exporter._queue == []
+
+
+def test_long_values_are_cut_and_never_kept(provider: LeanTracerProvider) -> None:
+    span = provider.get_tracer("ranch").start_span("GET other", attributes={"url.path": "/" + "a" * 100_000})
+    span.set_attribute("late", "b" * 100_000)
+    span.end()
+    (recorded,) = queued(provider)
+    assert [len(str(recorded.attributes[key])) for key in ("url.path", "late")] == [MAX_VALUE_CHARS] * 2
+    assert all(len(key[3]) <= otlp.KEPT_CHARS for key in otlp._kept if isinstance(key[3], str))
+    assert ours(provider.exporter) == encode_spans([sdk_twin(recorded)])
+
+
+def test_a_span_that_cannot_be_encoded_is_dropped_not_raised() -> None:
+    exporter = BatchExporter("http://127.0.0.1:9/v1/traces", RESOURCE.attributes, delay=3600)
+    span = LeanTracerProvider(exporter).get_tracer("ranch").start_span("span")
+    span.set_attribute("bad", object())  # type: ignore[arg-type]
+    span.end()  # must not raise into the request that ends it
+    assert exporter.dropped == 1 and exporter._queue == []
+
+
+def test_the_queue_is_bounded_in_bytes_too() -> None:
+    exporter = BatchExporter("http://127.0.0.1:9/v1/traces", RESOURCE.attributes, delay=3600,
+                             max_queue_bytes=2_000)  # fmt: skip
+    tracer = LeanTracerProvider(exporter).get_tracer("ranch")
+    for _ in range(10):
+        tracer.start_span("span", attributes={"text": "x" * 500}).end()
+    assert exporter.dropped > 0 and exporter._queued_bytes < 2_000 + 700
+
+
+def test_a_collector_that_never_answers_holds_at_most_two_batches_in_flight() -> None:
+    """Spans wait in the bounded queue instead of piling up in requests that never end."""
+    listener = socket.create_server(("127.0.0.1", 0))  # accepts, never answers
+    try:
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1/traces"
+
+        async def busy() -> BatchExporter:
+            exporter = BatchExporter(
+                url, RESOURCE.attributes, delay=0.01, max_batch=5, max_queue=20, timeout=5
+            )
+            tracer = LeanTracerProvider(exporter).get_tracer("ranch")
+            for _ in range(200):
+                tracer.start_span("span").end()
+                await asyncio.sleep(0.002)
+            assert len(exporter._sending) <= BatchExporter.MAX_IN_FLIGHT
+            for task in list(exporter._sending):
+                task.cancel()
+            return exporter
+
+        exporter = asyncio.run(busy())
+    finally:
+        listener.close()
+    assert exporter.dropped > 100 and len(exporter._queue) <= 20
+
+
+def test_outbound_urls_lose_their_query_in_client_spans() -> None:
+    exporter = BatchExporter("http://127.0.0.1:9/v1/traces", RESOURCE.attributes, delay=3600)
+    span = LeanTracerProvider(exporter).get_tracer("httpx").start_span("POST")
+    span.set_attribute("url.full", "https://hooks.example.com/in?token=secret")
+    tracing._no_query(span, SimpleNamespace(url=httpx.URL("https://hooks.example.com/in?token=secret")))
+    assert isinstance(span, LeanSpan) and span.attributes["url.full"] == "https://hooks.example.com/in"

@@ -89,7 +89,7 @@ def register(commands: Any) -> None:
         "--metrics",
         action="store_true",
         default=os.environ.get("RANCH_METRICS", "off").strip().lower() in ("1", "on", "true", "yes"),
-        help="serve Prometheus metrics at GET /metrics (with --auth keys, an owner's or admin's key "
+        help="serve Prometheus metrics at GET /metrics (with --auth keys, the superuser's key "
         "is needed) (env RANCH_METRICS=on); docs/observability.md",
     )
     parser.add_argument(

@@ -82,7 +82,7 @@ class EdgeApp(Starlette):
             if span is not None:
                 _end_server_span(span, scope, status)
             if metrics.enabled():
-                metrics.request(call.entry.value, call.method, status)
+                metrics.request(call.entry.value, _method(call.method), status)
             if self.access_log is not None:
                 self.access_log(
                     call.method,
@@ -152,16 +152,26 @@ _ROUTES = {
 """Span names by entry: a route, never a path with ids in it (span names stay few)."""
 
 
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"})
+
+
+def _method(method: str) -> str:
+    """The method as a span name and metric label hold it: a known one, else `_OTHER` (a client
+    inventing methods must not invent metric series)."""
+    return method if method in _METHODS else "_OTHER"
+
+
 def _server_span(call: Call, scope: Scope) -> Span | None:
     """The request's SERVER span, continuing the caller's trace when it sent a `traceparent`."""
-    attributes = {"http.request.method": call.method, "url.path": call.path, "ranch.entry": call.entry.value}
+    method = _method(call.method)
+    attributes = {"http.request.method": method, "url.path": call.path, "ranch.entry": call.entry.value}
     if call.agent_id:
         attributes["ranch.agent"] = call.agent_id
     if call.client:
         attributes["client.address"] = call.client
     route = _ROUTES.get(call.entry, "other")
     parent = tracing.incoming(scope["headers"]) if call.traceparent else None
-    return tracing.start(f"{call.method} {route}", attributes, parent=parent, kind=SpanKind.SERVER)
+    return tracing.start(f"{method} {route}", attributes, parent=parent, kind=SpanKind.SERVER)
 
 
 def _end_server_span(span: Span, scope: Scope, status: int) -> None:

@@ -149,7 +149,7 @@ class Settings:
     """Seconds a replica may stay silent before another takes its work over (docs/deploy.md)."""
     # -- observability (docs/observability.md) --
     metrics: bool = False
-    """Serve Prometheus metrics at GET /metrics (behind an owner's or admin's key with `auth="keys"`)."""
+    """Serve Prometheus metrics at GET /metrics (behind the superuser's key with `auth="keys"`)."""
     trace_url: str | None = None
     """A trace viewer's URL with `{trace_id}`: the web page links team turns to their traces."""
     clock: Callable[[], float] = time.monotonic
@@ -439,12 +439,12 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 def _metrics(hub: Hub):  # type: ignore[no-untyped-def]
     async def serve_metrics(request: Request) -> Response:
-        """Prometheus text; with `--auth keys` only for an owner or admin (or the superuser)."""
+        """Prometheus text; with `--auth keys` only for the server's superuser (the operator)."""
         if hub.security.enabled:
             try:
                 principal = await hub.security.keys.fresh(request)
-                if not (principal.is_admin or principal.is_superuser):
-                    raise Forbidden("only an owner or admin may read /metrics")
+                if not principal.is_superuser:  # its labels name every organization's agents and teams
+                    raise Forbidden("only the server's superuser may read /metrics")
             except RanchError as exc:
                 return api_errors.response(exc)
         return Response(metrics.render(), media_type=metrics.CONTENT_TYPE)

@@ -23,6 +23,8 @@ import contextvars
 import logging
 import os
 import random
+import struct
+import threading
 import time
 import traceback
 import urllib.parse
@@ -45,6 +47,8 @@ logger = logging.getLogger(__name__)
 
 SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 UNSET = Status(StatusCode.UNSET)
+MAX_VALUE_CHARS = 1024
+"""Longest string attribute value kept (the rest is cut): a caller's 1 MB URL path is not 1 MB of span."""
 NO_STATE = TraceState()
 """Shared by every span that has no status and no trace state yet: nothing made per span."""
 Scope = tuple[str, str | None, str | None]
@@ -73,6 +77,9 @@ class LeanSpan(trace.Span):
         self._parent = parent
         self.kind = kind
         self.attributes: dict[str, AttributeValue] = dict(attributes) if attributes else {}
+        for key, value in self.attributes.items():
+            if isinstance(value, str) and len(value) > MAX_VALUE_CHARS:
+                self.attributes[key] = value[:MAX_VALUE_CHARS]
         self.start = start
         self.end_time: int | None = None
         self.events: list[tuple[str, int, Mapping[str, Any] | None]] | None = None
@@ -92,6 +99,8 @@ class LeanSpan(trace.Span):
 
     def set_attribute(self, key: str, value: AttributeValue) -> None:
         if self.end_time is None:
+            if isinstance(value, str) and len(value) > MAX_VALUE_CHARS:
+                value = value[:MAX_VALUE_CHARS]
             self.attributes[key] = tuple(value) if isinstance(value, list) else value
 
     def set_attributes(self, attributes: Mapping[str, AttributeValue]) -> None:
@@ -182,6 +191,8 @@ class LeanTracer(trace.Tracer):
     ) -> trace.Span:
         current = trace.get_current_span(context).get_span_context()
         parent: SpanContext | None = current if current.is_valid else None
+        if parent is not None and not parent.trace_flags.sampled:
+            return trace.NonRecordingSpan(parent)  # the caller chose not to sample this trace: follow it
         if parent is not None:
             ids = SpanContext(parent.trace_id, _span_id(), False, SAMPLED, parent.trace_state)
         else:
@@ -240,15 +251,20 @@ class LeanTracerProvider(trace.TracerProvider):
 
 
 class BatchExporter:
-    """Ended spans, queued (bounded), encoded and POSTed in batches from the event loop they ended on.
+    """Ended spans, queued as encoded bytes (bounded in count and bytes), sent in batches from the
+    event loop they ended on.
 
-    `add` is all a request pays: a list append (the first of a batch also sets a timer). The batch is
-    encoded and sent by the loop itself, `delay` seconds later or as soon as it is full, with an
-    httpx client whose own instrumentation is suppressed (the export is not traced). No export
-    thread: a second thread on a server's core cost more in GIL hand-overs than the encoding itself
-    (bench/README, "Tracing"). Spans that end with no running loop (start-up, shutdown, other
-    threads) are sent by `flush`, or by the next batch.
+    `add` is all a request pays: encoding and a list append (the first of a batch also sets a
+    timer). The loop sends a batch `delay` seconds later or as soon as one is full, with an httpx
+    client whose own instrumentation is suppressed (the export is not traced), at most
+    MAX_IN_FLIGHT batches at a time: a slow or absent collector leaves spans in the queue, where
+    the queue's bounds drop (and count) what does not fit, and the warnings say so at most once a
+    minute. No export thread: a second thread on a server's core cost more in GIL hand-overs than
+    the encoding itself (bench/README, "Tracing"). Spans that end with no running loop (start-up,
+    shutdown, other threads) are sent by `flush`, or with the next batch.
     """
+
+    MAX_IN_FLIGHT = 2
 
     def __init__(
         self,
@@ -260,6 +276,7 @@ class BatchExporter:
         delay: float = 5.0,
         max_queue: int = 2048,
         max_batch: int = 512,
+        max_queue_bytes: int = 8 * 1024 * 1024,
     ) -> None:
         self.url = url
         self.resource = dict(resource)
@@ -268,15 +285,22 @@ class BatchExporter:
         self.delay = delay
         self.max_queue = max_queue
         self.max_batch = max_batch
+        self.max_queue_bytes = max_queue_bytes
         self.dropped = 0
+        """Spans not exported: the queue was full, or a span could not be encoded."""
         self.exported = 0
         self._queue: list[tuple[Scope, bytes]] = []
         """Spans encoded as they ended: only bytes wait for the batch (no objects for the GC to walk)."""
+        self._queued_bytes = 0
+        self._take_lock = threading.Lock()
+        """`flush` (any thread) and the loop may take batches at once: each span goes out once."""
         self._timer: asyncio.TimerHandle | None = None
+        self._timer_loop: asyncio.AbstractEventLoop | None = None
         self._sending: set[asyncio.Task[None]] = set()
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
             weakref.WeakKeyDictionary()
         )
+        self._warned = 0.0
 
     @classmethod
     def from_environment(
@@ -304,38 +328,55 @@ class BatchExporter:
 
     def add(self, span: LeanSpan) -> None:
         queue = self._queue
-        if len(queue) >= self.max_queue:
+        if len(queue) >= self.max_queue or self._queued_bytes >= self.max_queue_bytes:
             self.dropped += 1
             return
-        queue.append((span.scope, span.encoded()))
+        try:
+            encoded = span.encoded()
+        except (TypeError, ValueError, OverflowError, UnicodeError, struct.error) as exc:
+            self.dropped += 1  # a value OTLP cannot carry: the span is dropped, never the caller's work
+            self._warn("traces: a span could not be encoded and was dropped: %s", exc)
+            return
+        queue.append((span.scope, encoded))
+        self._queued_bytes += len(encoded)
         if len(queue) >= self.max_batch:
             self._send_soon(0.0)
-        elif self._timer is None:
+        elif self._timer is None or self._timer_loop is not _running_loop():
             self._send_soon(self.delay)
 
     def _send_soon(self, delay: float) -> None:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
+        loop = _running_loop()
+        if loop is None:
             return  # no loop here: `flush`, or the next batch on a loop, sends these
-        if self._timer is not None:
+        if self._timer is not None and self._timer_loop is loop and not loop.is_closed():
             if delay > 0:
                 return
             self._timer.cancel()
-        self._timer = loop.call_later(delay, self._send_batches, loop)
+        self._timer, self._timer_loop = loop.call_later(delay, self._send_batches, loop), loop
 
     def _send_batches(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._timer = None
-        while self._queue:
+        self._timer = self._timer_loop = None
+        while self._queue and len(self._sending) < self.MAX_IN_FLIGHT:
             body, count = self._take()
+            if not count:
+                break
             task = loop.create_task(self._post(loop, body, count), context=_unobserved())
             self._sending.add(task)
-            task.add_done_callback(self._sending.discard)
+            task.add_done_callback(self._sent)
+        if self._queue:  # what is left goes once a batch in flight is done, or after `delay`
+            self._send_soon(self.delay)
+
+    def _sent(self, task: asyncio.Task[None]) -> None:
+        self._sending.discard(task)
+        if len(self._queue) >= self.max_batch:
+            self._send_soon(0.0)
 
     def _take(self) -> tuple[bytes, int]:
-        queue = self._queue
-        batch = queue[: self.max_batch]
-        del queue[: self.max_batch]  # a span another thread appends meanwhile stays, at the end
+        with self._take_lock:
+            queue = self._queue
+            batch = queue[: self.max_batch]
+            del queue[: self.max_batch]  # a span another thread appends meanwhile stays, at the end
+            self._queued_bytes -= sum(len(encoded) for _, encoded in batch)
         scopes: dict[Scope, list[bytes]] = {}
         for scope, encoded in batch:
             scopes.setdefault(scope, []).append(encoded)
@@ -350,30 +391,44 @@ class BatchExporter:
                 answer = await client.post(self.url, content=body, headers=self.headers)
             except httpx.HTTPError as exc:
                 if attempt == 2:
-                    logger.warning("traces: %d span(s) not exported: %s", count, exc)
+                    self._lost(count, f"{type(exc).__name__}: {exc}")
                     return
             else:
                 if answer.status_code < 300:
                     self.exported += count
                     return
                 if answer.status_code not in (429, 502, 503, 504):
-                    logger.warning(
-                        "traces: the collector refused %d span(s): HTTP %d", count, answer.status_code
-                    )
+                    self._lost(count, f"HTTP {answer.status_code}")
                     return
             await asyncio.sleep(0.5 * 2**attempt)
-        logger.warning("traces: %d span(s) not exported after 3 attempts", count)
+        self._lost(count, "3 attempts failed")
+
+    def _lost(self, count: int, why: str) -> None:
+        self.dropped += count
+        self._warn("traces: %d span(s) not exported (%s); %d dropped so far", count, why, self.dropped)
+
+    def _warn(self, message: str, *args: object) -> None:
+        now = time.monotonic()
+        if now - self._warned >= 60 or not self._warned:
+            self._warned = now
+            logger.warning(message, *args)
 
     def flush(self, timeout: float = 30.0) -> bool:
-        """Send every queued span now, from any thread, without a loop; True once all were sent."""
+        """Send every queued span now, from any thread, without a loop; True once all were sent.
+        (Batches the loop has in flight are its own.)"""
+        opener = urllib.request.build_opener(
+            urllib.request.ProxyHandler({})
+        )  # no proxy, as the loop's client
         while self._queue:
             body, count = self._take()
+            if not count:
+                break
             request = urllib.request.Request(self.url, data=body, headers=self.headers, method="POST")
             try:
-                with urllib.request.urlopen(request, timeout=min(timeout, self.timeout)) as answer:
+                with opener.open(request, timeout=min(timeout, self.timeout)) as answer:
                     answer.read()
             except OSError as exc:
-                logger.warning("traces: %d span(s) not exported: %s", count, exc)
+                self._lost(count, str(exc))
                 return False
             self.exported += count
         return True
@@ -381,8 +436,15 @@ class BatchExporter:
     def shutdown(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
-            self._timer = None
+            self._timer = self._timer_loop = None
         self.flush(self.timeout)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _unobserved() -> contextvars.Context:

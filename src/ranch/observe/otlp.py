@@ -20,6 +20,10 @@ from typing import Any
 
 KEPT_ATTRIBUTES = 4096
 """Encoded (key, value) pairs kept for reuse; all are dropped when full (ids make new ones)."""
+KEPT_CHARS = 256
+"""Only keys and string values this short are kept: the cache stays under a few MB whatever comes."""
+_SCALARS = frozenset({str, bool, int, float})
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 _kept: dict[tuple[int, str, type, Any], bytes] = {}
 _fixed64 = struct.Struct("<Q").pack
 _fixed32 = struct.Struct("<I").pack
@@ -61,6 +65,8 @@ def any_value(value: Any) -> bytes:
     if isinstance(value, str):
         return field(1, value.encode())
     if isinstance(value, int):
+        if not INT64_MIN <= value <= INT64_MAX:
+            return field(1, str(value).encode())  # past int64 OTLP has no integer for it: its digits
         return b"\x18" + varint(value)
     if isinstance(value, float):
         return b"\x21" + _double(value)
@@ -78,13 +84,14 @@ def key_value(key: str, value: Any) -> bytes:
 
 
 def attribute(number: int, key: str, value: Any) -> bytes:
-    """Field `number` holding the KeyValue (`key`, `value`); the bytes are kept for the next span."""
-    try:
-        # the field number is in the bytes (a span's 9, an event's 3); the type, since True == 1 == 1.0
-        cached = (number, key, type(value), value)
-        kept = _kept.get(cached)
-    except TypeError:  # a list value: not hashable, encoded each time
+    """Field `number` holding the KeyValue (`key`, `value`); a short scalar's bytes are kept for the
+    next span (most repeat on every request), anything else is encoded each time."""
+    kind = type(value)
+    if kind not in _SCALARS or (kind is str and len(value) > KEPT_CHARS) or len(key) > KEPT_CHARS:
         return field(number, key_value(key, value))
+    # the field number is in the bytes (a span's 9, an event's 3); the type, since True == 1 == 1.0
+    cached = (number, key, kind, value)
+    kept = _kept.get(cached)
     if kept is None:
         if len(_kept) >= KEPT_ATTRIBUTES:
             _kept.clear()

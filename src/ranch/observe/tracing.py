@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+import httpx
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -102,11 +103,26 @@ def from_environment() -> bool:
     else:
         provider = LeanTracerProvider(BatchExporter.from_environment(dict(resource.attributes)))
     trace.set_tracer_provider(provider)
-    HTTPXClientInstrumentor().instrument(tracer_provider=provider)
+    HTTPXClientInstrumentor().instrument(
+        tracer_provider=provider, request_hook=_no_query, async_request_hook=_no_query_async
+    )
     enable(provider)
     _installed = True
     logger.info("tracing on: spans are exported by %s", type(provider).__name__)
     return True
+
+
+def _no_query(span: Span, request: Any) -> None:
+    """An outbound call's URL without its query: a member's or webhook's URL may carry `?token=`."""
+    url = request.url
+    if isinstance(url, httpx.URL) and url.query:
+        bare = str(url.copy_with(query=None))
+        span.set_attribute("url.full", bare)
+        span.set_attribute("http.url", bare)
+
+
+async def _no_query_async(span: Span, request: Any) -> None:
+    _no_query(span, request)
 
 
 def _sdk_provider(resource: Any, console: bool) -> trace.TracerProvider:

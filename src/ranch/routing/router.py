@@ -118,6 +118,11 @@ class Turn:
             metrics.error(type(exc).__name__)
             tracing.failed(self.span, exc)
             yield self.final(FAILED, [Part(text=str(exc))], error=exc)
+        except GeneratorExit:  # its reader stopped after the final event (or gave up): not a failure
+            raise
+        except BaseException as exc:  # cancelled, or ranch's own bug: the span says so too
+            tracing.failed(self.span, exc)
+            raise
         finally:
             self.observe_turn(began, state)
 
