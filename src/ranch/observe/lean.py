@@ -47,8 +47,6 @@ logger = logging.getLogger(__name__)
 
 SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 UNSET = Status(StatusCode.UNSET)
-MAX_VALUE_CHARS = 1024
-"""Longest string attribute value kept (the rest is cut): a caller's 1 MB URL path is not 1 MB of span."""
 NO_STATE = TraceState()
 """Shared by every span that has no status and no trace state yet: nothing made per span."""
 Scope = tuple[str, str | None, str | None]
@@ -77,9 +75,6 @@ class LeanSpan(trace.Span):
         self._parent = parent
         self.kind = kind
         self.attributes: dict[str, AttributeValue] = dict(attributes) if attributes else {}
-        for key, value in self.attributes.items():
-            if isinstance(value, str) and len(value) > MAX_VALUE_CHARS:
-                self.attributes[key] = value[:MAX_VALUE_CHARS]
         self.start = start
         self.end_time: int | None = None
         self.events: list[tuple[str, int, Mapping[str, Any] | None]] | None = None
@@ -99,8 +94,6 @@ class LeanSpan(trace.Span):
 
     def set_attribute(self, key: str, value: AttributeValue) -> None:
         if self.end_time is None:
-            if isinstance(value, str) and len(value) > MAX_VALUE_CHARS:
-                value = value[:MAX_VALUE_CHARS]
             self.attributes[key] = tuple(value) if isinstance(value, list) else value
 
     def set_attributes(self, attributes: Mapping[str, AttributeValue]) -> None:
@@ -341,8 +334,8 @@ class BatchExporter:
         self._queued_bytes += len(encoded)
         if len(queue) >= self.max_batch:
             self._send_soon(0.0)
-        elif self._timer is None or self._timer_loop is not _running_loop():
-            self._send_soon(self.delay)
+        elif self._timer is None or self._timer_loop is None or self._timer_loop.is_closed():
+            self._send_soon(self.delay)  # (a timer on a loop that closed would never fire)
 
     def _send_soon(self, delay: float) -> None:
         loop = _running_loop()

@@ -22,6 +22,8 @@ KEPT_ATTRIBUTES = 4096
 """Encoded (key, value) pairs kept for reuse; all are dropped when full (ids make new ones)."""
 KEPT_CHARS = 256
 """Only keys and string values this short are kept: the cache stays under a few MB whatever comes."""
+MAX_VALUE_CHARS = 1024
+"""Longest string attribute value exported; the rest is cut."""
 _SCALARS = frozenset({str, bool, int, float})
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 _kept: dict[tuple[int, str, type, Any], bytes] = {}
@@ -63,6 +65,8 @@ def any_value(value: Any) -> bytes:
     if isinstance(value, bool):
         return b"\x10" + (b"\x01" if value else b"\x00")
     if isinstance(value, str):
+        if len(value) > MAX_VALUE_CHARS:
+            value = value[:MAX_VALUE_CHARS]  # a caller's 1 MB URL path is not 1 MB of span
         return field(1, value.encode())
     if isinstance(value, int):
         if not INT64_MIN <= value <= INT64_MAX:
