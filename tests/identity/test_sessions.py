@@ -119,3 +119,21 @@ def test_an_expired_session_answers_session_expired_and_the_next_call_starts_ane
         assert answer.json()["error"]["field"] == "contextId"
         admin.post(f"/rooms/{room}/messages", {"text": "three"})
         assert [m["text"] for m in admin.messages(room)] == ["one", "three"]
+
+
+@pytest.mark.anyio
+async def test_redis_silent_means_one_warning_not_one_per_call(caplog: pytest.LogCaptureFixture) -> None:
+    """Calls go ahead without a session check while Redis does not answer; the log says so once (and
+    once a minute after), then once more when Redis answers again."""
+    silent = RedisSessions(Redis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=1), 60)
+    with caplog.at_level("WARNING", logger="ranch.identity.sessions"):
+        assert [await silent.touch("user:mia", f"room-{n}") for n in range(5)] == [False] * 5
+    await silent.aclose()
+    warnings = [record.getMessage() for record in caplog.records if "not checked" in record.getMessage()]
+    assert len(warnings) == 1 and "1 check(s) skipped" in warnings[0]
+    live = RedisSessions(Redis.from_url(REDIS), 60, prefix=f"ranch-test-{uuid.uuid4().hex[:8]}")
+    live._skipped = 5  # as if it had been silent: its next answer is told
+    with caplog.at_level("WARNING", logger="ranch.identity.sessions"):
+        await live.touch("user:mia", "room-1")
+    await live.aclose()
+    assert any("answers again" in record.getMessage() for record in caplog.records)

@@ -99,6 +99,10 @@ KEPT_AFTER_EXPIRY = 86_400.0
 """Seconds Redis keeps an idle session past its TTL, to answer SessionExpired once; then it is gone."""
 
 
+WARN_EVERY = 60.0
+"""Seconds between warnings while Redis does not answer."""
+
+
 class RedisSessions:
     """Sessions every replica shares, in Redis under `prefix`: each key holds its last call's time.
 
@@ -118,6 +122,9 @@ class RedisSessions:
         self._clock = clock
         self._touch = client.register_script(_TOUCH)
         self._keep_ms = str(int((ttl + KEPT_AFTER_EXPIRY) * 1000))
+        self._skipped = 0
+        """Checks skipped since Redis last answered."""
+        self._warned = 0.0
 
     @classmethod
     def from_url(cls, url: str, ttl: float, *, prefix: str = "ranch") -> RedisSessions:
@@ -128,11 +135,29 @@ class RedisSessions:
         try:
             said = await self._touch(keys=[key], args=[repr(self._clock()), repr(self.ttl), self._keep_ms])
         except (RedisError, OSError) as exc:
-            logger.warning("sessions are not checked: Redis did not answer: %s", exc)
+            self._unanswered(exc)
             return False
+        if self._skipped:
+            logger.warning(
+                "Redis answers again: sessions are checked (%d check(s) were skipped)", self._skipped
+            )
+            self._skipped, self._warned = 0, 0.0
         if said == -1:
             raise _expired(context_id, self.ttl)
         return bool(said == 1)
+
+    def _unanswered(self, exc: BaseException) -> None:
+        """One warning when Redis stops answering, then one a minute while it stays silent (a call
+        without a session check is logged, not every one: the log stays readable under load)."""
+        self._skipped += 1
+        now = time.monotonic()
+        if not self._warned or now - self._warned >= WARN_EVERY:
+            self._warned = now
+            logger.warning(
+                "sessions are not checked: Redis did not answer (%s); %d check(s) skipped so far",
+                exc,
+                self._skipped,
+            )
 
     async def aclose(self) -> None:
         await self._client.aclose()
