@@ -15,9 +15,13 @@ import httpx
 import pytest
 from prometheus_client.mmap_dict import MmapedDict
 from prometheus_client.parser import text_string_to_metric_families
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
 from _support.hubkit import ADMIN_KEY, Api, serve_ranch, wait_until
-from _support.servers import ServerProcess, free_port
+from _support.servers import ServerProcess, ServerThread, free_port
 from ranch.observe import metrics
 
 TEAM = """
@@ -161,3 +165,44 @@ def counting(folder: Path) -> list[str]:
         if any(key.startswith('["ranch_requests"') and number > 0
                for key, number, *_ in MmapedDict.read_all_values_from_file(str(path)))  # type: ignore[no-untyped-call]
     ]  # fmt: skip
+
+
+WORKER = """
+agents:
+  - {id: worker, kind: python, entry: "_support.probes:Probe", options: {sleep: 0.1, reply: "done: {text}"}}
+"""
+
+
+def test_push_attempts_and_failures_are_counted(tmp_path: Path) -> None:
+    async def ok(request: Request) -> Response:
+        return JSONResponse({"ok": True})
+
+    async def gone(request: Request) -> Response:
+        return Response(status_code=404)  # not retried: the update is given up at once
+
+    hooks = Starlette(routes=[Route("/ok", ok, methods=["POST"]), Route("/gone", gone, methods=["POST"])])
+    with (
+        ServerThread(hooks, name="webhooks") as receiver,
+        serve_ranch(WORKER, tmp_path / "m.db", metrics=True, allow_loopback_webhooks=True) as hub,
+    ):
+        before = scrape(hub.url)
+        for path in ("/ok", "/gone"):
+            message = {"role": "ROLE_USER", "messageId": uuid.uuid4().hex, "parts": [{"text": "x"}]}
+            config = {"returnImmediately": True, "taskPushNotificationConfig": {"url": receiver.url + path}}
+            body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+                    "params": {"message": message, "configuration": config}}  # fmt: skip
+            answer = httpx.post(
+                hub.agent_url("worker"), json=body, headers={"A2A-Version": "1.0"}, timeout=10
+            )
+            assert "result" in answer.json(), answer.text
+
+        def counted() -> Samples | None:
+            now = scrape(hub.url)
+            failed = value(now, "ranch_push_failures_total") - value(before, "ranch_push_failures_total")
+            tried = value(now, "ranch_push_attempts_total") - value(before, "ranch_push_attempts_total")
+            return now if failed >= 1 and tried > failed else None  # the good webhook's too
+
+        after = wait_until(counted, what="both webhooks' pushes counted")
+    attempts = value(after, "ranch_push_attempts_total") - value(before, "ranch_push_attempts_total")
+    failed = value(after, "ranch_push_failures_total") - value(before, "ranch_push_failures_total")
+    assert attempts >= failed + 1  # the good webhook's deliveries are attempts, not failures
