@@ -202,3 +202,43 @@ async def _tasks_are_their_owners(agent_url: Any, execution: str, room: str, acm
         async with sdk_client(agent_url("greeter"), headers={"X-API-Key": acme_key}) as theirs:
             reply = (await send(theirs, user_message("hello?", context_id=room)))[-1]
         assert reply.message.parts[0].text == "Hello from greeter: hello?"
+
+
+def test_a_personal_agent_is_its_registrants_alone(database_url: str) -> None:
+    """`visibility: personal`: the person who registered it reaches it on every entry; the rest of
+    their organization (an admin included) and other organizations see no such agent."""
+    with serve_ranch(CONFIG, database_url, auth="keys") as hub:
+        admin = Api(hub.url, ADMIN_KEY)
+        owner_key = admin.post("/organizations", {"id": "globex"})["owner"]["api_key"]
+        owner = Api(hub.url, owner_key)
+        colleague_key = owner.post("/users", {"id": "ops", "name": "Ops", "role": "admin"})["api_key"]
+        member_key = owner.post("/users", {"id": "mia", "name": "Mia"})["api_key"]
+        owner.post("/agents", {"id": "mine", "kind": "echo", "visibility": "personal"})
+        owner.post("/agents", {"id": "shared", "kind": "echo", "visibility": "org"})
+        mine = hub.agent_url("globex.mine")
+
+        def reaches(key: str) -> dict[str, bool]:
+            headers = {"X-API-Key": key}
+            listed = {a["id"] for a in httpx.get(f"{hub.url}/a2a/agents", headers=headers).json()["agents"]}
+            api = {a["id"] for a in Api(hub.url, key).get("/agents")["items"]}
+            called = httpx.post(mine, json=rpc("SendMessage", send_params("ping")), headers={**V1, **headers})
+            card = httpx.get(f"{mine}/.well-known/agent-card.json", headers=headers)
+            return {
+                "a2a list": "globex.mine" in listed,
+                "api list": "globex.mine" in api,
+                "call": "result" in called.json(),
+                "card": card.is_success,
+                "org agent": "globex.shared" in api,
+            }
+
+        everything = dict.fromkeys(("a2a list", "api list", "call", "card", "org agent"), True)
+        assert reaches(owner_key) == everything
+        for key in (colleague_key, member_key):  # the same organization, not the registrant
+            assert reaches(key) == {**dict.fromkeys(everything, False), "org agent": True}
+        assert reaches(ADMIN_KEY) == dict.fromkeys(everything, False)  # another organization
+        # nor can a colleague bring it into a room
+        room = Api(hub.url, member_key).post("/rooms", {"title": "Mine?"})
+        refused = Api(hub.url, member_key).call(
+            "POST", f"/rooms/{room['id']}/participants", {"kind": "agent", "id": "mine"}
+        )
+        assert refused.status_code == 404 and refused.json()["error"]["field"] == "id", refused.text

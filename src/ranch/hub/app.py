@@ -153,8 +153,8 @@ class Settings:
     trace_url: str | None = None
     """A trace viewer's URL with `{trace_id}`: the web page links team turns to their traces."""
     clock: Callable[[], float] = time.monotonic
-    """The seconds that session TTLs, the key and visibility caches and in-process rate limits count
-    (Redis buckets count Redis's); embedding code and tests may pass a clock of their own."""
+    """The seconds that session TTLs, the key, visibility and remote-card caches and in-process rate
+    limits count (Redis buckets count Redis's); embedding code and tests may pass a clock of their own."""
 
     def limits(self) -> Limits:
         return Limits(max_message_bytes=self.max_message_bytes)
@@ -171,6 +171,7 @@ class Settings:
             card_timeout=self.card_timeout,
             max_card_bytes=self.max_card_bytes,
             max_reply_bytes=self.max_reply_bytes or self.max_message_bytes,
+            clock=self.clock,
         )
 
     def failures(self) -> Rate | None:

@@ -89,8 +89,11 @@ class ClientPool:
         max_card_bytes: int = DEFAULT_MAX_CARD_BYTES,
         max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
         card_retry: float = CARD_RETRY,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.card_timeout = card_timeout
+        self._clock = clock
+        """The seconds `card_ttl` and `card_retry` count (a test's clock, or the embedder's)."""
         self.max_card_bytes = max_card_bytes
         self.max_reply_bytes = max_reply_bytes
         """Largest folded reply a member may give (agents/remote.py checks it)."""
@@ -182,22 +185,22 @@ class ClientPool:
         lock = self._fetching.setdefault(key, anyio.Lock())
         async with lock:  # one fetch at a time per card; the others use its result
             cached = self._cards.get(key)
-            if cached is not None and time.monotonic() - cached.fetched < ttl:
+            if cached is not None and self._clock() - cached.fetched < ttl:
                 return cached
             failed = self._failures.get(key)
-            if failed is not None and time.monotonic() - failed[0] < self.card_retry:
+            if failed is not None and self._clock() - failed[0] < self.card_retry:
                 raise CardError(failed[1])
             try:
                 card = await self._fetch(url, headers)
             except CardError as exc:
-                self._failures[key] = (time.monotonic(), str(exc))
+                self._failures[key] = (self._clock(), str(exc))
                 raise
             self._failures.pop(key, None)
             if verify is not None:
                 verify(card)
             if headers:
                 same_origin(url, card)
-            entry = _CachedCard(card=card, fetched=time.monotonic(), client=self._factory.create(card))
+            entry = _CachedCard(card=card, fetched=self._clock(), client=self._factory.create(card))
             self._cards[key] = entry
             return entry
 
