@@ -16,6 +16,7 @@ from ranch.api.errors import parsed, spelled
 from ranch.api.models import CompleteExecution, CreateOrg, CreateUser, Listing, TaskQuery, UpdateOrg, Window
 from ranch.api.routes import OPERATIONS
 from ranch.api.ws import FRAMES
+from ranch.catalog.discovery import Wanted
 from ranch.catalog.requests import REGISTRATION, RegisterExternal, RegisterRules, RegisterTeam
 from ranch.exceptions import InvalidInput
 from ranch.identity.keys import CreateKey
@@ -123,6 +124,9 @@ REFUSALS: list[tuple[Model, dict[str, Any], str | None]] = [
     (Window, {"limit": "201"}, "limit"),
     (Listing, {"limit": "many"}, "limit"),
     (TaskQuery, {"history_length": "-1"}, "history_length"),
+    (Wanted, {"skill": " "}, "skill"),
+    (Wanted, {"tag": "t" * 201}, "tag"),
+    (Wanted, {"mode": "text/\x01"}, "mode"),
 ]
 
 

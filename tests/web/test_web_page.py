@@ -460,3 +460,22 @@ def test_each_team_turn_shows_its_trace_id_linked_to_the_trace_viewer(
         assert link.get_attribute("href") == viewer.replace("{trace_id}", trace_id)
         # the same trace id labels the server's log lines of the request that posted the message
         assert trace_id in server.output()
+
+
+def test_the_agent_list_finds_agents_by_skill_and_tag(page: Page) -> None:
+    sign_in(page, at="/agents")
+    cards = page.locator("li.card h3")
+    expect(cards.filter(has_text="Researcher")).to_have_count(1)
+    everything = cards.count()
+    page.get_by_label("Skill").fill("RESEARCH")
+    page.get_by_role("button", name="Find").click()
+    expect(page.locator("section[aria-labelledby=group-agents] li.card h3")).to_have_text(["Researcher"])
+    assert cards.count() < everything  # the team that has the researcher lists the skill too
+    page.get_by_label("Skill").fill("")
+    page.get_by_label("Tag").fill("write")
+    page.get_by_role("button", name="Find").click()
+    expect(page.locator("section[aria-labelledby=group-agents] li.card h3")).to_have_text(["Writer"])
+    page.get_by_label("Tag").fill("nothing-has-this")
+    page.get_by_role("button", name="Find").click()
+    expect(page.get_by_role("status")).to_have_text("No agent or team matches.")
+    expect(cards).to_have_count(0)

@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 
+from ranch.agents.base import gather_infos
 from ranch.api import openapi
 from ranch.api.inbox import acknowledge, pending
 from ranch.api.models import (
@@ -45,6 +46,7 @@ from ranch.api.services import ApiServices
 from ranch.api.ws import websocket_endpoint
 from ranch.catalog import records
 from ranch.catalog.cards import served_card
+from ranch.catalog.discovery import Wanted
 from ranch.catalog.requests import REGISTRATION
 from ranch.db.models import AgentRecord, AgentSource, Organization, Role, User
 from ranch.exceptions import Conflict, Forbidden, NotFound
@@ -171,9 +173,15 @@ async def revoke_key(call: Call) -> KeyView:
 
 
 async def list_agents(call: Call) -> Page[AgentView]:
+    wanted = call.query(Wanted)  # the filters every agent list reads (catalog/discovery.py)
     async with call.runtime.sessions() as session:
         query = select(AgentRecord).where(usable_agents(call.caller)).order_by(AgentRecord.id)
-        rows = (await session.scalars(query)).all()
+        rows = list((await session.scalars(query)).all())
+    if wanted.given:  # by what their served cards say; an external agent has no card to match
+        registry = call.runtime.registry
+        served = [row for row in rows if row.id in registry]
+        infos = await gather_infos([registry.get(row.id) for row in served])
+        rows = [row for row, info in zip(served, infos, strict=True) if wanted.matches(info)]
     base = base_url(call.request)
     return Page(items=[AgentView.of(row, base) for row in rows], next_cursor=None)
 
@@ -388,7 +396,8 @@ OPERATIONS: list[Operation] = [
         "GET",
         "/agents",
         list_agents,
-        "The agents and teams the organization can use",
+        "The agents and teams the organization can use, by skill, tag or mode if asked",
+        query=Wanted,
         response=Page[AgentView],
     ),
     Operation(

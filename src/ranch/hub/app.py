@@ -35,6 +35,7 @@ from ranch.api.routes import routes as api_routes
 from ranch.api.services import ApiServices
 from ranch.catalog.cards import served_card
 from ranch.catalog.changes import Changes
+from ranch.catalog.discovery import Wanted
 from ranch.catalog.records import resync
 from ranch.catalog.registry import Registry
 from ranch.config import RanchConfig
@@ -463,6 +464,11 @@ def _base_url(request: Request) -> str:
 
 def _list_agents(hub: Hub):  # type: ignore[no-untyped-def]
     async def list_agents(request: Request) -> Response:
+        """The agents the caller may reach, narrowed by `?skill=&tag=&mode=` (catalog/discovery.py)."""
+        try:
+            wanted = Wanted.from_query(request.query_params)
+        except RanchError as exc:
+            return api_errors.response(exc)
         base = _base_url(request)
         agents = [
             agent
@@ -471,6 +477,9 @@ def _list_agents(hub: Hub):  # type: ignore[no-untyped-def]
             or await hub.security.reachable(request.scope.get(PRINCIPAL_KEY), agent.id)
         ]
         infos = await gather_infos(agents)  # at once: a slow card costs one card timeout, not one each
+        if wanted.given:
+            kept = [(agent, info) for agent, info in zip(agents, infos, strict=True) if wanted.matches(info)]
+            agents, infos = [agent for agent, _ in kept], [info for _, info in kept]
         entries = []
         for agent, info in zip(agents, infos, strict=True):
             entries.append(

@@ -35,6 +35,7 @@ from ranch._version import __version__
 from ranch.agents.base import Agent, AgentInfo, Call, gather_infos, text_of
 from ranch.agents.fold import fold, state_name
 from ranch.agents.invoke import invoke
+from ranch.catalog.discovery import Wanted
 from ranch.exceptions import RanchError
 from ranch.ids import new_id
 from ranch.policy.limits import Limits, check_json, check_message
@@ -105,8 +106,13 @@ def build_server(
         return [agent for agent in _askable(registry) if await reachable(request, agent.id)]
 
     async def list_tools() -> list[types.Tool]:
+        """Every reachable agent's tool; over HTTP, `/mcp?skill=&tag=&mode=` lists only those that
+        match (catalog/discovery.py; a bad filter is an error naming it); every reachable tool stays
+        callable."""
         agents = await tools()
-        return [_tool(agent, info) for agent, info in zip(agents, await gather_infos(agents), strict=True)]
+        infos = await gather_infos(agents)
+        wanted = _wanted(server)
+        return [_tool(agent, info) for agent, info in zip(agents, infos, strict=True) if wanted.matches(info)]
 
     async def call_tool(
         name: str, arguments: dict[str, Any]
@@ -130,6 +136,18 @@ def build_server(
     server.list_tools()(list_tools)  # type: ignore[no-untyped-call]
     server.call_tool()(call_tool)
     return server
+
+
+def _wanted(server: Server[Any, Any]) -> Wanted:
+    """The discovery filters of the HTTP request behind this MCP call (none over stdio)."""
+    request = server.request_context.request
+    query = getattr(request, "query_params", None)
+    if query is None:
+        return Wanted()
+    try:
+        return Wanted.from_query(query)
+    except RanchError as exc:
+        raise ValueError(str(exc)) from exc
 
 
 def _message(text: str, context_id: str | None) -> Message:

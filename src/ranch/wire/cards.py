@@ -29,6 +29,10 @@ API_KEY_SCHEME = "apiKey"
 BEARER_SCHEME = "bearer"
 
 
+CARD_MODES = ("text/plain",)
+"""The input and output media types every served card lists (agents/discovery read them too)."""
+
+
 def agent_url(base_url: str, agent_id: str) -> str:
     """Where an agent's JSON-RPC endpoint and HTTP+JSON routes live."""
     return f"{base_url.rstrip('/')}{AGENTS_PATH}/{agent_id}"
@@ -72,10 +76,9 @@ def build_card(
         capabilities=AgentCapabilities(
             streaming=streaming, push_notifications=push_notifications, extensions=declared
         ),
-        default_input_modes=["text/plain"],
-        default_output_modes=["text/plain"],
-        skills=list(skills)
-        or [AgentSkill(id=agent_id, name=name, description=description or name, tags=[agent_id])],
+        default_input_modes=list(CARD_MODES),
+        default_output_modes=list(CARD_MODES),
+        skills=list(skills) or [default_skill(agent_id, name, description)],
     )
 
 
@@ -107,3 +110,8 @@ def declare_security(card: AgentCard) -> AgentCard:
     for name in (API_KEY_SCHEME, BEARER_SCHEME):
         card.security_requirements.append(SecurityRequirement(schemes={name: StringList()}))
     return card
+
+
+def default_skill(agent_id: str, name: str, description: str = "") -> AgentSkill:
+    """The skill a card lists for an agent that declares none: itself, tagged with its id."""
+    return AgentSkill(id=agent_id, name=name, description=description or name, tags=[agent_id])

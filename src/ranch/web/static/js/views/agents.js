@@ -9,20 +9,46 @@ export const CLIENT_ROUTING = "https://ranch.woi.dev/extensions/client-routing/v
 export async function agentsPage(root, ctx) {
   ctx.setTitle("Agents");
   const status = h("p.muted", { role: "status" }, "Loading agents…");
-  root.append(h("h1", { tabindex: "-1" }, "Agents and teams"), status);
+  const results = h("div.agent-groups");
+  const skill = h("input#find-skill", { type: "search", name: "skill", autocomplete: "off", maxlength: "200" });
+  const tag = h("input#find-tag", { type: "search", name: "tag", autocomplete: "off", maxlength: "200" });
+  const find = async (event) => {
+    event?.preventDefault();
+    const filters = new URLSearchParams();
+    if (skill.value.trim()) filters.set("skill", skill.value.trim());
+    if (tag.value.trim()) filters.set("tag", tag.value.trim());
+    const query = filters.toString();
+    const agents = await all(query ? `/agents?${query}` : "/agents", { signal: ctx.signal });
+    status.hidden = agents.length > 0;
+    status.textContent = agents.length ? "" : query ? "No agent or team matches." : "No agents yet.";
+    replace(results, ...groups(agents));
+  };
+  const form = h(
+    "form.find",
+    { role: "search", "aria-label": "Find agents", onsubmit: find },
+    h("label", { for: "find-skill" }, "Skill"),
+    skill,
+    h("label", { for: "find-tag" }, "Tag"),
+    tag,
+    h("button", { type: "submit" }, "Find"),
+  );
+  root.append(h("h1", { tabindex: "-1" }, "Agents and teams"), form, status, results);
   focusHeading(root);
-  const agents = await all("/agents", { signal: ctx.signal });
-  status.hidden = agents.length > 0;
-  status.textContent = agents.length ? "" : "No agents yet.";
+  await find();
+}
+
+function groups(agents) {
   const teams = agents.filter((a) => a.kind === "team");
   const others = agents.filter((a) => a.kind !== "team");
+  const sections = [];
   for (const [title, group] of [["Teams", teams], ["Agents", others]]) {
     if (group.length === 0) continue;
     const id = `group-${title.toLowerCase()}`;
-    root.append(
+    sections.push(
       h("section", { "aria-labelledby": id }, h(`h2#${id}`, {}, title), h("ul.cards", {}, group.map(agentCard))),
     );
   }
+  return sections;
 }
 
 function agentCard(agent) {
