@@ -34,6 +34,15 @@ _double = struct.Struct("<d").pack
 # the flags opentelemetry's encoder sets: the context says whether the parent is remote
 HAS_IS_REMOTE = 0x100
 IS_REMOTE = 0x200
+_TRACE_ID = b"\x0a\x10"  # field 1, 16 bytes
+_SPAN_ID = b"\x12\x08"  # field 2, 8 bytes
+_PARENT_ID = b"\x22\x08"  # field 4, 8 bytes
+_KINDS = {kind: b"\x30" + bytes((kind + 1,)) for kind in range(5)}  # field 6: SpanKind + 1
+_EMPTY_STATUS = b"\x7a\x00"  # field 15, an empty Status (the SDK's encoder always sets one)
+_FLAGS_LOCAL = b"\x85\x01" + _fixed32(HAS_IS_REMOTE)  # field 16, fixed32
+_FLAGS_REMOTE = b"\x85\x01" + _fixed32(HAS_IS_REMOTE | IS_REMOTE)
+_names: dict[str, bytes] = {}
+"""Encoded span names (a route, not a path: few of them), dropped all at once when full."""
 
 
 def varint(value: int) -> bytes:
@@ -123,24 +132,39 @@ def span(
     status_code: int,
     status_message: str | None,
 ) -> bytes:
-    """One `Span` message; `kind` is opentelemetry's `SpanKind` value (the proto's is one more)."""
+    """One `Span` message; `kind` is opentelemetry's `SpanKind` value (the proto's is one more).
+
+    The fixed parts are bytes made once (the ids' tags and lengths, the kind, the flags, an empty
+    status), and a span's name is kept like an attribute: a span is mostly joins."""
+    named = _names.get(name)
+    if named is None:
+        named = text(5, name)
+        if len(name) <= KEPT_CHARS:
+            if len(_names) >= KEPT_ATTRIBUTES:
+                _names.clear()
+            _names[name] = named
     body = [
-        field(1, trace_id.to_bytes(16, "big")),
-        field(2, span_id.to_bytes(8, "big")),
-        text(3, trace_state),
-        field(4, parent_id.to_bytes(8, "big")) if parent_id is not None else b"",
-        text(5, name),
-        b"\x30" + varint(kind + 1),
-        b"\x39" + _fixed64(start),
-        b"\x41" + _fixed64(end),
-        attributes(9, values),
+        _TRACE_ID,
+        trace_id.to_bytes(16, "big"),
+        _SPAN_ID,
+        span_id.to_bytes(8, "big"),
     ]
+    if trace_state:
+        body.append(text(3, trace_state))
+    if parent_id is not None:
+        body += (_PARENT_ID, parent_id.to_bytes(8, "big"))
+    body += (named, _KINDS[kind], b"\x39", _fixed64(start), b"\x41", _fixed64(end))
+    if values:
+        body.append(attributes(9, values))
     for event_name, at, event_values in events:
         event = b"\x09" + _fixed64(at) + text(2, event_name) + attributes(3, event_values)
         body.append(field(11, event))
-    status = text(2, status_message or "") + (b"\x18" + varint(status_code) if status_code else b"")
-    body.append(field(15, status))
-    body.append(b"\x85\x01" + _fixed32(HAS_IS_REMOTE | (IS_REMOTE if parent_remote else 0)))
+    if status_code or status_message:
+        status = text(2, status_message or "") + (b"\x18" + varint(status_code) if status_code else b"")
+        body.append(field(15, status))
+    else:
+        body.append(_EMPTY_STATUS)
+    body.append(_FLAGS_REMOTE if parent_remote else _FLAGS_LOCAL)
     return b"".join(body)
 
 
