@@ -113,7 +113,15 @@ def attribute(number: int, key: str, value: Any) -> bytes:
 
 
 def attributes(number: int, values: Mapping[str, Any] | None) -> bytes:
-    return b"".join(attribute(number, key, value) for key, value in values.items()) if values else b""
+    """The KeyValues of `values` as field `number`; `attribute`'s rule, its cache read inline (a
+    span's attributes are most of its encoding)."""
+    if not values:
+        return b""
+    kept, out = _kept, []
+    for key, value in values.items():
+        encoded = kept.get((number, key, type(value), value)) if type(value) in _SCALARS else None
+        out.append(encoded if encoded is not None else attribute(number, key, value))
+    return b"".join(out)
 
 
 def span(
