@@ -8,8 +8,10 @@ from typing import Any
 
 import anyio
 import httpx
+import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import McpError
 
 from _support.hubkit import ADMIN_KEY, Api, serve_ranch
 
@@ -81,9 +83,23 @@ def test_the_api_list_by_skill_tag_and_mode_within_the_callers_visibility(databa
 def test_the_mcp_tool_list_by_skill(tmp_path: Path) -> None:
     with serve_ranch(CONFIG, tmp_path / "d.db") as hub:
         everything, narrowed, answered = anyio.run(_mcp, hub.url)
+        refusal = anyio.run(_mcp_refused, hub.url)
     assert {"ask_researcher", "ask_writer", "ask_echo", "ask_desk"} <= everything
     assert narrowed == {"ask_researcher", "ask_desk"}
     assert not answered.isError  # an agent the filter leaves out is still callable
+    assert "skill" in refusal  # a bad filter is an error naming it, not an empty list
+
+
+async def _mcp_refused(base_url: str) -> str:
+    async with (
+        httpx.AsyncClient(timeout=30) as http,
+        streamable_http_client(f"{base_url}/mcp?skill=%20", http_client=http) as (read, write, _),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        with pytest.raises(McpError) as refused:
+            await session.list_tools()
+        return str(refused.value)
 
 
 async def _mcp(base_url: str) -> tuple[set[str], set[str], Any]:
