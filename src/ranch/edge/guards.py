@@ -190,10 +190,9 @@ class Guards:
             else:
                 principal = await self._principal(call, scope)
             if call.agent_id:
-                security = self.security
-                reachable = security.reachable_now(principal, call.agent_id) if security.enabled else None
+                reachable = self._reachable_now(call.agent_id, principal)
                 if reachable is not True:
-                    await self._check_agent(call.agent_id, principal)
+                    await self._refuse_unless_reachable(call.agent_id, principal, reachable)
                 scope[AGENT_KEY] = call.agent_id
             if self.rates.enabled:
                 key, decision = await self.rates.admit(caller_key(principal, call.client), call.agent_id)
@@ -224,17 +223,28 @@ class Guards:
         scope["user"] = known.holder
         return principal
 
-    async def _check_agent(self, agent_id: str, principal: Principal | None) -> None:
+    def _reachable_now(self, agent_id: str, principal: Principal | None) -> bool | None:
+        """Whether the caller may reach `agent_id`, from memory alone; None when the agents table must
+        be asked. Without `--auth keys`, any served agent."""
         security = self.security
         if security.enabled:
-            # the same answer for an unknown id and another organization's agent; only reachable ids listed
-            reachable = security.reachable_now(principal, agent_id)
-            if reachable is None:
-                reachable = await security.reachable(principal, agent_id)
-            if not reachable:
-                raise AgentNotFound(agent_id, await security.reachable_ids(principal))
-        elif agent_id not in security.served:
-            raise AgentNotFound(agent_id, list(security.served.ids()))
+            return security.reachable_now(principal, agent_id)
+        return agent_id in security.served
+
+    async def _refuse_unless_reachable(
+        self, agent_id: str, principal: Principal | None, reachable: bool | None
+    ) -> None:
+        """AgentNotFound, unless the agents table says the caller may reach it after all (`reachable`
+        None); the same answer for an unknown id and another organization's agent, listing only the
+        ids the caller may reach."""
+        security = self.security
+        if reachable is None:
+            reachable = await security.reachable(principal, agent_id)
+        if not reachable:
+            known = (
+                await security.reachable_ids(principal) if security.enabled else list(security.served.ids())
+            )
+            raise AgentNotFound(agent_id, known)
 
 
 def caller_key(principal: Principal | None, address: str = "unknown") -> str:

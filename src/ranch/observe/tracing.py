@@ -163,10 +163,10 @@ def incoming(headers: Iterable[tuple[bytes, bytes]]) -> Context | None:
     return _PROPAGATOR.extract(carrier)
 
 
-def traceparent(span: Span | None = None) -> str | None:
-    """The W3C `traceparent` of `span` (the current span by default), to store with work that
-    another task or replica picks up later; None when there is no recording span."""
-    current = span or trace.get_current_span()
+def traceparent() -> str | None:
+    """The W3C `traceparent` of the current span, to store with work that another task or replica
+    picks up later; None when there is none."""
+    current = trace.get_current_span()
     if not current.get_span_context().is_valid:
         return None
     carrier: dict[str, str] = {}
@@ -210,11 +210,11 @@ def current(span: Span | None) -> Iterator[None]:
     if span is None:
         yield
         return
-    token = otel_context.attach(trace.set_span_in_context(span))
+    token = attach(span)
     try:
         yield
     finally:
-        otel_context.detach(token)
+        detach(token)
 
 
 def failed(span: Span | None, error: BaseException) -> None:
