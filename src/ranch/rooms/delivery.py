@@ -108,11 +108,13 @@ class Dispatcher:
             return
         room, message, execution, parent = taken
         watch.execution_id = execution.id
-        span = tracing.start(
-            f"ranch.delivery {execution.agent_id}",
-            {"ranch.room": room.id, "ranch.agent": execution.agent_id, "ranch.execution": execution.id},
-            parent=tracing.resumed(parent),
-        )
+        span = None
+        if tracing.tracer() is not None:  # off: no attributes made, no traceparent parsed
+            span = tracing.start(
+                f"ranch.delivery {execution.agent_id}",
+                {"ranch.room": room.id, "ranch.agent": execution.agent_id, "ranch.execution": execution.id},
+                parent=tracing.resumed(parent),
+            )
         try:
             trace_id = tracing.trace_id_of(span) if span is not None else trace_id_from(parent)
             with tracing.current(span), traced(trace_id):

@@ -87,7 +87,8 @@ class Turn:
         sender, parts = client_routing.USER, list(self.message.parts)
         self.conversation.add(client_routing.USER, text_of(self.message))
         began = time.perf_counter()
-        self.span = tracing.start(f"ranch.turn {self.team.id}", self.turn_attributes())
+        if tracing.tracer() is not None:  # off: not even the attributes are made
+            self.span = tracing.start(f"ranch.turn {self.team.id}", self.turn_attributes())
         state = FAILED
         try:
             while True:
