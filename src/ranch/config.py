@@ -34,6 +34,11 @@ KINDS = ("rules", "echo", "remote", "llm", "python")
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
+_TOKEN = r"[A-Za-z0-9*][A-Za-z0-9!#$&^_.+*-]{0,126}"
+MediaType = Annotated[str, Field(pattern=rf"^{_TOKEN}/{_TOKEN}$")]
+"""A media type as an agent card lists it: `type/subtype`, `type/*` or `*/*`."""
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -60,6 +65,10 @@ class _AgentBase(_Strict):
     """Seconds one hop to this agent may take before it fails."""
     require_extensions: list[str] = Field(default_factory=list)
     """Extension URIs a caller must ask for (A2A-Extensions) to talk to this agent."""
+    input_modes: list[MediaType] | None = Field(default=None, min_length=1)
+    """Media types it takes (`image/*`, `*/*` allowed); None: its kind's default (docs/surface.md)."""
+    output_modes: list[MediaType] | None = Field(default=None, min_length=1)
+    """Media types its answers may hold; None: its kind's default."""
 
     @property
     def display_name(self) -> str:

@@ -149,6 +149,17 @@ class PayloadTooLarge(PolicyError):
         )
 
 
+class UnsupportedContent(PolicyError):
+    """A part of a media type the receiving agent's input modes do not take."""
+
+    def __init__(self, agent: str, media_type: str, modes: list[str], field: str | None = None) -> None:
+        self.agent, self.media_type, self.field = agent, media_type, field
+        super().__init__(
+            f"{field or 'a part'} is {media_type}, which agent '{agent}' does not take "
+            f"(its input modes: {', '.join(modes)})"
+        )
+
+
 class BodyTooLarge(PolicyError):
     """A request body larger than the configured limit."""
 

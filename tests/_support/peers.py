@@ -343,7 +343,8 @@ def peer_card(kind: str, *, base_url: str, name: str | None = None, routing: boo
 def build_peer_app(kind: str, *, base_url: str, **opts: Any) -> tuple[Starlette, PeerRecorder]:
     """The peer app of one kind (see the module docstring) and the recorder it writes to.
 
-    opts: ``name`` (card name); ``sign`` (a function that signs the card); router ``route_to``
+    opts: ``name`` (card name); ``input_modes`` (the card's, default text/plain); ``sign`` (a
+    function that signs the card); router ``route_to``
     (default "user"), ``reason``; asker ``question``; slow ``delay`` (default 30 s);
     failing ``error``, ``after_task``.
     """
@@ -353,6 +354,9 @@ def build_peer_app(kind: str, *, base_url: str, **opts: Any) -> tuple[Starlette,
         raise ValueError(f"unknown peer kind {kind!r}; expected one of {PEER_KINDS}")
     recorder = PeerRecorder()
     card = peer_card(kind, base_url=base_url, name=opts.get("name"), routing=kind == "router")
+    if opts.get("input_modes"):
+        del card.default_input_modes[:]
+        card.default_input_modes.extend(opts["input_modes"])
     if opts.get("sign") is not None:
         card = opts["sign"](card)
     handler = DefaultRequestHandler(

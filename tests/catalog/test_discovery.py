@@ -52,7 +52,8 @@ def test_the_a2a_list_by_skill_tag_and_mode(tmp_path: Path) -> None:
         assert a2a_list(url, skill="paper", tag="writing") == {"desk"}  # every filter, by any of its skills
         assert a2a_list(url, skill="paper", tag="echo") == set()
         assert a2a_list(url, mode="text/plain") == a2a_list(url, mode="text/*") == a2a_list(url)
-        assert a2a_list(url, mode="image/png") == set()  # no served card takes images yet
+        assert a2a_list(url, mode="image/png") == {"echo"}  # echo takes anything (*/*)
+        assert a2a_list(url, mode="image/png", skill="paper") == set()
         for name, value in (("skill", ""), ("tag", "x" * 201), ("mode", "text/\x01")):
             refused = httpx.get(f"{url}/a2a/agents", params={name: value}, timeout=10)
             assert refused.status_code == 400 and refused.json()["error"]["field"] == name, refused.text

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
 from _support import mcp_tools
@@ -117,3 +118,48 @@ def test_an_llm_agent_uses_tools_and_remote_agents_in_a_room(
             "call_remote_agent",
             "call_remote_agent",
         ]
+        # the execution's task history keeps each tool call as the structured call: a data part
+        got = httpx.post(
+            hub.agent_url("analyst"),
+            json={"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": execution["id"]}},
+            headers={"A2A-Version": "1.0"},
+            timeout=10,
+        ).json()
+        data = [part["data"] for m in got["result"]["history"] for part in m["parts"] if "data" in part]
+        assert data[0]["name"] == "add" and data[0]["arguments"] == {"a": 2, "b": 3}
+        assert "5" in str(data[1]["result"])
+
+
+PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+
+
+def test_a_vision_model_sees_the_image_posted_and_a_text_model_refuses_it(
+    database_url: str, provider: tuple[FakeOpenAI, str]
+) -> None:
+    fake, base_url = provider
+    fake.reset()
+    with serve_ranch(CONFIG, database_url) as hub:
+        admin = Api(hub.url, ADMIN_KEY)
+        common = {"kind": "llm", "base_url": base_url}
+        admin.post(
+            "/agents", {"id": "seer", "model": "seer", "input_modes": ["text/plain", "image/*"], **common}
+        )
+        admin.post("/agents", {"id": "reader", "model": "reader", **common})
+        participants = [{"kind": "agent", "id": "seer"}, {"kind": "agent", "id": "reader"}]
+        room = admin.post("/rooms", {"title": "Pictures", "participants": participants})["id"]
+        fake.script("seer", text("A single pixel."))
+        image = {"raw": PIXEL, "filename": "dot.png", "mediaType": "image/png"}
+        admin.post(f"/rooms/{room}/messages", {"text": "@seer what is this?", "parts": [image]})
+        wait_until(
+            lambda: any(m["text"] == "A single pixel." for m in admin.messages(room)), what="seer's answer"
+        )
+        (asked,) = fake.requests_for("seer")
+        content = asked["messages"][-1]["content"]
+        assert content[0] == {"type": "text", "text": "what is this?\n\n[file: dot.png]"}  # named, then seen
+        assert content[1] == {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PIXEL}"}}
+
+        refused = admin.call(
+            "POST", f"/rooms/{room}/messages", {"text": "@reader and you?", "parts": [image]}
+        )
+        assert refused.status_code == 415 and refused.json()["error"]["field"] == "parts[0]"
+        assert fake.requests_for("reader") == []

@@ -7,6 +7,7 @@ The route diagram of a team turn is saved as `tests/artifacts/route.png`.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import re
@@ -18,7 +19,15 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Page, WebSocketRoute, expect, sync_playwright
+from playwright.sync_api import (
+    Browser,
+    ConsoleMessage,
+    FilePayload,
+    Page,
+    WebSocketRoute,
+    expect,
+    sync_playwright,
+)
 
 from _support.servers import ServerProcess, free_port
 
@@ -479,3 +488,52 @@ def test_the_agent_list_finds_agents_by_skill_and_tag(page: Page) -> None:
     page.get_by_role("button", name="Find").click()
     expect(page.get_by_role("status")).to_have_text("No agent or team matches.")
     expect(cards).to_have_count(0)
+
+
+PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+
+
+def test_attach_a_file_and_see_files_and_data_in_the_room(page: Page, hub: ServerProcess) -> None:
+    sign_in(page)
+    title = f"Files {topic()}"
+    page.get_by_label("Title").fill(title)
+    page.get_by_label("Default agent").select_option("echo")
+    page.get_by_role("button", name="Open room").click()
+    expect(page.get_by_role("heading", name=title)).to_be_visible()
+    expect(page.locator("#live-status")).to_have_text("Live")
+
+    pixel: FilePayload = {"name": "dot.png", "mimeType": "image/png", "buffer": base64.b64decode(PIXEL)}
+    page.get_by_label("Attach a file").set_input_files(files=[pixel])
+    expect(page.locator(".attached")).to_have_text("Attached: dot.png (70 B)")
+    page.get_by_label("Message", exact=True).fill("a picture")
+    page.get_by_role("button", name="Send").click()
+
+    log = page.get_by_role("log")
+    mine = log.locator(".msg--mine").filter(has_text="a picture")
+    expect(mine.locator("img[alt='dot.png']")).to_be_visible()
+    expect(mine.get_by_role("link", name="dot.png")).to_have_attribute("download", "dot.png")
+    expect(page.locator(".attached")).to_have_text("")
+    echoed = log.locator(".msg--from-agent").filter(has_text="a picture")
+    expect(echoed.locator("img[alt='dot.png']")).to_be_visible()  # echo answered with the file it got
+    size = echoed.locator("img").evaluate("img => img.naturalWidth")
+    assert size == 1  # the bytes came back whole: a 1x1 PNG
+
+    room = page.url.rsplit("/", 1)[-1]
+    posted = httpx.post(
+        f"{hub.url}/api/v1/rooms/{room}/messages",
+        json={
+            "parts": [
+                {"data": {"order": 42}},
+                {"url": "https://files.example/r.pdf", "mediaType": "application/pdf"},
+            ]
+        },
+        headers={"X-API-Key": DEMO_KEY},
+        timeout=10,
+    )
+    assert posted.status_code == 201, posted.text
+    item = log.locator(f".msg[data-id='{posted.json()['id']}']")
+    data = item.locator("details.msg-data")
+    expect(data).not_to_have_attribute("open", "")
+    data.locator("summary").click()
+    expect(data.locator("pre")).to_contain_text('"order": 42')
+    expect(item.get_by_role("link", name="r.pdf")).to_have_attribute("href", "https://files.example/r.pdf")

@@ -24,9 +24,11 @@ from a2a.types import (
     TaskStatusUpdateEvent,
 )
 
+from ranch.exceptions import UnsupportedContent
 from ranch.ids import new_id
 from ranch.wire.client_routing import URI, RoutingDecision, SimplifiedAgentCard, attach_decision
 from ranch.wire.events import ROLE_AGENT
+from ranch.wire.modes import TEXT, first_refused
 
 if TYPE_CHECKING:  # the database layer loads with the server, not with `import ranch`
     from ranch.db.conversations import ConversationStore
@@ -61,6 +63,10 @@ class AgentInfo:
     skills: list[AgentSkill] = field(default_factory=list)
     extensions: list[AgentExtension] = field(default_factory=list)
     streaming: bool = True
+    input_modes: list[str] = field(default_factory=lambda: [TEXT])
+    """The media types it takes (its card's `defaultInputModes`); a part of another type is refused."""
+    output_modes: list[str] = field(default_factory=lambda: [TEXT])
+    """The media types its answers may hold (its card's `defaultOutputModes`)."""
 
     @property
     def client_routing(self) -> bool:
@@ -127,6 +133,24 @@ async def gather_infos(agents: Sequence[Agent]) -> list[AgentInfo]:
         for index in range(len(agents)):
             group.start_soon(fetch, index)
     return [info for info in infos if info is not None]
+
+
+async def check_input(agent: Agent, parts: Sequence[Part], field: str = "message.parts") -> None:
+    """Refuse parts `agent`'s input modes do not take (UnsupportedContent names the part and its type)."""
+    modes = (await agent.info()).input_modes
+    refused = first_refused(parts, modes)
+    if refused is not None:
+        index, media_type = refused
+        raise UnsupportedContent(agent.id, media_type, modes, f"{field}[{index}]")
+
+
+def content_parts(message: Message) -> list[Part]:
+    """The message's parts without the Router's context part: what the sender itself sent."""
+    return [
+        part
+        for part in message.parts
+        if not (part.HasField("metadata") and CONTEXT_PART_KEY in part.metadata.fields)
+    ]
 
 
 def text_of(message: Message, *, include_context: bool = False) -> str:

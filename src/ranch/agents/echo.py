@@ -1,4 +1,4 @@
-"""`kind: echo`: replies with the text it got and makes no routing decision."""
+"""`kind: echo`: replies with what it got (text, files and data) and makes no routing decision."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import AsyncGenerator
 
 from a2a.types import Message
 
-from ranch.agents.base import Agent, AgentInfo, Call, Event, reply, text_of
+from ranch.agents.base import Agent, AgentInfo, Call, Event, content_parts, reply, text_of
 
 
 class EchoAgent(Agent):
@@ -22,7 +22,14 @@ class EchoAgent(Agent):
         return self._info
 
     def reply_now(self, message: Message, call: Call) -> Message:
-        return reply(message, text_of(message))
+        text = text_of(message)
+        answer = reply(message, text)
+        if len(message.parts) > 1 or not text:  # files or data besides (or instead of) text
+            media = [part for part in content_parts(message) if not part.HasField("text")]
+            if not text:
+                del answer.parts[:]
+            answer.parts.extend(media)
+        return answer
 
     async def run(self, message: Message, call: Call) -> AsyncGenerator[Event, None]:
         yield self.reply_now(message, call)

@@ -126,6 +126,8 @@ class RemoteAgent(Agent):
             skills=list(card.skills) or self._fallback.skills,
             extensions=list(card.capabilities.extensions),
             streaming=card.capabilities.streaming,
+            input_modes=list(card.default_input_modes) or self._fallback.input_modes,
+            output_modes=list(card.default_output_modes) or self._fallback.output_modes,
         )
 
     async def run(self, message: Message, call: Call) -> AsyncGenerator[Event, None]:

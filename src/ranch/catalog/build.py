@@ -22,7 +22,7 @@ from ranch.config import (
 )
 from ranch.exceptions import ConfigError
 from ranch.routing.team import Team
-from ranch.wire import client_routing
+from ranch.wire import client_routing, modes
 from ranch.wire.client import ClientPool
 from ranch.wire.signing import CardVerifier, load_trusted_keys
 
@@ -39,6 +39,7 @@ def build_agent(config: AgentConfig, pool: ClientPool, *, tenant: bool = False) 
         description=config.description,
         skills=[_skill(s.id, s.name, s.description, s.tags, s.examples) for s in config.skills],
     )
+    info.input_modes, info.output_modes = _modes(config)
     agent: Agent
     if isinstance(config, RulesAgentConfig):
         info.extensions = [client_routing.declaration()]
@@ -56,7 +57,8 @@ def build_agent(config: AgentConfig, pool: ClientPool, *, tenant: bool = False) 
         if config.client_routing:
             info.extensions = [client_routing.declaration()]
         runner = resolve_runner(config.id, import_entry(config.id, config.entry), config.options)
-        agent = PythonAgent(info, runner)
+        configured = config.input_modes is not None or config.output_modes is not None
+        agent = PythonAgent(info, runner, modes_configured=configured)
     elif isinstance(config, LlmAgentConfig):
         from ranch.agents.llm import build_llm_agent  # the openai client takes ~1 s to import; only when used
 
@@ -68,6 +70,21 @@ def build_agent(config: AgentConfig, pool: ClientPool, *, tenant: bool = False) 
     agent.timeout = config.timeout
     agent.require_extensions = tuple(config.require_extensions)
     return agent
+
+
+KIND_MODES: dict[type[AgentConfig], tuple[list[str], list[str]]] = {
+    EchoAgentConfig: ([modes.ANY], [modes.ANY]),
+    LlmAgentConfig: ([modes.TEXT, modes.JSON], [modes.TEXT]),
+}
+"""Input and output modes of the kinds that take more than text (the others: `text/plain` only).
+An llm agent reads data parts as JSON; it sees images when its `input_modes` list an image type
+(a vision model). A remote agent's modes are its card's; these are for while it cannot be read."""
+
+
+def _modes(config: AgentConfig) -> tuple[list[str], list[str]]:
+    """The agent's input and output modes: the config's, else its kind's default."""
+    given_in, given_out = KIND_MODES.get(type(config), ([modes.TEXT], [modes.TEXT]))
+    return list(config.input_modes or given_in), list(config.output_modes or given_out)
 
 
 def _pattern(match: str | None, field: str, tenant: bool) -> Pattern | re.Pattern[str] | None:

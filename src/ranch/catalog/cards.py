@@ -28,4 +28,6 @@ async def served_card(agent: Agent, base_url: str, url: str | None = None) -> Ag
         streaming=True,
         push_notifications=not agent.replies_directly,
         url=url,
+        input_modes=info.input_modes,
+        output_modes=info.output_modes,
     )

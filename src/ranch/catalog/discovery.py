@@ -20,7 +20,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from ranch.agents.base import AgentInfo
 from ranch.exceptions import InvalidInput
 from ranch.policy.fields import filled, plain
-from ranch.wire.cards import CARD_MODES, default_skill
+from ranch.wire.cards import default_skill
 
 FILTERS = ("skill", "tag", "mode")
 MAX_FILTER_CHARS = 200
@@ -77,7 +77,7 @@ def card_skills(info: AgentInfo) -> list[AgentSkill]:
 
 def modes(info: AgentInfo) -> list[str]:
     """The media types `info`'s card lists: the card's own input and output modes and its skills'."""
-    listed = list(CARD_MODES)
+    listed = [*info.input_modes, *info.output_modes]
     for skill in card_skills(info):
         listed.extend(skill.input_modes)
         listed.extend(skill.output_modes)

@@ -248,6 +248,10 @@ class RoomMessage(Base):
     """user | agent | team | system"""
     sender_id: Mapped[str] = mapped_column(String(64))
     text: Mapped[str] = mapped_column(Text, default="")
+    """Its text parts, joined by newlines (what mentions, history and search read)."""
+    parts: Mapped[list[Any] | None] = mapped_column(nullable=True, default=None)
+    """Its A2A parts as A2A JSON (`{"text"}`, `{"raw", "mediaType", "filename"}`, `{"url", ...}`,
+    `{"data"}`); None for one text part, which `text` is."""
     mentions: Mapped[list[str]] = mapped_column(default=list)
     meta: Mapped[dict[str, Any]] = mapped_column("metadata", default=dict)
     thread_id: Mapped[str | None] = mapped_column(String(64), nullable=True)

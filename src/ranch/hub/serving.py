@@ -38,7 +38,7 @@ from a2a.utils.errors import (
 )
 from a2a.utils.task import apply_history_length, validate_history_length, validate_page_size
 
-from ranch.agents.base import Agent, Call, Event
+from ranch.agents.base import Agent, Call, Event, check_input
 from ranch.catalog.registry import Registry
 from ranch.edge.guards import AGENT_KEY
 from ranch.exceptions import ExtensionSupportRequired, RanchError
@@ -298,7 +298,8 @@ class RanchRequestHandler(RequestHandler):
                 raise InvalidParamsError("message.role must be ROLE_USER ('user' in A2A 0.3)")
             if not message.parts:
                 raise InvalidParamsError("message.parts must contain at least one part")
-            check_message(message, self.limits)  # parts with no content too
+            if check_message(message, self.limits):  # parts with no content too; True: files or data
+                await check_input(agent, message.parts)
             if context.requested_extensions or agent.require_extensions:
                 extensions = await self._negotiate(agent, context)
             else:

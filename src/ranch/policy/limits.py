@@ -59,16 +59,18 @@ class Limits:
     """Deepest nesting of metadata and data-part objects and lists."""
 
 
-def check_message(message: Message, limits: Limits, field: str = "message") -> None:
+def check_message(message: Message, limits: Limits, field: str = "message") -> bool:
     """Refuse a message over the size limit, a part with no content or an empty text, control
-    characters, bad ids or bad metadata keys.
+    characters, bad ids or bad metadata keys. True when it holds a part besides text (a file or
+    data), which the receiving agent's input modes must then take.
 
     It runs on every message a hub accepts: field names are formatted only for an error, and each
     part is read once (a protobuf field read costs about as much as a line of Python here).
     """
     size = message.ByteSize()
     if size > limits.max_message_bytes:
-        raise PayloadTooLarge(size, limits.max_message_bytes, field)
+        raise PayloadTooLarge(size, limits.max_message_bytes, field or "parts")
+    prefix = f"{field}." if field else ""  # "": the fields of a body holding `parts` itself
     longest, search = limits.max_id_length, CONTROL.search
     for name, value in (
         ("messageId", message.message_id),
@@ -76,28 +78,32 @@ def check_message(message: Message, limits: Limits, field: str = "message") -> N
         ("taskId", message.task_id),
     ):
         if len(value) > longest or search(value) is not None:
-            check_id(value, f"{field}.{name}", limits)
+            check_id(value, f"{prefix}{name}", limits)
     if message.reference_task_ids:
         for index, value in enumerate(message.reference_task_ids):
-            check_id(value, f"{field}.referenceTaskIds[{index}]", limits)
+            check_id(value, f"{prefix}referenceTaskIds[{index}]", limits)
+    media = False
     for index, part in enumerate(message.parts):
         content = part.WhichOneof("content")
+        if content != "text":
+            media = True
         if content == "text":
             text = part.text
             if not text:  # a part with nothing in it, refused as a message with no parts is
-                raise InvalidInput(f"{field}.parts[{index}].text is empty", f"{field}.parts[{index}].text")
+                raise InvalidInput(f"{prefix}parts[{index}].text is empty", f"{prefix}parts[{index}].text")
             if search(text) is not None:
-                check_text(text, f"{field}.parts[{index}].text")
+                check_text(text, f"{prefix}parts[{index}].text")
         elif content == "data":
-            check_value_keys(part.data, f"{field}.parts[{index}].data", limits)
+            check_value_keys(part.data, f"{prefix}parts[{index}].data", limits)
         elif content is None:
             raise InvalidInput(
-                f"{field}.parts[{index}] has no content (text, raw, url or data)", f"{field}.parts[{index}]"
+                f"{prefix}parts[{index}] has no content (text, raw, url or data)", f"{prefix}parts[{index}]"
             )
         if part.HasField("metadata"):
-            check_value_keys(part.metadata, f"{field}.parts[{index}].metadata", limits)
+            check_value_keys(part.metadata, f"{prefix}parts[{index}].metadata", limits)
     if message.HasField("metadata"):
-        check_value_keys(message.metadata, f"{field}.metadata", limits)
+        check_value_keys(message.metadata, f"{prefix}metadata", limits)
+    return media
 
 
 def check_text(text: str, field: str) -> None:

@@ -16,6 +16,7 @@ from a2a.types import Artifact, Message, Part, Role, Task
 from google.protobuf.struct_pb2 import Struct
 
 from ranch.db.models import Execution, RoomMessage
+from ranch.rooms import parts as room_parts
 from ranch.wire import keys
 
 
@@ -26,7 +27,7 @@ def to_a2a_message(row: RoomMessage, agent_id: str, context: Part | None = None)
         message_id=row.id,
         role=Role.ROLE_AGENT if own else Role.ROLE_USER,
         context_id=row.room_id,
-        parts=([context] if context else []) + [Part(text=row.text)],
+        parts=([context] if context else []) + room_parts.as_parts(row),
     )
     message.metadata.update(
         {
@@ -58,7 +59,7 @@ def execution_view(task: Task, row: Execution, history: Sequence[RoomMessage], l
         replies = [m for m in history if m.execution_id == row.id and m.type == "text"]
         if replies:
             view.artifacts.append(
-                Artifact(artifact_id=f"{row.id}-reply", name="reply", parts=[Part(text=replies[-1].text)])
+                Artifact(artifact_id=f"{row.id}-reply", name="reply", parts=room_parts.as_parts(replies[-1]))
             )
     account = Struct()
     account.update({"status": row.status, "agent": row.agent_id, "turns": row.turns})

@@ -23,7 +23,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from sqlalchemy import Select, and_, or_, select, update
 from sqlalchemy.orm import aliased
 
-from ranch.agents.base import Agent, Call, Event
+from ranch.agents.base import Agent, AgentInfo, Call, Event
 from ranch.catalog.registry import Registry
 from ranch.db.models import AgentRecord, Delivery, Execution, Room, RoomMessage
 from ranch.exceptions import AgentNotFound
@@ -31,11 +31,12 @@ from ranch.ids import new_id
 from ranch.observe import tracing
 from ranch.policy.logs import trace_id_from, traced
 from ranch.rooms import executions
+from ranch.rooms import parts as room_parts
 from ranch.rooms.sink import RoomSink, fail_unstarted
 from ranch.routing import context
 from ranch.routing.team import Team
 from ranch.tasks.run import Run
-from ranch.wire import keys
+from ranch.wire import keys, modes
 
 if TYPE_CHECKING:
     from ranch.rooms.service import Rooms
@@ -205,13 +206,13 @@ class Dispatcher:
                     .limit(limit)
                 )
                 rows = list(reversed(found.all()))
-        entries = [context.Entry(row.sender_id, row.text) for row in rows]
+        entries = [context.Entry(row.sender_id, room_parts.described(row)) for row in rows]
         part = context.render(entries, header=ROOM_HEADER)
         incoming = Message(
             message_id=new_id(),
             role=Role.ROLE_USER,
             context_id=room.id,
-            parts=([part] if part else []) + [Part(text=_addressed(message.text, agent_id))],
+            parts=([part] if part else []) + _taken(agent, await agent.info(), message, agent_id),
         )
         incoming.metadata.update(
             {
@@ -243,6 +244,17 @@ def _ahead_of(delivery: Delivery) -> Select[str]:
         )
         .limit(1)
     )
+
+
+def _taken(agent: Agent, info: AgentInfo, message: RoomMessage, agent_id: str) -> list[Part]:
+    """The message's parts as `agent` receives them: its first text without the `@agent` that
+    addressed it, and a note in place of each part its input modes do not take (a post by a
+    person was refused for those; an agent's message is shown as far as it can be)."""
+    parts = room_parts.as_parts(message)
+    first = next((index for index, part in enumerate(parts) if part.WhichOneof("content") == "text"), None)
+    if first is not None:
+        parts[first] = Part(text=_addressed(parts[first].text, agent_id))
+    return modes.shown(parts, agent.id, info.input_modes)
 
 
 def _addressed(text: str, agent_id: str) -> str:

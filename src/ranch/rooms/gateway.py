@@ -15,7 +15,7 @@ import anyio
 from a2a.types import Message, Task
 from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError
 
-from ranch.agents.base import Event, text_of
+from ranch.agents.base import Event, content_parts
 from ranch.db.models import Execution, Participant, Room
 from ranch.exceptions import AgentTimeout, NotFound
 from ranch.identity.orgs import DEFAULT_ORG
@@ -82,9 +82,9 @@ class Gateway:
         self, agent_id: str, message: Message, caller: str, *, stream: bool = False
     ) -> tuple[DeliveryWatch | None, str]:
         """Post the message into its room addressed to `agent_id`: the delivery's watch, the execution."""
-        text = text_of(message)
-        if not text.strip():
-            raise InvalidParamsError("message.parts must hold text to post into a room")
+        parts = content_parts(message)  # every part (the A2A entry checked them): text, files, data
+        if not parts:
+            raise InvalidParamsError("message.parts must hold content to post into a room")
         rooms = self.runtime.rooms
         async with self.runtime.bus.transaction() as tx:
             room = await tx.session.get(Room, message.context_id)
@@ -100,7 +100,7 @@ class Gateway:
                 room,
                 "user",
                 caller,
-                text,
+                parts=parts,
                 mentions=[agent_id],
                 metadata={"a2a": {"messageId": message.message_id}},
             )

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from ranch.db.models import MessageType, ParticipantKind, Role, RoomStatus, RoomType
 from ranch.policy.fields import Body, Filled, Ref, RoomName, Text, Title, filled
+from ranch.rooms.parts import PartBody
+
+MAX_PARTS = 64
+"""Most parts one message holds."""
 
 
 class AddParticipant(Body):
@@ -47,12 +51,34 @@ class UpdateRoom(Body):
 
 
 class PostMessage(Body):
-    """`POST /api/v1/rooms/{id}/messages`: a text wakes the agents it mentions (or the default one)."""
+    """`POST /api/v1/rooms/{id}/messages`: a text wakes the agents it mentions (or the default one).
 
-    text: Filled
+    `text`, `parts` or both: `text` is the first text part, before the `parts` given."""
+
+    text: Filled | None = None
+    parts: Annotated[list[PartBody], Field(min_length=1, max_length=MAX_PARTS)] | None = None
+    """A2A parts: text, files (`raw` base64 or `url`) and data (docs/api.md, "Parts")."""
     type: Literal[MessageType.TEXT, MessageType.THOUGHT] = MessageType.TEXT
     """A thought is shown, and wakes no one."""
     mentions: list[Text] | None = None
     """Agent ids to wake besides the text's `@id`s."""
     metadata: dict[str, Any] | None = None
     thread_id: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _some_content(cls, data: Any) -> Any:
+        """Neither text nor parts: the error names `text`, the field a plain message needs."""
+        if isinstance(data, dict) and data.get("text") is None and data.get("parts") is None:
+            return {**data, "text": _NEITHER}
+        return data
+
+    @field_validator("text", mode="before")
+    @classmethod
+    def _text_or_parts(cls, value: Any) -> Any:
+        if value is _NEITHER:
+            raise ValueError("a message needs text or parts")
+        return value
+
+
+_NEITHER = object()

@@ -12,12 +12,13 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from a2a.types import Task, TaskState, TaskStatus
+from a2a.types import Message, Part, Task, TaskState, TaskStatus
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
 from anyio.abc import TaskGroup
 from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from ranch.agents.base import check_input
 from ranch.catalog.registry import Registry
 from ranch.db.models import (
     AgentKind,
@@ -40,9 +41,10 @@ from ranch.identity.principal import SYSTEM, Principal
 from ranch.identity.visibility import named_agent
 from ranch.ids import new_id, random_hex
 from ranch.observe import tracing
-from ranch.policy.limits import Limits, check_id, check_value_keys
+from ranch.policy.limits import Limits, check_id, check_message, check_value_keys
 from ranch.policy.logs import TRACE_ID
 from ranch.rooms import executions, views
+from ranch.rooms import parts as room_parts
 from ranch.rooms.access import require_room_admin, visible_room
 from ranch.rooms.adapters import execution_view
 from ranch.rooms.bus import Bus, Tx, frame
@@ -229,7 +231,9 @@ class Rooms:
     async def post(self, principal: Principal, room_id: str, request: PostMessage) -> RoomMessage:
         """A person's or an agent's message; wakes the agents it addresses."""
         metadata = request.metadata or {}
-        self._check_content(request.text, metadata, request.thread_id)
+        given = [part.to_part() for part in request.parts or []]
+        parts = ([Part(text=request.text)] if request.text is not None else []) + given
+        self._check_content(parts, given, metadata, request.thread_id)
         async with self.bus.transaction() as tx:
             room = await visible_room(tx.session, principal, room_id)
             if room.status != RoomStatus.ACTIVE:
@@ -242,11 +246,12 @@ class Rooms:
                 room,
                 sender_kind,
                 principal.id,
-                request.text,
+                parts=parts,
                 kind=request.type,
                 mentions=request.mentions or [],
                 metadata=metadata,
                 thread_id=request.thread_id,
+                refuse=given,
             )
             if principal.kind == "agent":  # an external agent answering: its execution is idle again
                 row = await tx.session.scalar(
@@ -268,12 +273,15 @@ class Rooms:
             row.id, executions.owner(row.room_id), state, text, context_id=row.room_id, execution=status
         )
 
-    def _check_content(self, text: str, metadata: dict[str, Any], thread: str | None) -> None:
-        """The same limits as every A2A entry: size, metadata keys, ids (the request model checked
-        the text's characters)."""
-        size = len(text.encode()) + len(json.dumps(metadata, ensure_ascii=False).encode())
+    def _check_content(
+        self, parts: list[Part], given: list[Part], metadata: dict[str, Any], thread: str | None
+    ) -> None:
+        """The same limits as every A2A entry: size (a file's bytes counted once decoded), the
+        `parts` given (the model checked the text), metadata keys, ids."""
+        size = Message(parts=parts).ByteSize() + len(json.dumps(metadata, ensure_ascii=False).encode())
         if size > self.limits.max_message_bytes:
-            raise PayloadTooLarge(size, self.limits.max_message_bytes, "text")
+            raise PayloadTooLarge(size, self.limits.max_message_bytes, "parts" if given else "text")
+        check_message(Message(parts=given), self.limits, field="")
         check_value_keys(metadata, "metadata", self.limits)
         if thread is not None:
             check_id(thread, "thread_id", self.limits)
@@ -284,8 +292,9 @@ class Rooms:
         room: Room,
         sender_kind: str,
         sender_id: str,
-        text: str,
+        text: str = "",
         *,
+        parts: Sequence[Part] | None = None,
         kind: str = "text",
         mentions: Sequence[str] = (),
         metadata: dict[str, Any] | None = None,
@@ -293,8 +302,13 @@ class Rooms:
         execution_id: str | None = None,
         chain: int = 0,
         wake: bool = True,
+        refuse: Sequence[Part] = (),
     ) -> RoomMessage:
-        """Store a message with its event, and a delivery for each agent it wakes."""
+        """Store a message (`text`, or A2A `parts`) with its event, and a delivery for each agent it
+        wakes. `refuse`: a caller's parts (named `parts[i]`) to refuse when an agent it wakes does not
+        take them; others reach an agent as a note in their place (rooms/delivery.py)."""
+        if parts is not None:
+            text = text or room_parts.joined_text(parts)
         names = mentioned(text, list(mentions)) if kind == "text" else []
         if names and room.org_id != DEFAULT_ORG:
             names = await _own_names(tx.session, room.id, room.org_id, names)
@@ -308,6 +322,7 @@ class Rooms:
             sender_kind=sender_kind,
             sender_id=sender_id,
             text=text,
+            parts=room_parts.stored(parts) if parts is not None else None,
             mentions=names,
             meta=meta,
             thread_id=thread_id,
@@ -317,10 +332,18 @@ class Rooms:
         await tx.session.flush()
         await tx.emit(room.id, "message.created", views.message(message))
         if wake and kind == "text":
-            await self._deliver(tx, room, message, names, chain)
+            await self._deliver(tx, room, message, names, chain, refuse)
         return message
 
-    async def _deliver(self, tx: Tx, room: Room, message: RoomMessage, names: list[str], chain: int) -> None:
+    async def _deliver(
+        self,
+        tx: Tx,
+        room: Room,
+        message: RoomMessage,
+        names: list[str],
+        chain: int,
+        refuse: Sequence[Part] = (),
+    ) -> None:
         agents = {
             row.ref: row.kind
             for row in (
@@ -355,6 +378,10 @@ class Rooms:
                 )
             ).all()
         )
+        if any(part.WhichOneof("content") != "text" for part in refuse):
+            for target in targets:
+                if target not in external and target in self.dispatcher.registry:
+                    await check_input(self.dispatcher.registry.get(target), refuse, "parts")
         for target in targets:
             runner = self.tasks.runner  # this replica wakes it (rooms/delivery.py)
             delivery = Delivery(

@@ -18,7 +18,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from a2a.types import Message, Task, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent
+from a2a.types import Part, Task, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Struct
 
@@ -104,8 +104,9 @@ class RoomSink:
         data = [MessageToDict(part.data) for part in status_message.parts if part.HasField("data")]
         text = text_of(status_message) or (json.dumps(data[0], ensure_ascii=False) if data else "")
         metadata: dict[str, Any] = {"data": data[0]} if data else {}
+        parts = list(status_message.parts)  # the structured call or result stays a data part
         async with self.bus.transaction() as tx:
-            await self._write(tx, self.agent_id, text, kind=kind, metadata=metadata, wake=False)
+            await self._write(tx, self.agent_id, text, parts=parts, kind=kind, metadata=metadata, wake=False)
             if kind == "tool_call" and data:
                 row = await executions.fresh(tx, self.execution.id)
                 if row is not None:
@@ -132,7 +133,6 @@ class RoomSink:
             return
         member = str(hop.get("agent"))
         self.last_member = member
-        text = "\n".join(part.text for part in event.artifact.parts if part.HasField("text"))
         async with self.bus.transaction() as tx:
             member_row = await executions.current(tx, self.room.id, member)
             await self.rooms.write(
@@ -140,7 +140,7 @@ class RoomSink:
                 self.room,
                 "agent",
                 member,
-                text,
+                parts=list(event.artifact.parts),
                 metadata={keys.HOP: hop, keys.TEAM: self.agent_id},
                 execution_id=member_row.id,
                 wake=False,
@@ -175,9 +175,9 @@ class RoomSink:
             if run.ending is None and state in UNSUCCESSFUL:
                 failed_member = await self._failed(tx, reason or "the turn failed", task)
             elif run.ending is None and not self.team:  # ready, waiting for input, or done
-                reply = text_of(Message(parts=reply_parts(task)))
+                reply = reply_parts(task)
                 if reply:
-                    await self._write(tx, self.agent_id, reply, chain=self.chain + 1)
+                    await self._write(tx, self.agent_id, parts=reply, chain=self.chain + 1)
             row = await executions.fresh(tx, self.execution.id)
             if row is not None:
                 await executions.project(tx, row, task, turn=run.ending is None)
@@ -202,8 +202,9 @@ class RoomSink:
         self,
         tx: Tx,
         sender: str,
-        text: str,
+        text: str = "",
         *,
+        parts: list[Part] | None = None,
         kind: str = "text",
         metadata: dict[str, Any] | None = None,
         sender_kind: str = "agent",
@@ -217,6 +218,7 @@ class RoomSink:
             sender_kind,
             sender,
             text,
+            parts=parts,
             kind=kind,
             metadata=metadata,
             execution_id=self.execution.id,

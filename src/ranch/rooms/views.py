@@ -80,6 +80,8 @@ class MessageView(View):
     sender_kind: Literal["user", "agent", "team", "system"] = Field(exclude=True)
     sender_id: str = Field(exclude=True)
     text: str
+    """Its text parts, joined by newlines."""
+    stored_parts: list[dict[str, Any]] | None = Field(validation_alias="parts", exclude=True)
     mentions: list[str]
     """The ids it addresses: its `@id`s and the explicit ones."""
     metadata: dict[str, Any] = Field(validation_alias="meta")
@@ -92,6 +94,15 @@ class MessageView(View):
     @property
     def sender(self) -> Sender:
         return Sender(kind=self.sender_kind, id=self.sender_id)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def parts(self) -> list[dict[str, Any]]:
+        """Its A2A parts as A2A JSON: text, files (`raw` base64 or `url`, `mediaType`, `filename`)
+        and data; a plain text message has its one text part."""
+        if self.stored_parts is not None:
+            return self.stored_parts
+        return [{"text": self.text}] if self.text else []
 
 
 class ExecutionView(View):

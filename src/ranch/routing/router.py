@@ -35,7 +35,7 @@ from ranch.ids import new_id
 from ranch.observe import metrics, tracing
 from ranch.routing import context
 from ranch.routing.trail import Hop, describe
-from ranch.wire import client_routing
+from ranch.wire import client_routing, modes
 from ranch.wire.events import COMPLETED, FAILED, ROLE_AGENT, ROLE_USER, WORKING
 
 if TYPE_CHECKING:
@@ -184,13 +184,14 @@ class Turn:
         agent = self.team.members[target]
         limit = agent.history_length if agent.history_length is not None else self.team.history_length
         context_part = context.render(self.conversation.unseen(target, limit))
+        roster = await self.team.roster()
         message = Message(
             message_id=new_id(),
             role=ROLE_USER,
             context_id=self.context_id,
-            parts=([context_part] if context_part else []) + parts,
+            parts=([context_part] if context_part else [])
+            + modes.shown(parts, target, roster.infos[target].input_modes),
         )
-        roster = await self.team.roster()
         if roster.routes(target):
             peers = roster.peers(exclude=target, only=self.handoffs)
             if self.hop_span is not None:

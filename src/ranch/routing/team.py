@@ -23,7 +23,7 @@ from ranch.agents.base import Agent, AgentInfo, Call, Event, gather_infos
 from ranch.ids import new_id
 from ranch.routing import context
 from ranch.routing.router import Turn
-from ranch.wire import client_routing
+from ranch.wire import client_routing, modes
 
 if TYPE_CHECKING:
     from ranch.db.conversations import ConversationStore
@@ -110,17 +110,23 @@ class Team(Agent):
         return full if full in self.members else None
 
     async def info(self) -> AgentInfo:
-        infos = (await self.roster()).infos.values()
+        """Its members' skills; it takes what its default agent takes (every turn starts there) and
+        answers with what any member may answer with."""
+        roster = await self.roster()
+        infos = roster.infos.values()
         skills: dict[str, AgentSkill] = {}
         for info in infos:
             for skill in info.skills:
                 skills.setdefault(skill.id, skill)
+        first = roster.infos[self.default_agent]
         return AgentInfo(
             id=self.id,
             name=self.name,
             description=self.description,
             skills=list(skills.values()),
             extensions=[client_routing.declaration()],
+            input_modes=list(first.input_modes),
+            output_modes=modes.merged(*(info.output_modes for info in infos)),
         )
 
     async def roster(self) -> Roster:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from a2a.types import (
     AgentCapabilities,
@@ -20,17 +19,12 @@ from a2a.types import (
 )
 from a2a.utils.constants import TransportProtocol
 
-if TYPE_CHECKING:
-    pass
+from ranch.wire.modes import TEXT
 
 AGENTS_PATH = "/a2a/agents"
 VERSIONS = ("1.0", "0.3")
 API_KEY_SCHEME = "apiKey"
 BEARER_SCHEME = "bearer"
-
-
-CARD_MODES = ("text/plain",)
-"""The input and output media types every served card lists (agents/discovery read them too)."""
 
 
 def agent_url(base_url: str, agent_id: str) -> str:
@@ -51,6 +45,8 @@ def build_card(
     streaming: bool = True,
     push_notifications: bool = True,
     url: str | None = None,
+    input_modes: Sequence[str] = (TEXT,),
+    output_modes: Sequence[str] = (TEXT,),
 ) -> AgentCard:
     """The card of one served agent or team.
 
@@ -76,8 +72,8 @@ def build_card(
         capabilities=AgentCapabilities(
             streaming=streaming, push_notifications=push_notifications, extensions=declared
         ),
-        default_input_modes=list(CARD_MODES),
-        default_output_modes=list(CARD_MODES),
+        default_input_modes=list(input_modes),
+        default_output_modes=list(output_modes),
         skills=list(skills) or [default_skill(agent_id, name, description)],
     )
 

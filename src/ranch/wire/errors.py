@@ -70,6 +70,7 @@ _RANCH: dict[type[Exception], ErrorCode] = {
     ranch.InvalidInput: ErrorCode(-32602, 400, "INVALID_PARAMS", "INVALID_ARGUMENT"),
     ranch.UnsafeUrl: ErrorCode(-32602, 400, "UNSAFE_URL", "INVALID_ARGUMENT"),
     ranch.PayloadTooLarge: ErrorCode(-32602, 413, "PAYLOAD_TOO_LARGE", "INVALID_ARGUMENT"),
+    ranch.UnsupportedContent: ErrorCode(-32005, 415, "CONTENT_TYPE_NOT_SUPPORTED", "INVALID_ARGUMENT"),
     ranch.BodyTooLarge: ErrorCode(-32600, 413, "REQUEST_TOO_LARGE", "INVALID_ARGUMENT"),
     ranch.RateLimited: ErrorCode(-32060, 429, "RATE_LIMITED", "RESOURCE_EXHAUSTED"),
     ranch.Unauthorized: ErrorCode(-32061, 401, "UNAUTHENTICATED", "UNAUTHENTICATED"),

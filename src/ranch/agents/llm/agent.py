@@ -14,6 +14,7 @@ what was asked and answered.
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from collections import OrderedDict
@@ -41,6 +42,7 @@ from ranch.agents.llm.remote_tool import RemoteAgentTool
 from ranch.agents.llm.tools import ROUTE_TO, Toolbox, route
 from ranch.ids import new_id
 from ranch.wire import client_routing
+from ranch.wire.modes import ANY, media_type_of, takes
 
 MESSAGE_TYPE_KEY = "ranch.message_type"
 """Metadata key naming what a status message records: `tool_call` or `tool_result`."""
@@ -91,6 +93,24 @@ class LlmAgent(Agent):
     async def info(self) -> AgentInfo:
         return self._info
 
+    def _asking(self, message: Message, asked: str) -> dict[str, Any]:
+        """The user's chat message: the text, with the images a vision model takes (its input modes
+        list their type) as `image_url` items; the hub never fetches a URL, the provider does."""
+        images = [
+            _image_url(part)
+            for part in message.parts
+            if part.WhichOneof("content") in ("raw", "url")
+            and media_type_of(part).startswith("image/")
+            and any(takes(mode, media_type_of(part)) and mode != ANY for mode in self._info.input_modes)
+        ]
+        if not images:
+            return _chat("user", asked)
+        text = [{"type": "text", "text": asked}] if asked else []
+        return {
+            "role": "user",
+            "content": [*text, *({"type": "image_url", "image_url": {"url": url}} for url in images)],
+        }
+
     async def open(self) -> None:
         await self.toolbox.open()
 
@@ -111,7 +131,7 @@ class LlmAgent(Agent):
         tools = await self.toolbox.specs(routing)
         asked = _render(message)
         memory_key = (call.owner, message.context_id)  # another owner's same contextId shares nothing
-        chat = [self._system(routing), *self.memory.recall(memory_key), _chat("user", asked)]
+        chat = [self._system(routing), *self.memory.recall(memory_key), self._asking(message, asked)]
         stream = _ArtifactStream(message)
         answers: list[str] = []
         decision: client_routing.RoutingDecision | None = None
@@ -287,6 +307,13 @@ def _render(message: Message) -> str:
         elif part.filename or part.url:
             pieces.append(f"[file: {part.filename or part.url}]")
     return "\n\n".join(pieces)
+
+
+def _image_url(part: Part) -> str:
+    """An image part as a chat model reads it: its URL, or its bytes as a `data:` URL."""
+    if part.HasField("url"):
+        return str(part.url)
+    return f"data:{media_type_of(part)};base64,{base64.b64encode(part.raw).decode()}"
 
 
 def _chat(role: str, content: str) -> dict[str, Any]:

@@ -73,6 +73,50 @@ function safeParse(text) {
   }
 }
 
+const PREVIEWED = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
+
+/** A file or data part of a message: a download link (an image shown inline), or collapsed JSON. */
+function partView(part) {
+  if ("data" in part) {
+    return h("details.msg-data", {}, h("summary", {}, "data"), h("pre", {}, JSON.stringify(part.data, null, 2)));
+  }
+  const type = (part.mediaType ?? "application/octet-stream").toLowerCase();
+  const name = part.filename || (part.url ? part.url.split("/").pop() : "") || "file";
+  if ("url" in part) {
+    // a link only: the page never loads what a message points at
+    return h("p.msg-file", {}, h("a", { href: part.url, target: "_blank", rel: "noopener noreferrer" }, name),
+      h("span.muted", {}, ` ${type}`));
+  }
+  const bytes = Uint8Array.from(atob(part.raw ?? ""), (c) => c.charCodeAt(0));
+  // the download is typed as plain bytes, so the browser never opens it as a page of this origin
+  const href = URL.createObjectURL(new Blob([bytes], { type: "application/octet-stream" }));
+  return h(
+    "figure.msg-file",
+    {},
+    PREVIEWED.has(type) ? h("img", { src: `data:${type};base64,${part.raw}`, alt: name, loading: "lazy" }) : null,
+    h("figcaption", {}, h("a", { href, download: name }, name), h("span.muted", {}, ` ${type}, ${sizeText(bytes.length)}`)),
+  );
+}
+
+/** A chosen file as an A2A file part (its bytes base64-encoded). */
+function filePart(file) {
+  return new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => {
+      const url = String(reader.result);
+      resolve({ raw: url.slice(url.indexOf(",") + 1), filename: file.name, mediaType: file.type || "application/octet-stream" });
+    };
+    reader.onerror = () => reject(reader.error ?? new Error("cannot read the file"));
+    reader.readAsDataURL(file);
+  });
+}
+
+function sizeText(bytes) {
+  if (bytes < 1024) return `${bytes} B`;
+  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KB`;
+  return `${(bytes / 1024 / 1024).toFixed(1)} MB`;
+}
+
 function items(data) {
   return Array.isArray(data) ? data : data?.items ?? [];
 }
@@ -158,12 +202,26 @@ class RoomView {
     this.error = h("p.form-error", { role: "alert" });
     this.input = input;
     this.send = h("button.button", { type: "submit" }, "Send");
+    this.file = h("input#composer-file.visually-hidden", { type: "file", name: "file" });
+    this.attached = h("span.attached", { role: "status" });
+    this.file.addEventListener("change", () => {
+      const chosen = this.file.files?.[0];
+      this.attached.textContent = chosen ? `Attached: ${chosen.name} (${sizeText(chosen.size)})` : "";
+    });
     this.completer = new MentionCompleter(input, list, announce, () => this.mentionable());
     const form = h(
       "form.composer",
       { "aria-label": "Post a message" },
       h("label", { for: "composer-input" }, "Message"),
-      h("div.composer-row", {}, h("div.composer-field", {}, list, input), this.send),
+      h(
+        "div.composer-row",
+        {},
+        h("div.composer-field", {}, list, input),
+        h("label.button.button--quiet", { for: "composer-file" }, "Attach a file"),
+        this.file,
+        this.send,
+      ),
+      this.attached,
       h("p.hint#composer-hint", {}, "Type @ to mention an agent or team. Enter sends; Shift+Enter starts a new line."),
       announce,
       this.error,
@@ -184,15 +242,20 @@ class RoomView {
 
   async post() {
     const text = this.input.value.trim();
-    if (!text) return;
+    const file = this.file.files?.[0];
+    if (!text && !file) return;
     this.send.disabled = true;
     this.error.textContent = "";
     try {
+      const body = text ? { text } : {};
+      if (file) body.parts = [await filePart(file)];
       const message = await api(`/rooms/${encodeURIComponent(this.room.id)}/messages`, {
         method: "POST",
-        body: { text },
+        body,
       });
       this.input.value = "";
+      this.file.value = "";
+      this.attached.textContent = "";
       if (message?.id) this.addMessage(message, { mine: true });
     } catch (failure) {
       this.error.textContent = `Not sent: ${failure.message}`;
@@ -287,7 +350,8 @@ class RoomView {
       "li",
       { class: classes.join(" "), dataset: { id: message.id, cursor: message.cursor ?? "", sender: sender.id ?? "" } },
       this.head(sender, message),
-      h("p.msg-text", {}, this.withMentions(message.text ?? "")),
+      message.text ? h("p.msg-text", {}, this.withMentions(message.text)) : null,
+      (message.parts ?? []).filter((part) => !("text" in part)).map((part) => partView(part)),
       this.hopNote(message),
     );
   }
