@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ sys.path.append(str(TESTS.parent))  # `bench`: its OTLP receiver serves the trac
 from _support import probes  # noqa: E402 - needs the path above
 from _support.fake_openai import FakeOpenAI, serve_fake_openai  # noqa: E402
 from _support.fuzzkit import PROFILE  # noqa: E402
+from _support.servers import Run, ServerProcess, free_port  # noqa: E402
 
 # -- hypothesis: the same examples on every machine, no clock in the way -------------------------
 
@@ -136,3 +138,26 @@ def fake(provider: tuple[FakeOpenAI, str]) -> FakeOpenAI:
 @pytest.fixture
 def base_url(provider: tuple[FakeOpenAI, str]) -> str:
     return provider[1]
+
+
+# -- the `ranch` command, run as a user runs it ---------------------------------------------------
+
+RANCH = [sys.executable, "-m", "ranch"]
+
+
+@pytest.fixture(scope="session")
+def ranch() -> Run:
+    def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*RANCH, *args], capture_output=True, text=True, timeout=timeout, check=False)
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """`ranch serve` with no config: the built-in demo, in a real subprocess."""
+    port = free_port()
+    db = tmp_path_factory.mktemp("demo") / "ranch.db"
+    command = [*RANCH, "serve", "--port", str(port), "--db", f"sqlite+aiosqlite:///{db}"]
+    with ServerProcess(command, port, log_path=db.with_suffix(".log")) as server:
+        yield server

@@ -10,6 +10,7 @@ import pytest
 from a2a.types import Task
 
 import ranch
+import ranch.client
 from _support.hubkit import serve_ranch
 from _support.sdk import sdk_client, send, trail_of, user_message
 from ranch.cli import main
@@ -46,12 +47,17 @@ def test_each_example_config_passes_ranch_check(
     assert printed.out.startswith("ok: ")
 
 
+PUBLIC = {"ranch": ranch.__all__, "ranch.client": ranch.client.__all__}
+"""The public packages and what each exports: all an example may import."""
+
+
 @pytest.mark.parametrize("source", sorted(EXAMPLES.glob("*.py")), ids=lambda path: path.name)
 def test_examples_import_only_public_names(source: Path) -> None:
     for node in ast.walk(ast.parse(source.read_text())):
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ranch"):
-            assert node.module == "ranch", f"{source.name}:{node.lineno} imports from {node.module}"
-            assert {alias.name for alias in node.names} <= set(ranch.__all__)
+            public = PUBLIC.get(node.module or "")
+            assert public is not None, f"{source.name}:{node.lineno} imports from {node.module}"
+            assert {alias.name for alias in node.names} <= set(public)
         if isinstance(node, ast.Import):
             assert not any(alias.name.startswith("ranch.") for alias in node.names), source.name
 

@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
@@ -277,3 +277,7 @@ class ServerProcess:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+Run = Callable[..., subprocess.CompletedProcess[str]]
+"""A command run to its end (`ranch("send", "helpdesk", "hi", timeout=60)`): its exit code and output."""

@@ -13,7 +13,15 @@ import pytest
 from pydantic import BaseModel, TypeAdapter
 
 from ranch.api.errors import parsed, spelled
-from ranch.api.models import CompleteExecution, CreateOrg, CreateUser, Listing, TaskQuery, UpdateOrg, Window
+from ranch.api.models import (
+    CompleteExecution,
+    CreateOrg,
+    CreateUser,
+    Listing,
+    TaskQuery,
+    UpdateOrg,
+    Window,
+)
 from ranch.api.routes import OPERATIONS
 from ranch.api.ws import FRAMES
 from ranch.catalog.discovery import Wanted
@@ -56,6 +64,11 @@ REFUSALS: list[tuple[Model, dict[str, Any], str | None]] = [
     (PostMessage, {"text": "x", "mentions": ["triage", 1]}, "mentions[1]"),
     (PostMessage, {"text": "x", "metadata": []}, "metadata"),
     (PostMessage, {"text": "x", "thread_id": 5}, "thread_id"),
+    (PostMessage, {"text": "x", "reply_to": ""}, "reply_to"),
+    (PostMessage, {"parts": [{"text": "a", "url": "https://x"}]}, "parts[0]"),
+    (PostMessage, {"parts": [{"url": "ftp://x"}]}, "parts[0].url"),
+    (Window, {"before": "-1"}, "before"),
+    (Window, {"limit": "0"}, "limit"),
     (CreateUser, {}, "name"),
     (CreateUser, {"name": "Ann", "id": "Bad Id"}, "id"),
     (CreateUser, {"name": "Ann", "id": "acme.ann"}, "id"),
@@ -118,6 +131,9 @@ REFUSALS: list[tuple[Model, dict[str, Any], str | None]] = [
     (FRAMES, {"type": "unsubscribe", "rooms": "r1"}, "rooms"),
     (FRAMES, {"type": "ack"}, "delivery_id"),
     (FRAMES, {"type": "ping", "surprise": 1}, "surprise"),
+    (FRAMES, {"type": "delta", "text": "x"}, "room_id"),
+    (FRAMES, {"type": "delta", "room_id": "r1", "text": "x" * 10_001}, "text"),
+    (FRAMES, {"type": "delta", "room_id": "r1", "text": "bell \u0007"}, "text"),
     (Window, {"since": "x"}, "since"),
     (Window, {"since": str(2**63)}, "since"),
     (Window, {"limit": "0"}, "limit"),

@@ -3,34 +3,14 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 
 from _support.hubkit import wait_until
-from _support.servers import ServerProcess, free_port
+from _support.servers import Run, ServerProcess, free_port
 from ranch.db import migrate
-
-RANCH = [sys.executable, "-m", "ranch"]
-
-
-def ranch(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*RANCH, *args], capture_output=True, text=True, timeout=timeout, check=False)
-
-
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    """`ranch serve` with no config: the built-in demo, in a real subprocess."""
-    port = free_port()
-    db = tmp_path_factory.mktemp("demo") / "ranch.db"
-    command = [*RANCH, "serve", "--port", str(port), "--db", f"sqlite+aiosqlite:///{db}"]
-    with ServerProcess(command, port, log_path=db.with_suffix(".log")) as server:
-        yield server
 
 
 def test_serve_prints_what_it_serves_and_how_to_try_it(demo: ServerProcess) -> None:
@@ -63,7 +43,7 @@ def test_the_demo_room_answers_a_posted_message(demo: ServerProcess) -> None:
     assert [line.split(":")[0] for line in answered()] == ["triage", "researcher", "triage"]
 
 
-def test_db_upgrade_creates_the_schema_and_reports_it(tmp_path: Path) -> None:
+def test_db_upgrade_creates_the_schema_and_reports_it(tmp_path: Path, ranch: Run) -> None:
     url = f"sqlite+aiosqlite:///{tmp_path / 'fresh.db'}"
     upgraded = ranch("db", "upgrade", "--db", url)
     assert upgraded.returncode == 0, upgraded.stderr
@@ -72,7 +52,7 @@ def test_db_upgrade_creates_the_schema_and_reports_it(tmp_path: Path) -> None:
     assert f"at {migrate.head()}; up to date" in current.stdout
 
 
-def test_send_prints_the_reply_and_the_route(demo: ServerProcess) -> None:
+def test_send_prints_the_reply_and_the_route(demo: ServerProcess, ranch: Run) -> None:
     result = ranch("send", "helpdesk", "find papers on quantum error correction", "--url", demo.url)
     assert result.returncode == 0, result.stderr
     assert "Research notes on 'find papers on quantum error correction'" in result.stdout
@@ -83,7 +63,7 @@ def test_send_prints_the_reply_and_the_route(demo: ServerProcess) -> None:
     wait_until(lambda: trace.group(1) in demo.output(), what="the server's access line with the trace id")
 
 
-def test_send_stream_prints_each_hop_before_the_answer(demo: ServerProcess) -> None:
+def test_send_stream_prints_each_hop_before_the_answer(demo: ServerProcess, ranch: Run) -> None:
     result = ranch("send", "helpdesk", "write a note about the offsite", "--url", demo.url, "--stream")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
@@ -92,7 +72,7 @@ def test_send_stream_prints_each_hop_before_the_answer(demo: ServerProcess) -> N
     assert lines.index(hops[-1]) < next(i for i, line in enumerate(lines) if line.startswith("route:"))
 
 
-def test_send_continues_a_conversation_with_context(demo: ServerProcess) -> None:
+def test_send_continues_a_conversation_with_context(demo: ServerProcess, ranch: Run) -> None:
     first = ranch("send", "helpdesk", "find papers on cats", "--url", demo.url)
     context = first.stdout.rsplit("| context ", 1)[1].split(" |", 1)[0]
     second = ranch("send", "helpdesk", "write a note about cats", "--url", demo.url, "--context", context)
@@ -100,19 +80,19 @@ def test_send_continues_a_conversation_with_context(demo: ServerProcess) -> None
     assert f"| context {context} |" in second.stdout
 
 
-def test_send_to_an_unknown_agent_says_so(demo: ServerProcess) -> None:
+def test_send_to_an_unknown_agent_says_so(demo: ServerProcess, ranch: Run) -> None:
     result = ranch("send", "nobody", "hi", "--url", demo.url)
     assert result.returncode == 2
     assert "no agent or team 'nobody'" in result.stderr
 
 
-def test_send_without_a_server_says_so() -> None:
+def test_send_without_a_server_says_so(ranch: Run) -> None:
     result = ranch("send", "helpdesk", "hi", "--url", f"http://127.0.0.1:{free_port()}")
     assert result.returncode == 2
     assert "is `ranch serve` running?" in result.stderr
 
 
-def test_check_accepts_a_good_config(tmp_path: Path) -> None:
+def test_check_accepts_a_good_config(tmp_path: Path, ranch: Run) -> None:
     path = tmp_path / "team.yaml"
     path.write_text("agents:\n  - {id: a, kind: echo}\nteams:\n  - {id: t, members: [a], default_agent: a}\n")
     result = ranch("check", str(path))
@@ -120,7 +100,7 @@ def test_check_accepts_a_good_config(tmp_path: Path) -> None:
     assert "ok: 1 agent(s), 1 team(s)" in result.stdout
 
 
-def test_check_lists_every_problem_with_its_id_and_fails(tmp_path: Path) -> None:
+def test_check_lists_every_problem_with_its_id_and_fails(tmp_path: Path, ranch: Run) -> None:
     path = tmp_path / "team.yaml"
     path.write_text(
         "agents:\n  - {id: a, kind: echo}\n  - {id: a, kind: echo}\n"
@@ -135,13 +115,13 @@ def test_check_lists_every_problem_with_its_id_and_fails(tmp_path: Path) -> None
     ]
 
 
-def test_check_a_missing_file(tmp_path: Path) -> None:
+def test_check_a_missing_file(tmp_path: Path, ranch: Run) -> None:
     result = ranch("check", str(tmp_path / "nope.yaml"))
     assert result.returncode == 1
     assert "cannot read the file" in result.stderr
 
 
-def test_serve_refuses_a_bad_config_before_listening(tmp_path: Path) -> None:
+def test_serve_refuses_a_bad_config_before_listening(tmp_path: Path, ranch: Run) -> None:
     path = tmp_path / "team.yaml"
     path.write_text("teams:\n  - {id: t, members: [x], default_agent: x}\n")
     result = ranch("serve", str(path), "--port", str(free_port()), timeout=30)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, computed_field, model_validator
 
 from ranch.db.models import AgentKind, AgentRecord, Role, Visibility
-from ranch.policy.fields import Body, Count, Label, Name, Ref, Slug, UrlPrefix
+from ranch.policy.fields import Body, Count, Label, Name, Ref, Slug, UrlPrefix, plain
 from ranch.policy.limits import MAX_INT
 from ranch.rooms.views import Timestamp, View
 from ranch.wire.cards import agent_url
@@ -73,11 +73,15 @@ Whole = Annotated[int, Field(ge=0, le=MAX_INT)]
 
 
 class Window(Query):
-    """`?since=&limit=`: the items after a cursor, oldest first."""
+    """`?since=&limit=`: the items after a cursor, oldest first (or `?before=&limit=`)."""
 
     since: Whole = 0
     """The cursor of the last item seen (exclusive)."""
     limit: Annotated[int, Field(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT
+    before: Whole | None = None
+    """Instead of `since`: the newest `limit` items before this cursor (exclusive), oldest first
+    (the room history an external agent is shown before a message; `before=<2^63-1>&limit=1`:
+    the latest)."""
 
 
 class Listing(Query):
@@ -119,7 +123,19 @@ class Ping(Body):
     type: Literal["ping"]
 
 
-Frame = Annotated[Subscribe | Unsubscribe | Ack | Ping, Field(discriminator="type")]
+class Delta(Body):
+    """An external agent streams its answer: text shown in the room as it comes (`message.delta`)."""
+
+    type: Literal["delta"]
+    room_id: Ref
+    text: Annotated[str, Field(max_length=MAX_DELTA_CHARS), AfterValidator(plain)]
+    append: bool = True
+    """False: the text replaces what was streamed before."""
+
+
+MAX_DELTA_CHARS = 10_000
+
+Frame = Annotated[Subscribe | Unsubscribe | Ack | Ping | Delta, Field(discriminator="type")]
 """What a client may send on /api/v1/ws."""
 
 
@@ -164,6 +180,14 @@ class KeyView(View):
     expires_at: Timestamp | None
     revoked: bool
     revoked_at: Timestamp | None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_json(cls, data: Any) -> Any:
+        """Its own JSON reads back (`ranch.client`): `owner` gives the two fields it is made of."""
+        if isinstance(data, dict) and isinstance(data.get("owner"), dict):
+            return {**data, "owner_kind": data["owner"].get("kind"), "owner_id": data["owner"].get("id")}
+        return data
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -35,6 +35,7 @@ ERRORS = {
     404: "NOT_FOUND: no such thing, or another organization's",
     409: "CONFLICT: an id already taken, a room that is closed, an execution that already ended",
     413: "PAYLOAD_TOO_LARGE or REQUEST_TOO_LARGE: a message or a body over the server's limit",
+    415: "CONTENT_TYPE_NOT_SUPPORTED: a part of a media type an agent it wakes does not take",
     422: "UNPROCESSABLE: well-formed but refused (an unreadable card, a URL not allowed)",
     429: "RATE_LIMITED: too many requests; Retry-After says when to retry",
 }

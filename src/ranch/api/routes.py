@@ -275,14 +275,22 @@ async def post_message(call: Call) -> MessageView:
 
 async def list_messages(call: Call) -> Page[MessageView]:
     window = call.query(Window)
-    rows = await call.runtime.rooms.messages(call.caller, call.param("room_id"), window.since, window.limit)
+    room_id = call.param("room_id")
+    if window.before is not None:
+        rows = await call.runtime.rooms.messages_before(call.caller, room_id, window.before, window.limit)
+        return Page(items=[MessageView.model_validate(row) for row in rows], next_cursor=None)
+    rows = await call.runtime.rooms.messages(call.caller, room_id, window.since, window.limit)
     next_cursor = str(rows[-1].seq) if len(rows) == window.limit else None
     return Page(items=[MessageView.model_validate(row) for row in rows], next_cursor=next_cursor)
 
 
 async def list_events(call: Call) -> Page[EventView]:
     window = call.query(Window)
-    items = await call.runtime.rooms.events(call.caller, call.param("room_id"), window.since, window.limit)
+    room_id = call.param("room_id")
+    if window.before is not None:
+        latest = await call.runtime.rooms.events_before(call.caller, room_id, window.before, window.limit)
+        return Page(items=[EventView.model_validate(item) for item in latest], next_cursor=None)
+    items = await call.runtime.rooms.events(call.caller, room_id, window.since, window.limit)
     next_cursor = str(items[-1]["cursor"]) if len(items) == window.limit else None
     return Page(items=[EventView.model_validate(item) for item in items], next_cursor=next_cursor)
 
@@ -488,13 +496,13 @@ OPERATIONS: list[Operation] = [
         body=PostMessage,
         response=MessageView,
         status=201,
-        errors=(404, 409, 413),
+        errors=(404, 409, 413, 415),
     ),
     Operation(
         "GET",
         "/rooms/{room_id}/messages",
         list_messages,
-        "Messages after a cursor, oldest first",
+        "Messages after a cursor (or the newest before one), oldest first",
         query=Window,
         response=Page[MessageView],
         errors=(404,),
@@ -503,7 +511,7 @@ OPERATIONS: list[Operation] = [
         "GET",
         "/rooms/{room_id}/events",
         list_events,
-        "The room's events after a cursor (what the WebSocket sends), oldest first",
+        "The room's events after a cursor (or the newest before one), oldest first",
         query=Window,
         response=Page[EventView],
         errors=(404,),

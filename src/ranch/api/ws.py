@@ -15,14 +15,17 @@ from typing import Any, NoReturn, assert_never, cast
 
 import anyio
 from pydantic import TypeAdapter
+from sqlalchemy import select
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ranch.api import errors
 from ranch.api.inbox import acknowledge, pending
-from ranch.api.models import Ack, Frame, Ping, Subscribe, Unsubscribe
+from ranch.api.models import Ack, Delta, Frame, Ping, Subscribe, Unsubscribe
 from ranch.api.services import ApiServices
+from ranch.db.models import Execution
 from ranch.edge.guards import caller_key
 from ranch.exceptions import (
+    Conflict,
     InvalidInput,
     NotFound,
     PayloadTooLarge,
@@ -35,6 +38,7 @@ from ranch.observe import metrics
 from ranch.policy.limits import load_json
 from ranch.rooms.access import visible_room
 from ranch.rooms.bus import Watcher
+from ranch.rooms.executions import FINAL
 from ranch.rooms.runtime import RoomsRuntime
 
 MAX_ROOMS = 100
@@ -165,6 +169,9 @@ async def _handle(
             for room in rooms:
                 watcher.rooms.pop(room, None)
             return {"type": "unsubscribed", "rooms": rooms}
+        case Delta():
+            await _delta(runtime, principal, frame)
+            return None
         case Ack():
             if principal.kind != "agent":
                 raise NotFound(f"no delivery '{frame.delivery_id}'", "delivery_id")
@@ -172,6 +179,27 @@ async def _handle(
             return {"type": "acked", "delivery_id": frame.delivery_id}
         case _:
             assert_never(frame)
+
+
+async def _delta(runtime: RoomsRuntime, principal: Principal, frame: Delta) -> None:
+    """An external agent's streamed text, shown live in the room its execution works in."""
+    async with runtime.sessions() as session:
+        execution = None
+        if principal.kind == "agent":
+            execution = await session.scalar(
+                select(Execution.id)
+                .where(
+                    Execution.room_id == frame.room_id,
+                    Execution.agent_id == principal.id,
+                    Execution.status.not_in(FINAL),
+                )
+                .order_by(Execution.created_at.desc())
+                .limit(1)
+            )
+        if execution is None:
+            raise Conflict(f"agent '{principal.id}' is not answering in room '{frame.room_id}'", "room_id")
+    data = {"execution_id": execution, "agent": principal.id, "text": frame.text, "append": frame.append}
+    runtime.bus.live(frame.room_id, "message.delta", data)
 
 
 async def _write(

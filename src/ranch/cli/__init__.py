@@ -1,4 +1,5 @@
-"""The `ranch` command: serve, send, check, db, mcp. A RanchError becomes one line and exit code 2."""
+"""The `ranch` command: serve, send, rooms, post, watch, agents, check, db, mcp. A RanchError becomes
+one line and exit code 2."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from ranch.exceptions import ConfigError, RanchError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ranch.cli import check, db, mcp, send, serve
+    from ranch.cli import check, db, mcp, rooms, send, serve
 
     parser = argparse.ArgumentParser(
         prog="ranch", description="Teams of A2A agents that route work to each other."
@@ -18,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve.register(commands)
     send.register(commands)
+    rooms.register(commands)
     check.register(commands)
     db.register(commands)
     mcp.register(commands)

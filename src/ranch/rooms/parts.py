@@ -111,12 +111,12 @@ def described(row: RoomMessage) -> str:
         else:
             name = item.get("filename") or item.get("url") or "file"
             media_type = item.get("mediaType") or "application/octet-stream"
-            size = f", {_decoded_size(item['raw'])} bytes" if "raw" in item else ""
+            size = f", {decoded_size(item['raw'])} bytes" if "raw" in item else ""
             lines.append(f"[file: {name} ({media_type}{size})]")
     return "\n".join(lines)
 
 
-def _decoded_size(raw: str) -> int:
+def decoded_size(raw: str) -> int:
     """The byte count of base64 text, without decoding it."""
     return len(raw) * 3 // 4 - raw[-2:].count("=")
 

@@ -64,6 +64,9 @@ class PostMessage(Body):
     """Agent ids to wake besides the text's `@id`s."""
     metadata: dict[str, Any] | None = None
     thread_id: str | None = None
+    reply_to: Annotated[str, Field(min_length=1, max_length=64)] | None = None
+    """An external agent answering a delivery: its `delivery_id`, acknowledged with the answer in one
+    transaction, so a delivery is answered at most once (a second answer: 409 naming `reply_to`)."""
 
     @model_validator(mode="before")
     @classmethod

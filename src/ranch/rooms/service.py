@@ -24,6 +24,7 @@ from ranch.db.models import (
     AgentKind,
     AgentRecord,
     Delivery,
+    DeliveryStatus,
     Execution,
     ExecutionStatus,
     Participant,
@@ -241,6 +242,8 @@ class Rooms:
             sender_kind = "user" if principal.kind == "user" else await _agent_kind(tx.session, principal.id)
             if principal.kind == "agent":
                 await self._check_member(tx.session, room.id, principal.id)
+            if request.reply_to is not None:
+                await _answer(tx.session, principal, room.id, request.reply_to)
             message = await self.write(
                 tx,
                 room,
@@ -421,6 +424,34 @@ class Rooms:
             )
             return list(rows.all())
 
+    async def messages_before(
+        self, principal: Principal, room_id: str, before: int, limit: int
+    ) -> list[RoomMessage]:
+        """The newest `limit` messages before the cursor `before`, oldest first."""
+        async with self.bus.sessions() as session:
+            await visible_room(session, principal, room_id)
+            rows = await session.scalars(
+                select(RoomMessage)
+                .where(RoomMessage.room_id == room_id, RoomMessage.seq < before)
+                .order_by(RoomMessage.seq.desc())
+                .limit(limit)
+            )
+            return list(reversed(rows.all()))
+
+    async def events_before(
+        self, principal: Principal, room_id: str, before: int, limit: int
+    ) -> list[dict[str, Any]]:
+        """The newest `limit` events before the cursor `before`, oldest first."""
+        async with self.bus.sessions() as session:
+            await visible_room(session, principal, room_id)
+            rows = await session.scalars(
+                select(RoomEvent)
+                .where(RoomEvent.room_id == room_id, RoomEvent.seq < before)
+                .order_by(RoomEvent.seq.desc())
+                .limit(limit)
+            )
+            return [frame(row) for row in reversed(rows.all())]
+
     async def events(
         self, principal: Principal, room_id: str, since: int, limit: int
     ) -> list[dict[str, Any]]:
@@ -546,6 +577,18 @@ async def execution_history(session: AsyncSession, row: Execution) -> list[RoomM
         .order_by(RoomMessage.seq)
     )
     return list(rows.all())
+
+
+async def _answer(session: AsyncSession, principal: Principal, room_id: str, delivery_id: str) -> None:
+    """Acknowledge the delivery a message answers, in the message's transaction: answered once."""
+    row = await session.get(Delivery, delivery_id, with_for_update=True)
+    if row is None or row.agent_id != principal.id or row.room_id != room_id:
+        raise NotFound(
+            f"no delivery '{delivery_id}' for agent '{principal.id}' in room '{room_id}'", "reply_to"
+        )
+    if row.status == DeliveryStatus.DONE:
+        raise Conflict(f"delivery '{delivery_id}' was answered or acknowledged already", "reply_to")
+    row.status = DeliveryStatus.DONE
 
 
 async def _agent_kind(session: AsyncSession, agent_id: str) -> str:

@@ -1,7 +1,8 @@
 """The JSON shapes of rooms' objects (docs/api.md), as response models read from the rows.
 
 Each model reads its row (`from_attributes`), so the REST answers, the WebSocket's events and the
-OpenAPI document's schemas are one definition. The functions below give the JSON of a row, for
+OpenAPI document's schemas are one definition; each reads its own JSON back too, which is how
+`ranch.client` types what the hub answers. The functions below give the JSON of a row, for
 the events a change writes.
 """
 
@@ -9,7 +10,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, computed_field
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    computed_field,
+    model_validator,
+)
 
 from ranch.db.models import (
     Delivery,
@@ -54,7 +64,7 @@ class RoomView(View):
 
 class ParticipantView(View):
     kind: ParticipantKind
-    id: str = Field(validation_alias="ref")
+    id: str = Field(validation_alias=AliasChoices("ref", "id"))
     role: Role
     name: str
     """The person's or agent's display name."""
@@ -73,7 +83,7 @@ class Sender(BaseModel):
 
 class MessageView(View):
     id: str
-    cursor: int = Field(validation_alias="seq")
+    cursor: int = Field(validation_alias=AliasChoices("seq", "cursor"))
     """Its place in the room; page with `since=<cursor>`."""
     room_id: str
     type: MessageType
@@ -84,11 +94,19 @@ class MessageView(View):
     stored_parts: list[dict[str, Any]] | None = Field(validation_alias="parts", exclude=True)
     mentions: list[str]
     """The ids it addresses: its `@id`s and the explicit ones."""
-    metadata: dict[str, Any] = Field(validation_alias="meta")
+    metadata: dict[str, Any] = Field(validation_alias=AliasChoices("meta", "metadata"))
     thread_id: str | None
     execution_id: str | None
     """The execution that wrote it (agent messages)."""
     created_at: Timestamp
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_json(cls, data: Any) -> Any:
+        """Its own JSON reads back (`ranch.client`): `sender` gives the two fields it is made of."""
+        if isinstance(data, dict) and isinstance(data.get("sender"), dict):
+            return {**data, "sender_kind": data["sender"].get("kind"), "sender_id": data["sender"].get("id")}
+        return data
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -1,0 +1,141 @@
+"""`EventStream`: rooms' events over the WebSocket, resumed after a dropped connection.
+
+The stream subscribes with the cursor of the last event it yielded, so after a reconnect the hub
+replays what was missed; an event at or before that cursor is never yielded again, nor is a
+delivery (an agent key's) already yielded on this stream. Live-only events (`message.delta`) carry
+no cursor: those sent while the connection was down are gone, as docs/api.md says.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from ranch.client import errors
+from ranch.rooms.views import DeliveryView, EventView
+
+if TYPE_CHECKING:
+    from ranch.client.hub import Hub
+
+logger = logging.getLogger(__name__)
+
+QUIET = frozenset({"subscribed", "unsubscribed", "pong", "acked"})
+"""Frames that answer the client's own frames: not events."""
+SEEN_DELIVERIES = 10_000
+"""Delivery ids remembered so none is yielded twice (the oldest are forgotten first)."""
+UNAUTHENTICATED = 4401
+
+
+class EventStream:
+    """`async for event in hub.events(["room"], cursor)`: `EventView`s, and `DeliveryView`s for an
+    agent's key. Reconnects with backoff until `aclose()`; a refused key raises `Unauthenticated`."""
+
+    def __init__(self, hub: Hub, rooms: list[str], cursor: int = 0) -> None:
+        self.hub = hub
+        self.rooms = rooms
+        self.cursor = cursor
+        """The cursor of the last event yielded: where a reconnect resumes."""
+        self.connected = anyio.Event()
+        self._connection: ClientConnection | None = None
+        self._closed = False
+        self._subscribed = False
+        self._seen: OrderedDict[str, None] = OrderedDict()
+
+    async def __aenter__(self) -> EventStream:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def __aiter__(self) -> AsyncIterator[EventView | DeliveryView]:
+        return self._events()
+
+    async def send(self, frame: dict[str, Any]) -> None:
+        """A frame on the current connection (an `ack`, a `delta`); waits for one to be open."""
+        await self.connected.wait()
+        assert self._connection is not None
+        await self._connection.send(json.dumps(frame))
+
+    def forget(self, delivery_id: str) -> None:
+        """Yield this delivery again when the hub sends it again (it was not answered)."""
+        self._seen.pop(delivery_id, None)
+
+    async def aclose(self) -> None:
+        self._closed = True
+        if self._connection is not None:
+            await self._connection.close()
+
+    async def _events(self) -> AsyncIterator[EventView | DeliveryView]:
+        url = self.hub.url.replace("http", "ws", 1) + "/api/v1/ws"
+        headers = {"X-API-Key": self.hub.key} if self.hub.key else {}
+        attempt = 0
+        while not self._closed:
+            try:
+                async with connect(
+                    url, additional_headers=headers, proxy=None, open_timeout=10
+                ) as connection:
+                    self._connection = connection
+                    self._subscribed = False
+                    if self.rooms:
+                        subscribe = {"type": "subscribe", "rooms": self.rooms, "cursor": self.cursor}
+                        await connection.send(json.dumps(subscribe))
+                    self.connected.set()
+                    attempt = 0
+                    async for raw in connection:
+                        event = self._event(json.loads(raw))
+                        if event is not None:
+                            yield event
+            except InvalidStatus as exc:
+                if exc.response.status_code in (401, 403):
+                    raise errors.Unauthenticated(
+                        "the hub refused the key", status=exc.response.status_code
+                    ) from exc
+                logger.warning("the hub's WebSocket answered HTTP %s; retrying", exc.response.status_code)
+            except ConnectionClosed as exc:
+                if exc.rcvd is not None and exc.rcvd.code == UNAUTHENTICATED:
+                    raise errors.Unauthenticated("the hub refused the key", status=401) from exc
+                if not self._closed:
+                    logger.info("the WebSocket closed (%s); resuming after cursor %s", exc, self.cursor)
+            except OSError as exc:
+                logger.info("cannot reach the hub's WebSocket (%r); retrying", exc)
+            finally:
+                self._connection = None
+                self.connected = anyio.Event()
+            if not self._closed:
+                await anyio.sleep(min(0.2 * 2**attempt, 5.0))
+                attempt += 1
+
+    def _event(self, frame: dict[str, Any]) -> EventView | DeliveryView | None:
+        """The frame as an event to yield; None for answers, and for what was yielded already."""
+        kind = frame.get("type")
+        if kind == "subscribed":
+            self._subscribed = True
+        if kind in QUIET:
+            return None
+        if kind == "error":
+            error = errors.from_answer(0, frame)
+            if self.rooms and not self._subscribed:  # the subscription itself was refused
+                raise error
+            logger.warning("the hub refused a frame: %s", error)
+            return None
+        if kind == "delivery":
+            delivery = DeliveryView.model_validate(frame)
+            if delivery.delivery_id in self._seen:
+                return None
+            self._seen[delivery.delivery_id] = None
+            if len(self._seen) > SEEN_DELIVERIES:
+                self._seen.popitem(last=False)
+            return delivery
+        event = EventView.model_validate(frame)
+        if event.cursor is not None:
+            if event.cursor <= self.cursor:
+                return None
+            self.cursor = event.cursor
+        return event

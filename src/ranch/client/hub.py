@@ -1,0 +1,341 @@
+"""`Hub`: an async client of the hub's REST API (docs/api.md), typed with the hub's own models.
+
+Requests are built with the models the server parses them with (a bad value fails here, naming
+its field, before anything is sent), and answers are read into the server's response models.
+Calls that change nothing (GET) are retried on a failed connection, a timeout and a 502/503/504;
+every call is retried after a 429, once `Retry-After` has passed (the hub refused it before doing
+anything), and after a connection that could not be opened (nothing was sent).
+"""
+
+from __future__ import annotations
+
+import base64
+import mimetypes
+import os
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+import anyio
+import httpx
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from ranch._version import __version__
+from ranch.api.errors import invalid_input
+from ranch.api.models import (
+    AgentDetail,
+    AgentView,
+    CompleteExecution,
+    CreateOrg,
+    CreateUser,
+    Me,
+    NewOrganization,
+    NewUser,
+    Registered,
+    RegisteredExternal,
+    UserView,
+)
+from ranch.catalog.requests import REGISTRATION
+from ranch.client import errors
+from ranch.client.events import EventStream
+from ranch.rooms.requests import AddParticipant, CreateRoom, PostMessage, UpdateRoom
+from ranch.rooms.views import (
+    DeliveryView,
+    ExecutionView,
+    MessageView,
+    ParticipantView,
+    RoomView,
+)
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+MAX_RETRY_WAIT_S = 60.0
+"""The longest `Retry-After` the client waits out before it gives the 429 to the caller."""
+MAX_CURSOR = 2**63 - 1
+IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE"})
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class Hub:
+    """A hub at `url` (env RANCH_URL, else http://127.0.0.1:8000) used with `key` (env RANCH_API_KEY).
+
+    Use it as `async with Hub(...) as hub:`; `events()` follows rooms live over the WebSocket.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        key: str | None = None,
+        *,
+        timeout: float = 30.0,
+        retries: int = 3,
+        http: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.url = (url or os.environ.get("RANCH_URL") or DEFAULT_URL).rstrip("/")
+        self.key = key if key is not None else os.environ.get("RANCH_API_KEY", "")
+        self.retries = retries
+        headers = {"User-Agent": f"ranch-client/{__version__}"}
+        if self.key:
+            headers["X-API-Key"] = self.key
+        self._own_http = http is None
+        self.http = http or httpx.AsyncClient(timeout=timeout)
+        self.http.headers.update(headers)
+
+    async def __aenter__(self) -> Hub:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._own_http:
+            await self.http.aclose()
+
+    # -- who, organizations, users -----------------------------------------------------------------------
+
+    async def me(self) -> Me:
+        return await self._get(Me, "/me")
+
+    async def create_organization(self, id: str, **fields: Any) -> NewOrganization:
+        body = _body(CreateOrg, {"id": id, **fields})
+        return _read(NewOrganization, await self._call("POST", "/organizations", body=body))
+
+    async def users(self) -> list[UserView]:
+        return [item async for item in self._pages(UserView, "/users")]
+
+    async def create_user(self, name: str, **fields: Any) -> NewUser:
+        body = _body(CreateUser, {"name": name, **fields})
+        return _read(NewUser, await self._call("POST", "/users", body=body))
+
+    # -- agents ----------------------------------------------------------------------------------------
+
+    async def agents(
+        self, *, skill: str | None = None, tag: str | None = None, mode: str | None = None
+    ) -> list[AgentView]:
+        """The agents and teams the key may use, narrowed by skill, tag or media type."""
+        filters = {name: value for name, value in (("skill", skill), ("tag", tag), ("mode", mode)) if value}
+        return [item async for item in self._pages(AgentView, "/agents", filters)]
+
+    async def agent(self, agent_id: str) -> AgentDetail:
+        return await self._get(AgentDetail, f"/agents/{_segment(agent_id)}")
+
+    async def register_agent(self, spec: dict[str, Any]) -> Registered | RegisteredExternal:
+        """Register an agent (`spec`: its config entry, `visibility`, `tools`); an external agent's
+        answer holds its key (`api_key`)."""
+        try:
+            REGISTRATION.validate_python(spec)
+        except ValidationError as exc:
+            raise _invalid(exc, spec) from None
+        answer = await self._call("POST", "/agents", body=spec)
+        data = answer.json()
+        return _read(RegisteredExternal if "api_key" in data else Registered, answer)
+
+    async def delete_agent(self, agent_id: str) -> None:
+        await self._call("DELETE", f"/agents/{_segment(agent_id)}")
+
+    # -- rooms -----------------------------------------------------------------------------------------
+
+    async def rooms(self) -> list[RoomView]:
+        return [item async for item in self._pages(RoomView, "/rooms")]
+
+    async def room(self, room_id: str) -> RoomView:
+        return await self._get(RoomView, f"/rooms/{_segment(room_id)}")
+
+    async def create_room(self, title: str = "", **fields: Any) -> RoomView:
+        """A room (`id`, `type`, `default_agent`, `participants`: [{"kind", "id", "role"?}])."""
+        body = _body(CreateRoom, {"title": title, **fields} if title else fields)
+        return _read(RoomView, await self._call("POST", "/rooms", body=body))
+
+    async def update_room(self, room_id: str, **fields: Any) -> RoomView:
+        body = _body(UpdateRoom, fields)
+        return _read(RoomView, await self._call("PATCH", f"/rooms/{_segment(room_id)}", body=body))
+
+    async def participants(self, room_id: str) -> list[ParticipantView]:
+        return [
+            item async for item in self._pages(ParticipantView, f"/rooms/{_segment(room_id)}/participants")
+        ]
+
+    async def add_participant(
+        self, room_id: str, kind: str, id: str, role: str | None = None
+    ) -> ParticipantView:
+        body = _body(AddParticipant, {"kind": kind, "id": id, **({"role": role} if role else {})})
+        path = f"/rooms/{_segment(room_id)}/participants"
+        return _read(ParticipantView, await self._call("POST", path, body=body))
+
+    # -- messages --------------------------------------------------------------------------------------
+
+    async def post(
+        self,
+        room_id: str,
+        text: str | None = None,
+        *,
+        parts: Sequence[dict[str, Any]] = (),
+        files: Sequence[str | Path] = (),
+        **fields: Any,
+    ) -> MessageView:
+        """Post into a room: `text`, A2A `parts` (JSON form) and `files` (paths, sent inline), with
+        `mentions`, `metadata`, `thread_id`, `type` or `reply_to` (a delivery it answers)."""
+        every = list(parts)
+        for path in files:
+            every.append(await file_part(path))
+        given: dict[str, Any] = {**fields}
+        if text is not None:
+            given["text"] = text
+        if every:
+            given["parts"] = every
+        body = _body(PostMessage, given)
+        return _read(MessageView, await self._call("POST", f"/rooms/{_segment(room_id)}/messages", body=body))
+
+    async def messages(self, room_id: str, since: int = 0) -> list[MessageView]:
+        """Every message after the cursor `since`, oldest first."""
+        path = f"/rooms/{_segment(room_id)}/messages"
+        found: list[MessageView] = []
+        while True:
+            page = (await self._call("GET", path, params={"since": since, "limit": 200})).json()
+            found += [MessageView.model_validate(item) for item in page["items"]]
+            if page["next_cursor"] is None:
+                return found
+            since = int(page["next_cursor"])
+
+    async def history(self, room_id: str, before: int, limit: int) -> list[MessageView]:
+        """The newest `limit` messages before the cursor `before`, oldest first."""
+        if limit <= 0:
+            return []
+        params = {"before": before, "limit": min(limit, 200)}
+        page = (await self._call("GET", f"/rooms/{_segment(room_id)}/messages", params=params)).json()
+        return [MessageView.model_validate(item) for item in page["items"]]
+
+    async def latest_cursor(self, room_id: str) -> int:
+        """The cursor of the room's newest event (0: none yet): `events()` from it shows only new ones."""
+        params = {"before": MAX_CURSOR, "limit": 1}
+        page = (await self._call("GET", f"/rooms/{_segment(room_id)}/events", params=params)).json()
+        return int(page["items"][-1]["cursor"]) if page["items"] else 0
+
+    # -- executions ------------------------------------------------------------------------------------
+
+    async def executions(self, room_id: str) -> list[ExecutionView]:
+        return [item async for item in self._pages(ExecutionView, f"/rooms/{_segment(room_id)}/executions")]
+
+    async def execution(self, execution_id: str) -> ExecutionView:
+        return await self._get(ExecutionView, f"/executions/{_segment(execution_id)}")
+
+    async def cancel(self, execution_id: str) -> ExecutionView:
+        answer = await self._call("POST", f"/executions/{_segment(execution_id)}/cancel")
+        return _read(ExecutionView, answer)
+
+    async def complete(self, execution_id: str, reason: str = "") -> ExecutionView:
+        body = _body(CompleteExecution, {"reason": reason} if reason else {})
+        answer = await self._call("POST", f"/executions/{_segment(execution_id)}/complete", body=body)
+        return _read(ExecutionView, answer)
+
+    # -- an external agent's inbox ---------------------------------------------------------------------
+
+    async def next_delivery(self) -> DeliveryView | None:
+        """The oldest delivery not acknowledged yet (an agent's key), or None."""
+        answer = await self._call("GET", "/agent/messages/next")
+        return None if answer.status_code == 204 else _read(DeliveryView, answer)
+
+    async def ack(self, delivery_id: str) -> None:
+        await self._call("POST", f"/agent/messages/{_segment(delivery_id)}/ack")
+
+    def events(self, rooms: Sequence[str], cursor: int = 0) -> EventStream:
+        """The rooms' events, live, from after `cursor` (see `ranch.client.events.EventStream`)."""
+        return EventStream(self, list(rooms), cursor)
+
+    # -- the calls -------------------------------------------------------------------------------------
+
+    async def _get(self, model: type[M], path: str) -> M:
+        return _read(model, await self._call("GET", path))
+
+    async def _pages(
+        self, model: type[M], path: str, params: dict[str, Any] | None = None
+    ) -> AsyncIterator[M]:
+        query = dict(params or {})
+        while True:
+            page = (await self._call("GET", path, params=query)).json()
+            for item in page["items"]:
+                yield model.model_validate(item)
+            if not page.get("next_cursor"):
+                return
+            query["cursor"] = page["next_cursor"]
+
+    async def _call(
+        self, method: str, path: str, *, body: Any = None, params: dict[str, Any] | None = None
+    ) -> httpx.Response:
+        """One call, retried as the module says; an error answer raises its `errors` class."""
+        url = f"{self.url}/api/v1{path}"
+        idempotent = method in IDEMPOTENT
+        for attempt in range(self.retries + 1):
+            last = attempt == self.retries
+            try:
+                response = await self.http.request(method, url, json=body, params=params)
+            except httpx.ConnectError as exc:  # no connection: nothing was sent
+                if not last:
+                    await anyio.sleep(_backoff(attempt))
+                    continue
+                raise errors.Unreachable(f"cannot reach the hub at {self.url}: {exc!r}") from exc
+            except httpx.HTTPError as exc:
+                if idempotent and not last:
+                    await anyio.sleep(_backoff(attempt))
+                    continue
+                raise errors.Unreachable(f"no answer from the hub at {self.url}: {exc!r}") from exc
+            status = response.status_code
+            if status < 400:
+                return response
+            wait = _retry_after(response)
+            if status == 429 and not last and wait <= MAX_RETRY_WAIT_S:
+                await anyio.sleep(wait)
+                continue
+            if status in (502, 503, 504) and idempotent and not last:
+                await anyio.sleep(max(wait, _backoff(attempt)))
+                continue
+            try:
+                data = response.json()
+            except ValueError:
+                data = None
+            raise errors.from_answer(status, data, wait)
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+
+async def file_part(path: str | Path) -> dict[str, Any]:
+    """A file as an A2A file part: its bytes inline (base64), its name and media type."""
+    file = anyio.Path(path)
+    data = await file.read_bytes()
+    media_type = mimetypes.guess_type(file.name)[0] or "application/octet-stream"
+    return {"raw": base64.b64encode(data).decode(), "filename": file.name, "mediaType": media_type}
+
+
+def _body(model: type[BaseModel], given: dict[str, Any]) -> dict[str, Any]:
+    """`given` checked by the server's own model; the JSON it sends (fields given only)."""
+    try:
+        parsed = model.model_validate(given)
+    except ValidationError as exc:
+        raise _invalid(exc, given) from None
+    data: dict[str, Any] = parsed.model_dump(mode="json", exclude_unset=True, by_alias=True)
+    return data
+
+
+def _invalid(exc: ValidationError, value: Any) -> errors.InvalidInput:
+    refused = invalid_input(exc, value)
+    return errors.InvalidInput(str(refused), code="INVALID_PARAMS", field=refused.field, status=400)
+
+
+def _read(model: type[M], response: httpx.Response) -> M:
+    return TypeAdapter(model).validate_python(response.json())
+
+
+def _segment(value: str) -> str:
+    """An id as one path segment."""
+    return quote(value, safe="")
+
+
+def _backoff(attempt: int) -> float:
+    return float(min(0.2 * 2**attempt, 5.0))
+
+
+def _retry_after(response: httpx.Response) -> float:
+    try:
+        return max(0.0, float(str(response.headers.get("Retry-After", "0"))))
+    except ValueError:
+        return 1.0

@@ -1,0 +1,217 @@
+"""`ranch.client.Hub` against a real hub on 127.0.0.1 (SQLite and PostgreSQL), through the public
+package only: typed answers, typed errors (checked before sending where the server's model
+refuses), `Retry-After` honoured, and a live event stream that resumes after a dropped connection
+without yielding an event twice."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from _support.hubkit import ADMIN_KEY, serve_ranch
+from ranch.client import (
+    Conflict,
+    Hub,
+    InvalidInput,
+    NotFound,
+    RateLimited,
+    Unauthenticated,
+    UnsupportedContent,
+)
+
+CONFIG = """
+agents:
+  - id: echo
+    kind: echo
+    skills: [{id: echoing, name: Echoing, tags: [mirror]}]
+  - {id: greeter, kind: rules, rules: [{reply: "Hello: {text}"}]}
+"""
+PIXEL = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+
+
+async def until(check: Any, what: str) -> Any:
+    with anyio.fail_after(15):
+        while True:
+            found = await check()
+            if found:
+                return found
+            await anyio.sleep(0.05)
+
+
+def test_a_script_uses_rooms_messages_files_and_executions(database_url: str, tmp_path: Path) -> None:
+    picture = tmp_path / "dot.png"
+    picture.write_bytes(PIXEL)
+    with serve_ranch(CONFIG, database_url) as server:
+
+        async def scenario() -> None:
+            async with Hub(server.url, ADMIN_KEY) as hub:
+                me = await hub.me()
+                assert (me.kind, me.id) == ("user", "admin")
+                assert [agent.id for agent in await hub.agents(tag="mirror")] == ["echo"]
+                room = await hub.create_room("Files", participants=[{"kind": "agent", "id": "echo"}])
+                assert [p.id for p in await hub.participants(room.id)] == ["admin", "echo"]
+                posted = await hub.post(room.id, "@echo look", files=[picture], metadata={"n": 1})
+                assert posted.parts[1] == {
+                    "raw": base64.b64encode(PIXEL).decode(),
+                    "filename": "dot.png",
+                    "mediaType": "image/png",
+                }
+                assert (posted.sender.kind, posted.sender.id, posted.metadata) == ("user", "admin", {"n": 1})
+
+                async def echoed() -> Any:
+                    return next((m for m in await hub.messages(room.id) if m.sender.id == "echo"), None)
+
+                reply = await until(echoed, "echo's reply")
+                assert reply.parts[1]["filename"] == "dot.png" and reply.cursor > posted.cursor
+                (execution,) = await hub.executions(room.id)
+                assert execution.agent_id == "echo" and (await hub.execution(execution.id)).turns >= 1
+                done = await hub.complete(execution.id, "thanks")
+                assert (done.status, done.reason) == ("completed", "thanks")
+                assert [m.id for m in await hub.history(room.id, before=reply.cursor, limit=5)] == [posted.id]
+                assert room.id in [r.id for r in await hub.rooms()]
+
+        anyio.run(scenario)
+
+
+def test_errors_are_typed_and_a_bad_value_is_named_before_anything_is_sent(database_url: str) -> None:
+    with serve_ranch(CONFIG, database_url) as server:
+
+        async def scenario() -> None:
+            async with Hub(server.url, ADMIN_KEY) as hub:
+                room = await hub.create_room(
+                    "Errors", id="errors", participants=[{"kind": "agent", "id": "greeter"}]
+                )
+                with pytest.raises(NotFound) as missing:
+                    await hub.room("nowhere")
+                assert missing.value.status == 404 and missing.value.code == "NOT_FOUND"
+                with pytest.raises(Conflict) as taken:
+                    await hub.create_room("Again", id="errors")
+                assert taken.value.field == "id"
+                with pytest.raises(InvalidInput) as bad:
+                    await hub.post(room.id, "hi", parts=[{"text": "a", "url": "https://x.example/"}])
+                assert bad.value.field == "parts[0]" and bad.value.status == 400
+                with pytest.raises(UnsupportedContent) as refused:
+                    await hub.post(room.id, "@greeter see", parts=[{"data": {"a": 1}}])
+                assert refused.value.status == 415 and refused.value.field == "parts[0]"
+                assert await hub.messages(room.id) == []
+            async with Hub(server.url, "rk_not_a_key") as stranger:
+                with pytest.raises(Unauthenticated):
+                    await stranger.me()
+
+        anyio.run(scenario)
+
+
+def test_retry_after_is_honoured_on_429(tmp_path: Path) -> None:
+    with serve_ranch(CONFIG, tmp_path / "d.db", caller_rate=2.0, caller_burst=2) as server:
+
+        async def scenario() -> None:
+            async with Hub(server.url, ADMIN_KEY, retries=0) as hasty:
+                with pytest.raises(RateLimited) as limited:
+                    for _ in range(5):
+                        await hasty.me()
+                assert limited.value.retry_after >= 1 and limited.value.status == 429
+            await anyio.sleep(1.5)
+            async with Hub(server.url, ADMIN_KEY, retries=3) as patient:
+                began = time.monotonic()
+                for _ in range(4):  # the bucket holds 2: the rest wait for Retry-After and pass
+                    assert (await patient.me()).id == "admin"
+                assert time.monotonic() - began >= 0.9
+
+        anyio.run(scenario)
+
+
+@contextlib.asynccontextmanager
+async def cuttable_proxy(port: int) -> AsyncIterator[tuple[str, Any, list[int]]]:
+    """A TCP proxy on 127.0.0.1 to `port`; `cut()` drops every connection through it; the list
+    counts the connections made."""
+    links: list[asyncio.StreamWriter] = []
+    made = [0]
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError, asyncio.CancelledError):
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        writer.close()
+
+    async def link(client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        server_reader, server_writer = await asyncio.open_connection("127.0.0.1", port)
+        made[0] += 1
+        links.extend((client_writer, server_writer))
+        await asyncio.gather(pipe(client_reader, server_writer), pipe(server_reader, client_writer))
+
+    def cut() -> None:
+        for writer in links:
+            writer.transport.abort()
+        links.clear()
+
+    proxy = await asyncio.start_server(link, "127.0.0.1", 0)
+    async with proxy:
+        yield f"http://127.0.0.1:{proxy.sockets[0].getsockname()[1]}", cut, made
+
+
+def test_the_event_stream_resumes_after_a_dropped_connection_and_never_repeats(database_url: str) -> None:
+    with serve_ranch(CONFIG, database_url) as server:
+        port = int(server.url.rsplit(":", 1)[1])
+
+        async def scenario() -> None:
+            async with Hub(server.url, ADMIN_KEY) as hub, cuttable_proxy(port) as (proxy_url, cut, made):
+                room = await hub.create_room("Live")
+                watcher = Hub(proxy_url, ADMIN_KEY)
+                stream = watcher.events([room.id])
+                seen: list[Any] = []
+                texts = [f"message {n}" for n in range(6)]
+
+                async def watch() -> None:
+                    async for event in stream:
+                        seen.append(event)
+                        if sum(e.type == "message.created" for e in seen) == len(texts):
+                            return
+
+                async with anyio.create_task_group() as group:
+                    group.start_soon(watch)
+                    await stream.connected.wait()
+                    for text in texts[:3]:
+                        await hub.post(room.id, text)
+                    await until(lambda: _created(seen, 3), "the first three events")
+                    cut()  # the WebSocket drops; three more messages are posted meanwhile
+                    for text in texts[3:]:
+                        await hub.post(room.id, text)
+                    with anyio.fail_after(15):
+                        await _done(group, seen, len(texts))
+                await stream.aclose()
+                await watcher.aclose()
+                created = [e.data["text"] for e in seen if e.type == "message.created"]
+                assert created == texts  # every one, in order, none twice
+                cursors = [e.cursor for e in seen]
+                assert cursors == sorted(set(cursors))
+                assert made[0] == 2  # it did reconnect, once
+
+        anyio.run(scenario)
+
+
+async def _created(seen: list[Any], count: int) -> bool:
+    return bool(sum(e.type == "message.created" for e in seen) >= count)
+
+
+async def _done(group: Any, seen: list[Any], count: int) -> None:
+    while not await _created(seen, count):  # noqa: ASYNC110 - a count, not an event
+        await anyio.sleep(0.05)
+
+
+def test_the_public_names_are_listed_sorted_and_all_exist() -> None:
+    import ranch.client
+
+    assert ranch.client.__all__ == sorted(ranch.client.__all__)
+    assert all(hasattr(ranch.client, name) for name in ranch.client.__all__)
+    assert issubclass(ranch.client.UnsupportedContent, ranch.client.HubError)
