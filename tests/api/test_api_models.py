@@ -198,3 +198,25 @@ def test_fields_are_spelled_as_the_docs_spell_them() -> None:
     assert spelled(["rules", 0, "match"]) == "rules[0].match"
     assert spelled(["participants", 1, "kind"]) == "participants[1].kind"
     assert spelled([]) == ""
+
+
+def test_each_response_model_reads_its_own_json_back() -> None:
+    """What `ranch.client` relies on: an answer's JSON validates into the model that wrote it."""
+    from ranch.api.models import KeyView
+    from ranch.rooms.views import MessageView, ParticipantView
+
+    at = "2026-01-01T00:00:00Z"
+    key = {"id": "k1", "prefix": "rk_Ab", "owner": {"kind": "agent", "id": "a"}, "org_id": "o",
+           "created_at": at, "expires_at": None, "revoked": False, "revoked_at": None}  # fmt: skip
+    message = {"id": "m1", "cursor": 7, "room_id": "r", "type": "text", "sender": {"kind": "team", "id": "t"},
+               "text": "hi", "mentions": [], "metadata": {"a": 1}, "thread_id": None, "execution_id": None,
+               "created_at": at, "parts": [{"text": "hi"}, {"data": {"n": 1}}]}  # fmt: skip
+    participant = {
+        "kind": "agent",
+        "id": "a",
+        "role": "member",
+        "name": "A",
+        "joined_at": "2026-01-01T00:00:00Z",
+    }
+    for model, data in ((KeyView, key), (MessageView, message), (ParticipantView, participant)):
+        assert model.model_validate(data).model_dump(mode="json") == data

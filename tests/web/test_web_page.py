@@ -219,14 +219,19 @@ def test_keyboard_only_mention_completion_and_enter_sends(page: Page) -> None:
     )
 
 
-def test_open_a_room_whose_default_agent_answers_unmentioned_messages(page: Page) -> None:
+def open_echo_room(page: Page, title: str) -> None:
+    """Sign in and open a new room whose default agent is echo, live."""
     sign_in(page)
-    title = f"Echo {topic()}"
     page.get_by_label("Title").fill(title)
     page.get_by_label("Default agent").select_option("echo")
     page.get_by_role("button", name="Open room").click()
     expect(page.get_by_role("heading", name=title)).to_be_visible()
     expect(page.locator("#live-status")).to_have_text("Live")
+
+
+def test_open_a_room_whose_default_agent_answers_unmentioned_messages(page: Page) -> None:
+    title = f"Echo {topic()}"
+    open_echo_room(page, title)
 
     subject = topic()
     page.get_by_label("Message", exact=True).fill(f"hello {subject}")
@@ -494,13 +499,7 @@ PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQG
 
 
 def test_attach_a_file_and_see_files_and_data_in_the_room(page: Page, hub: ServerProcess) -> None:
-    sign_in(page)
-    title = f"Files {topic()}"
-    page.get_by_label("Title").fill(title)
-    page.get_by_label("Default agent").select_option("echo")
-    page.get_by_role("button", name="Open room").click()
-    expect(page.get_by_role("heading", name=title)).to_be_visible()
-    expect(page.locator("#live-status")).to_have_text("Live")
+    open_echo_room(page, f"Files {topic()}")
 
     pixel: FilePayload = {"name": "dot.png", "mimeType": "image/png", "buffer": base64.b64decode(PIXEL)}
     page.get_by_label("Attach a file").set_input_files(files=[pixel])

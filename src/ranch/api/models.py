@@ -14,7 +14,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, computed_fiel
 from ranch.db.models import AgentKind, AgentRecord, Role, Visibility
 from ranch.policy.fields import Body, Count, Label, Name, Ref, Slug, UrlPrefix, plain
 from ranch.policy.limits import MAX_INT
-from ranch.rooms.views import Timestamp, View
+from ranch.rooms.views import Timestamp, View, unfolded
 from ranch.wire.cards import agent_url
 
 T = TypeVar("T")
@@ -184,10 +184,7 @@ class KeyView(View):
     @model_validator(mode="before")
     @classmethod
     def _from_json(cls, data: Any) -> Any:
-        """Its own JSON reads back (`ranch.client`): `owner` gives the two fields it is made of."""
-        if isinstance(data, dict) and isinstance(data.get("owner"), dict):
-            return {**data, "owner_kind": data["owner"].get("kind"), "owner_id": data["owner"].get("id")}
-        return data
+        return unfolded(data, "owner")
 
     @computed_field  # type: ignore[prop-decorator]
     @property

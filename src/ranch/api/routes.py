@@ -275,23 +275,19 @@ async def post_message(call: Call) -> MessageView:
 
 async def list_messages(call: Call) -> Page[MessageView]:
     window = call.query(Window)
-    room_id = call.param("room_id")
-    if window.before is not None:
-        rows = await call.runtime.rooms.messages_before(call.caller, room_id, window.before, window.limit)
-        return Page(items=[MessageView.model_validate(row) for row in rows], next_cursor=None)
-    rows = await call.runtime.rooms.messages(call.caller, room_id, window.since, window.limit)
-    next_cursor = str(rows[-1].seq) if len(rows) == window.limit else None
+    rooms, room_id = call.runtime.rooms, call.param("room_id")
+    rows = await rooms.messages(call.caller, room_id, window.since, window.limit, window.before)
+    last_page = len(rows) < window.limit or window.before is not None
+    next_cursor = None if last_page else str(rows[-1].seq)
     return Page(items=[MessageView.model_validate(row) for row in rows], next_cursor=next_cursor)
 
 
 async def list_events(call: Call) -> Page[EventView]:
     window = call.query(Window)
-    room_id = call.param("room_id")
-    if window.before is not None:
-        latest = await call.runtime.rooms.events_before(call.caller, room_id, window.before, window.limit)
-        return Page(items=[EventView.model_validate(item) for item in latest], next_cursor=None)
-    items = await call.runtime.rooms.events(call.caller, room_id, window.since, window.limit)
-    next_cursor = str(items[-1]["cursor"]) if len(items) == window.limit else None
+    rooms, room_id = call.runtime.rooms, call.param("room_id")
+    items = await rooms.events(call.caller, room_id, window.since, window.limit, window.before)
+    last_page = len(items) < window.limit or window.before is not None
+    next_cursor = None if last_page else str(items[-1]["cursor"])
     return Page(items=[EventView.model_validate(item) for item in items], next_cursor=next_cursor)
 
 

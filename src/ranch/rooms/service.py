@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from a2a.types import Message, Part, Task, TaskState, TaskStatus
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
@@ -58,6 +58,8 @@ from ranch.tasks.engine import TaskEngine
 from ranch.wire import keys
 from ranch.wire.events import CANCELED, COMPLETED, INPUT_REQUIRED, SUBMITTED, WORKING
 
+Logged = TypeVar("Logged", RoomMessage, RoomEvent)
+"""A room's log, read in cursor windows: its messages or its events."""
 MAX_AGENT_CHAIN = 10
 """Agent-to-agent messages in a row (by mention) before the room stops waking agents."""
 CHAIN_KEY = keys.CHAIN
@@ -413,57 +415,39 @@ class Rooms:
         if member is None:
             raise NotFound(f"no room '{room_id}'", "room_id")
 
-    async def messages(self, principal: Principal, room_id: str, since: int, limit: int) -> list[RoomMessage]:
-        async with self.bus.sessions() as session:
-            await visible_room(session, principal, room_id)
-            rows = await session.scalars(
-                select(RoomMessage)
-                .where(RoomMessage.room_id == room_id, RoomMessage.seq > since)
-                .order_by(RoomMessage.seq)
-                .limit(limit)
-            )
-            return list(rows.all())
-
-    async def messages_before(
-        self, principal: Principal, room_id: str, before: int, limit: int
+    async def messages(
+        self, principal: Principal, room_id: str, since: int, limit: int, before: int | None = None
     ) -> list[RoomMessage]:
-        """The newest `limit` messages before the cursor `before`, oldest first."""
-        async with self.bus.sessions() as session:
-            await visible_room(session, principal, room_id)
-            rows = await session.scalars(
-                select(RoomMessage)
-                .where(RoomMessage.room_id == room_id, RoomMessage.seq < before)
-                .order_by(RoomMessage.seq.desc())
-                .limit(limit)
-            )
-            return list(reversed(rows.all()))
-
-    async def events_before(
-        self, principal: Principal, room_id: str, before: int, limit: int
-    ) -> list[dict[str, Any]]:
-        """The newest `limit` events before the cursor `before`, oldest first."""
-        async with self.bus.sessions() as session:
-            await visible_room(session, principal, room_id)
-            rows = await session.scalars(
-                select(RoomEvent)
-                .where(RoomEvent.room_id == room_id, RoomEvent.seq < before)
-                .order_by(RoomEvent.seq.desc())
-                .limit(limit)
-            )
-            return [frame(row) for row in reversed(rows.all())]
+        """The room's messages after the cursor `since`, oldest first (or the newest before `before`)."""
+        return await self._window(principal, room_id, RoomMessage, since, before, limit)
 
     async def events(
-        self, principal: Principal, room_id: str, since: int, limit: int
+        self, principal: Principal, room_id: str, since: int, limit: int, before: int | None = None
     ) -> list[dict[str, Any]]:
+        """The room's events after the cursor `since`, oldest first (or the newest before `before`)."""
+        rows = await self._window(principal, room_id, RoomEvent, since, before, limit)
+        return [frame(row) for row in rows]
+
+    async def _window(
+        self,
+        principal: Principal,
+        room_id: str,
+        table: type[Logged],
+        since: int,
+        before: int | None,
+        limit: int,
+    ) -> list[Logged]:
+        """`limit` rows of the room's `table` after `since`; with `before`, the newest `limit` before
+        it; oldest first either way."""
         async with self.bus.sessions() as session:
             await visible_room(session, principal, room_id)
-            rows = await session.scalars(
-                select(RoomEvent)
-                .where(RoomEvent.room_id == room_id, RoomEvent.seq > since)
-                .order_by(RoomEvent.seq)
-                .limit(limit)
-            )
-            return [frame(row) for row in rows.all()]
+            query = select(table).where(table.room_id == room_id)
+            if before is None:
+                query = query.where(table.seq > since).order_by(table.seq)
+            else:
+                query = query.where(table.seq < before).order_by(table.seq.desc())
+            rows = list((await session.scalars(query.limit(limit))).all())
+        return rows if before is None else rows[::-1]
 
     # -- executions ----------------------------------------------------------------------------
 

@@ -44,6 +44,14 @@ Timestamp = Annotated[str, BeforeValidator(_iso), WithJsonSchema({"type": "strin
 """A stored time (seconds since the epoch) as the API shows it: ISO 8601 in UTC."""
 
 
+def unfolded(data: Any, name: str) -> Any:
+    """A model's own JSON, read back (`ranch.client`): the `{kind, id}` object `name` it shows
+    gives the two fields (`<name>_kind`, `<name>_id`) it is made of."""
+    if isinstance(data, dict) and isinstance(data.get(name), dict):
+        return {**data, f"{name}_kind": data[name].get("kind"), f"{name}_id": data[name].get("id")}
+    return data
+
+
 class View(BaseModel):
     """A response model, read from a row's attributes."""
 
@@ -103,10 +111,7 @@ class MessageView(View):
     @model_validator(mode="before")
     @classmethod
     def _from_json(cls, data: Any) -> Any:
-        """Its own JSON reads back (`ranch.client`): `sender` gives the two fields it is made of."""
-        if isinstance(data, dict) and isinstance(data.get("sender"), dict):
-            return {**data, "sender_kind": data["sender"].get("kind"), "sender_id": data["sender"].get("id")}
-        return data
+        return unfolded(data, "sender")
 
     @computed_field  # type: ignore[prop-decorator]
     @property
