@@ -1,6 +1,6 @@
 """`python -m bench [SECTION ...]` (or `make bench`): every benchmark, one table each, one run.
 
-Sections: wire, router, scale, fanout, scrub, cluster, tracing (default: all; cluster needs PostgreSQL
+Sections: wire, gather, router, scale, fanout, scrub, cluster, tracing (default: all; cluster needs PostgreSQL
 and Redis on 127.0.0.1). Every row of a table is
 measured in this run, on this machine, so the ratios compare like with like.
 """
@@ -12,7 +12,7 @@ import platform
 import sys
 import time
 
-SECTIONS = ("wire", "router", "scale", "fanout", "scrub", "cluster", "tracing")
+SECTIONS = ("wire", "gather", "router", "scale", "fanout", "scrub", "cluster", "tracing")
 
 
 def main() -> None:

@@ -156,8 +156,28 @@ def ranch() -> Run:
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """`ranch serve` with no config: the built-in demo, in a real subprocess."""
+    folder = tmp_path_factory.mktemp("demo")
+    with _demo(f"sqlite+aiosqlite:///{folder / 'ranch.db'}", folder) as server:
+        yield server
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def demo_on_each_database(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
+    """The demo on SQLite, then on a fresh PostgreSQL database at 127.0.0.1:5432 (required)."""
+    folder = tmp_path_factory.mktemp("demo")
+    if request.param == "sqlite":
+        with _demo(f"sqlite+aiosqlite:///{folder / 'ranch.db'}", folder) as server:
+            yield server
+        return
+    with fresh_postgres() as url, _demo(url, folder) as server:
+        yield server
+
+
+@contextlib.contextmanager
+def _demo(database_url: str, folder: Path) -> Iterator[ServerProcess]:
     port = free_port()
-    db = tmp_path_factory.mktemp("demo") / "ranch.db"
-    command = [*RANCH, "serve", "--port", str(port), "--db", f"sqlite+aiosqlite:///{db}"]
-    with ServerProcess(command, port, log_path=db.with_suffix(".log")) as server:
+    command = [*RANCH, "serve", "--port", str(port), "--db", database_url]
+    with ServerProcess(command, port, log_path=folder / "ranch.log") as server:
         yield server

@@ -110,3 +110,27 @@ teams:
             assert "[ranch] a.pdf (application/pdf) is not shown: greeter does not take it" in text
 
         anyio.run(scenario)
+
+
+def test_an_agent_that_takes_no_text_is_refused_text(tmp_path: Path) -> None:
+    config = """
+agents:
+  - id: eye
+    kind: python
+    entry: "_support.probes:Probe"
+    input_modes: ["image/*"]
+    options: {reply: "seen"}
+"""
+    with serve_ranch(config, tmp_path / "d.db") as hub:
+        assert card(hub.url, "eye")["in"] == ["image/*"]
+
+        async def scenario() -> None:
+            async with sdk_client(hub.agent_url("eye")) as client:
+                with pytest.raises(ContentTypeNotSupportedError) as refused:
+                    await send(client, Message(role=Role.ROLE_USER, message_id="m1", parts=[Part(text="hi")]))
+                assert "message.parts[0] is text/plain" in refused.value.message
+                picture = Part(raw=b"\x89PNG", media_type="image/png")
+                (answer,) = await send(client, Message(role=Role.ROLE_USER, message_id="m2", parts=[picture]))
+                assert answer.message.parts[0].text == "seen"
+
+        anyio.run(scenario)

@@ -1,5 +1,5 @@
 """`ranch rooms`, `ranch post`, `ranch watch`, `ranch agents`: the hub from a terminal, as a user
-runs them against `ranch serve`'s demo (key rk_demo), readable or `--json`."""
+runs them against `ranch serve`'s demo (key rk_demo) on SQLite and PostgreSQL, readable or `--json`."""
 
 from __future__ import annotations
 
@@ -18,7 +18,10 @@ from _support.servers import Run, ServerProcess, free_port
 DEMO_KEY = "rk_demo"
 
 
-def test_rooms_agents_and_post_with_a_file(demo: ServerProcess, ranch: Run, tmp_path: Path) -> None:
+def test_rooms_agents_and_post_with_a_file(
+    demo_on_each_database: ServerProcess, ranch: Run, tmp_path: Path
+) -> None:
+    demo = demo_on_each_database
     listed = ranch("rooms", "--url", demo.url, "--key", DEMO_KEY)
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.split()[:3] == ["demo", "Helpdesk", "demo"] and "answers: @helpdesk" in listed.stdout
@@ -46,7 +49,10 @@ def test_rooms_agents_and_post_with_a_file(demo: ServerProcess, ranch: Run, tmp_
     assert message["parts"][1] == {"raw": "dGhlIHBsYW4=", "filename": "note.txt", "mediaType": "text/plain"}
 
 
-def test_watch_draws_each_hop_and_the_route_as_they_happen(demo: ServerProcess, tmp_path: Path) -> None:
+def test_watch_draws_each_hop_and_the_route_as_they_happen(
+    demo_on_each_database: ServerProcess, tmp_path: Path
+) -> None:
+    demo = demo_on_each_database
     env = {**os.environ, "RANCH_API_KEY": DEMO_KEY, "RANCH_URL": demo.url, "PYTHONUNBUFFERED": "1"}
     out = tmp_path / "watch.out"
     with out.open("wb") as sink:

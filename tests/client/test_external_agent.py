@@ -167,3 +167,42 @@ def test_streamed_answers_history_failures_and_order_in_process(database_url: st
                 assert await hub.executions(rooms[1])
 
         anyio.run(scenario)
+
+
+def test_a_stop_gives_the_delivery_in_hand_its_grace_then_leaves_it_for_the_next_start(
+    database_url: str,
+) -> None:
+    with serve_ranch("agents: []\n", database_url) as server:
+        admin = Api(server.url, ADMIN_KEY)
+        key = admin.post("/agents", {"id": "helper", "kind": "external"})["api_key"]
+        room = admin.post("/rooms", {"title": "Slow", "participants": [{"kind": "agent", "id": "helper"}]})[
+            "id"
+        ]
+        started: list[str] = []
+
+        async def handler(delivery: Delivery) -> str:
+            started.append(delivery.text)
+            if "slow" in delivery.text:
+                await anyio.sleep(30)
+            return "ok"
+
+        async def scenario() -> None:
+            agent = ExternalAgent(handler, url=server.url, key=key, grace_s=0.5)
+            async with Hub(server.url, ADMIN_KEY) as hub, anyio.create_task_group() as group:
+                group.start_soon(agent.serve)
+                await hub.post(room, "@helper quick")
+                with anyio.fail_after(15):
+                    while agent.answered < 1:  # noqa: ASYNC110 - a count, not an event
+                        await anyio.sleep(0.05)
+                await hub.post(room, "@helper slow one")
+                with anyio.fail_after(15):
+                    while len(started) < 2:  # noqa: ASYNC110 - a list, not an event
+                        await anyio.sleep(0.05)
+                began = time.monotonic()
+                agent.stop()
+            assert time.monotonic() - began < 3  # its grace (0.5 s), not the handler's 30 s
+            async with Hub(server.url, key) as inbox:
+                left = await inbox.next_delivery()
+            assert left is not None and left.message.text == "@helper slow one"  # for the next start
+
+        anyio.run(scenario)

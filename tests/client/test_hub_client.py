@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 
 from _support.hubkit import ADMIN_KEY, serve_ranch
@@ -87,19 +88,26 @@ def test_errors_are_typed_and_a_bad_value_is_named_before_anything_is_sent(datab
     with serve_ranch(CONFIG, database_url) as server:
 
         async def scenario() -> None:
-            async with Hub(server.url, ADMIN_KEY) as hub:
-                room = await hub.create_room(
-                    "Errors", id="errors", participants=[{"kind": "agent", "id": "greeter"}]
-                )
+            sent: list[httpx.Request] = []
+
+            async def count(request: httpx.Request) -> None:
+                sent.append(request)
+
+            http = httpx.AsyncClient(event_hooks={"request": [count]})
+            async with http, Hub(server.url, ADMIN_KEY, http=http) as hub:
+                greeter = [{"kind": "agent", "id": "greeter"}]
+                room = await hub.create_room("Errors", id="errors", participants=greeter)
                 with pytest.raises(NotFound) as missing:
                     await hub.room("nowhere")
                 assert missing.value.status == 404 and missing.value.code == "NOT_FOUND"
                 with pytest.raises(Conflict) as taken:
                     await hub.create_room("Again", id="errors")
                 assert taken.value.field == "id"
+                before = len(sent)
                 with pytest.raises(InvalidInput) as bad:
                     await hub.post(room.id, "hi", parts=[{"text": "a", "url": "https://x.example/"}])
                 assert bad.value.field == "parts[0]" and bad.value.status == 400
+                assert len(sent) == before  # refused by the hub's own model, before any request
                 with pytest.raises(UnsupportedContent) as refused:
                     await hub.post(room.id, "@greeter see", parts=[{"data": {"a": 1}}])
                 assert refused.value.status == 415 and refused.value.field == "parts[0]"
@@ -111,21 +119,20 @@ def test_errors_are_typed_and_a_bad_value_is_named_before_anything_is_sent(datab
         anyio.run(scenario)
 
 
-def test_retry_after_is_honoured_on_429(tmp_path: Path) -> None:
-    with serve_ranch(CONFIG, tmp_path / "d.db", caller_rate=2.0, caller_burst=2) as server:
+def test_retry_after_is_honoured_on_429(database_url: str) -> None:
+    with serve_ranch(CONFIG, database_url, caller_rate=0.5, caller_burst=1) as server:
 
         async def scenario() -> None:
             async with Hub(server.url, ADMIN_KEY, retries=0) as hasty:
+                await hasty.me()
                 with pytest.raises(RateLimited) as limited:
-                    for _ in range(5):
-                        await hasty.me()
-                assert limited.value.retry_after >= 1 and limited.value.status == 429
-            await anyio.sleep(1.5)
-            async with Hub(server.url, ADMIN_KEY, retries=3) as patient:
+                    await hasty.me()
+                assert limited.value.retry_after == 2 and limited.value.status == 429
+            async with Hub(server.url, ADMIN_KEY, retries=1) as patient:
                 began = time.monotonic()
-                for _ in range(4):  # the bucket holds 2: the rest wait for Retry-After and pass
-                    assert (await patient.me()).id == "admin"
-                assert time.monotonic() - began >= 0.9
+                assert (await patient.me()).id == "admin"  # one retry, after the 2 s the hub asked for
+                waited = time.monotonic() - began
+                assert 1.0 <= waited < 4  # a backoff of its own would have tried after 0.2 s, and failed
 
         anyio.run(scenario)
 
@@ -215,3 +222,22 @@ def test_the_public_names_are_listed_sorted_and_all_exist() -> None:
     assert ranch.client.__all__ == sorted(ranch.client.__all__)
     assert all(hasattr(ranch.client, name) for name in ranch.client.__all__)
     assert issubclass(ranch.client.UnsupportedContent, ranch.client.HubError)
+
+
+def test_an_event_at_or_before_the_cursor_and_a_delivery_seen_are_not_yielded_again() -> None:
+    """The stream's own rule, whatever the hub sends (a relay replaying, a delivery sent again)."""
+    from ranch.client.events import EventStream
+
+    stream = EventStream(Hub("http://127.0.0.1:9", ""), ["r"], cursor=5)
+    event: dict[str, Any] = {"type": "message.created", "room_id": "r", "at": None, "data": {}}
+    assert stream._event({**event, "cursor": 5}) is None
+    assert stream._event({**event, "cursor": 6}) is not None
+    assert stream._event({**event, "cursor": 6}) is None and stream.cursor == 6
+    assert stream._event({"type": "message.delta", "room_id": "r", "cursor": None, "data": {}}) is not None
+    message = {"id": "m", "cursor": 1, "room_id": "r", "type": "text", "sender": {"kind": "user", "id": "u"},
+               "text": "hi", "mentions": [], "metadata": {}, "thread_id": None, "execution_id": None,
+               "created_at": "2026-01-01T00:00:00Z", "parts": [{"text": "hi"}]}  # fmt: skip
+    delivery = {"type": "delivery", "delivery_id": "d1", "room_id": "r", "message": message}
+    assert stream._event(delivery) is not None and stream._event(delivery) is None
+    stream.forget("d1")
+    assert stream._event(delivery) is not None

@@ -3,16 +3,21 @@ as `message.delta` events, and `call_remote_agent` reaches only what the organiz
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
 
 import httpx
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
 from _support import mcp_tools
 from _support.fake_openai import FakeOpenAI, text, tool
 from _support.hubkit import ADMIN_KEY, Api, Live, serve_ranch, wait_until
 from _support.peers import running_peer
-from _support.servers import ServerThread
+from _support.servers import ServerThread, free_port
 
 CONFIG = """
 agents:
@@ -138,7 +143,13 @@ def test_a_vision_model_sees_the_image_posted_and_a_text_model_refuses_it(
 ) -> None:
     fake, base_url = provider
     fake.reset()
-    with serve_ranch(CONFIG, database_url) as hub:
+
+    async def picture(request: Request) -> Response:
+        return Response(base64.b64decode(PIXEL), media_type="image/png")
+
+    images = Starlette(routes=[Route("/dot.png", picture)])
+    with serve_ranch(CONFIG, database_url) as hub, ServerThread(images, name="images") as server:
+        pictures = server.url
         admin = Api(hub.url, ADMIN_KEY)
         common = {"kind": "llm", "base_url": base_url}
         admin.post(
@@ -149,14 +160,19 @@ def test_a_vision_model_sees_the_image_posted_and_a_text_model_refuses_it(
         room = admin.post("/rooms", {"title": "Pictures", "participants": participants})["id"]
         fake.script("seer", text("A single pixel."))
         image = {"raw": PIXEL, "filename": "dot.png", "mediaType": "image/png"}
-        admin.post(f"/rooms/{room}/messages", {"text": "@seer what is this?", "parts": [image]})
+        linked = {"url": f"{pictures}/dot.png", "mediaType": "image/png"}
+        gone = {"url": f"http://127.0.0.1:{free_port()}/gone.png", "mediaType": "image/png"}
+        parts = [image, linked, gone]
+        admin.post(f"/rooms/{room}/messages", {"text": "@seer what is this?", "parts": parts})
         wait_until(
             lambda: any(m["text"] == "A single pixel." for m in admin.messages(room)), what="seer's answer"
         )
         (asked,) = fake.requests_for("seer")
         content = asked["messages"][-1]["content"]
-        assert content[0] == {"type": "text", "text": "what is this?\n\n[file: dot.png]"}  # named, then seen
-        assert content[1] == {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PIXEL}"}}
+        said = content[0]["text"]  # the files named, and the image it could not read said so
+        assert said.startswith("what is this?\n\n[file: dot.png]") and "could not be read" in said
+        seen = {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PIXEL}"}}
+        assert content[1:] == [seen, seen]  # the linked one read by the agent, sent as bytes
 
         refused = admin.call(
             "POST", f"/rooms/{room}/messages", {"text": "@reader and you?", "parts": [image]}

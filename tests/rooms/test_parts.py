@@ -20,6 +20,7 @@ from google.protobuf.json_format import MessageToDict
 from _support import probes
 from _support.hubkit import ADMIN_KEY, Api, Live, serve_ranch, wait_until
 from _support.sdk import sdk_client, send
+from ranch.rooms import parts as room_parts
 
 CONFIG = """
 agents:
@@ -191,3 +192,35 @@ def test_a_bad_part_is_refused_naming_it(database_url: str) -> None:
             assert refused.status_code == status, (body, refused.text)
             assert refused.json()["error"]["field"] == field, (body, refused.text)
         assert admin.messages(room) == []
+
+
+def test_a_file_link_is_http_or_https_wherever_it_comes_from(database_url: str) -> None:
+    with serve_ranch(CONFIG, database_url) as hub:
+        admin = Api(hub.url, ADMIN_KEY)
+        room = room_with(admin, "echo")
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendMessage",
+            "params": {
+                "message": {
+                    "role": "ROLE_USER",
+                    "messageId": "m-js",
+                    "contextId": room,
+                    "parts": [{"url": "javascript:alert(document.cookie)", "filename": "x"}],
+                }
+            },
+        }
+        answer = httpx.post(
+            hub.agent_url("echo"), json=body, headers={"A2A-Version": "1.0"}, timeout=10
+        ).json()
+        assert answer["error"]["code"] == -32602
+        assert answer["error"]["data"][0]["metadata"]["field"] == "message.parts[0].url"
+        assert admin.messages(room) == []
+
+    # what an agent answers is stored without such a link: a note stands in its place
+    kept = room_parts.stored([Part(text="see"), Part(url="javascript:alert(1)", filename="x.html")])
+    assert kept == [
+        {"text": "see"},
+        {"text": "[ranch] a file link that is not http(s) was left out (x.html)"},
+    ]

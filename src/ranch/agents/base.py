@@ -92,6 +92,9 @@ class Agent(ABC):
     timeout: float = 60.0
     """Seconds one call may take."""
     require_extensions: tuple[str, ...] = ()
+    takes_text: bool = True
+    """Its input modes take `text/plain` (nearly every agent's do); when not, a message's text parts
+    are checked against them too, not only its files and data."""
     replies_directly: bool = False
     """True for kinds that always answer with exactly one Message at once (`reply_now`): they are
     served in the request itself, without a task."""

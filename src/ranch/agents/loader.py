@@ -65,11 +65,13 @@ def resolve_runner(agent_id: str, target: Any, options: dict[str, Any]) -> Runne
 class PythonAgent(Agent):
     """Adapts user code to the Agent interface, under the id and limits the config gives it."""
 
-    def __init__(self, info: AgentInfo, run: Runner | Agent, *, modes_configured: bool = False) -> None:
+    def __init__(
+        self, info: AgentInfo, run: Runner | Agent, *, modes_configured: tuple[bool, bool] = (False, False)
+    ) -> None:
         self.id = info.id
         self._info = info
         self._modes_configured = modes_configured
-        """The config names its input or output modes: they win over the `Agent`'s own."""
+        """Whether the config names its input modes, its output modes: those win over the `Agent`'s own."""
         self._agent = run if isinstance(run, Agent) else None
         """The user's own `Agent`, when the entry built one: it describes itself and holds resources."""
         self._run: Runner = run.run if isinstance(run, Agent) else run
@@ -100,7 +102,7 @@ class PythonAgent(Agent):
                     )
 
 
-def _merged(config: AgentInfo, own: AgentInfo, modes_configured: bool) -> AgentInfo:
+def _merged(config: AgentInfo, own: AgentInfo, modes_configured: tuple[bool, bool]) -> AgentInfo:
     """An `Agent`'s own info under the config's id; what the config sets wins, the declaration adds."""
     extensions = list(own.extensions)
     extensions += [ext for ext in config.extensions if ext.uri not in {e.uri for e in extensions}]
@@ -111,6 +113,6 @@ def _merged(config: AgentInfo, own: AgentInfo, modes_configured: bool) -> AgentI
         skills=config.skills or own.skills,
         extensions=extensions,
         streaming=own.streaming,
-        input_modes=config.input_modes if modes_configured else own.input_modes,
-        output_modes=config.output_modes if modes_configured else own.output_modes,
+        input_modes=config.input_modes if modes_configured[0] else own.input_modes,
+        output_modes=config.output_modes if modes_configured[1] else own.output_modes,
     )

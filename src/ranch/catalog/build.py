@@ -57,7 +57,7 @@ def build_agent(config: AgentConfig, pool: ClientPool, *, tenant: bool = False) 
         if config.client_routing:
             info.extensions = [client_routing.declaration()]
         runner = resolve_runner(config.id, import_entry(config.id, config.entry), config.options)
-        configured = config.input_modes is not None or config.output_modes is not None
+        configured = (config.input_modes is not None, config.output_modes is not None)
         agent = PythonAgent(info, runner, modes_configured=configured)
     elif isinstance(config, LlmAgentConfig):
         from ranch.agents.llm import build_llm_agent  # the openai client takes ~1 s to import; only when used
@@ -66,6 +66,7 @@ def build_agent(config: AgentConfig, pool: ClientPool, *, tenant: bool = False) 
         agent = build_llm_agent(config, info, pool)
     else:  # pragma: no cover - the config union is exhaustive
         raise TypeError(f"unknown agent config {type(config).__name__}")
+    agent.takes_text = any(modes.takes(mode, modes.TEXT) for mode in info.input_modes)
     agent.history_length = config.history_length
     agent.timeout = config.timeout
     agent.require_extensions = tuple(config.require_extensions)
@@ -94,7 +95,7 @@ def _pattern(match: str | None, field: str, tenant: bool) -> Pattern | re.Patter
 
 
 def build_team(config: TeamConfig, agents: dict[str, Agent]) -> Team:
-    return Team(
+    team = Team(
         id=config.id,
         name=config.display_name,
         description=config.description,
@@ -107,6 +108,8 @@ def build_team(config: TeamConfig, agents: dict[str, Agent]) -> Team:
         timeout=config.timeout,
         require_extensions=tuple(config.require_extensions),
     )
+    team.takes_text = agents[config.default_agent].takes_text  # it takes what its default agent takes
+    return team
 
 
 def _card_verifier(config: RemoteAgentConfig) -> CardVerifier:

@@ -107,10 +107,10 @@ async def watch_room(hub: Hub, args: argparse.Namespace) -> int:
     """Until Ctrl-C: the room's last messages, then every event as it comes."""
     room = await hub.room(args.room)
     view = Watch(json_lines=args.json)
-    if args.since is None:
+    if args.since is None:  # the cursor first: what is posted meanwhile comes again, and is shown once
+        cursor = await hub.latest_cursor(room.id)
         for message in await hub.history(room.id, before=2**63 - 1, limit=max(args.last, 0)):
             view.message(message.model_dump(mode="json"))
-        cursor = await hub.latest_cursor(room.id)
     else:
         cursor = args.since
     if not args.json:
@@ -129,10 +129,13 @@ class Watch:
     def __init__(self, *, json_lines: bool) -> None:
         self.json_lines = json_lines
         self.routes: dict[str, list[dict[str, Any]]] = {}
+        self.shown: set[str] = set()
 
     def on(self, event: EventView | DeliveryView) -> None:
         if isinstance(event, DeliveryView):
             return
+        if event.type == "message.created" and event.data.get("id") in self.shown:
+            return  # shown from the history already
         if self.json_lines:
             print(json.dumps(event.model_dump(mode="json"), ensure_ascii=False), flush=True)
             return
@@ -148,6 +151,9 @@ class Watch:
             print(f"   · {data.get('id')} {event.type.split('.')[1]}", flush=True)
 
     def message(self, data: dict[str, Any]) -> None:
+        if data.get("id") in self.shown:
+            return
+        self.shown.add(str(data.get("id")))
         if self.json_lines:
             print(json.dumps({"type": "message", "data": data}, ensure_ascii=False), flush=True)
             return

@@ -19,6 +19,7 @@ from ranch.cli.demo import DEMO_PROMPT, DEMO_TEAM, demo_config
 from ranch.config import RanchConfig, load_config
 from ranch.db.engine import SQLITE_BUSY_TIMEOUT_S
 from ranch.db.replicas import DEFAULT_LEASE
+from ranch.edge.coalesce import http_protocol
 from ranch.exceptions import ConfigError
 from ranch.hub.app import DEFAULT_DATABASE_URL, DEFAULT_MAX_BODY, Settings, create_app
 from ranch.observe import metrics
@@ -136,11 +137,17 @@ def run(args: argparse.Namespace) -> int:
         os.environ[WORKER_ARGS] = json.dumps({k: v for k, v in vars(args).items() if k != "handler"})
         print(f"  {workers} workers on {args.db}, sharing {args.redis_url}", flush=True)
         uvicorn.run(
-            f"{__name__}:worker_app", factory=True, workers=workers, **serving, **QUIET_UVICORN, **tls
+            f"{__name__}:worker_app",
+            factory=True,
+            workers=workers,
+            **serving,
+            **QUIET_UVICORN,
+            **tls,
+            **http_protocol(),
         )
         return 0
     try:
-        uvicorn.run(app, **serving, **QUIET_UVICORN, **tls)
+        uvicorn.run(app, **serving, **QUIET_UVICORN, **tls, **http_protocol())
     finally:
         if access_log is not None:
             access_log.flush()  # the last tick's lines

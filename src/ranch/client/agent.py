@@ -11,11 +11,14 @@ library does the rest:
   transaction: a delivery is answered at most once, whatever crashes when;
 - one delivery of a room at a time, in order; up to `concurrency` rooms at once;
 - `stop()` (or SIGINT / SIGTERM with `run()`) takes no new delivery, lets those in hand finish
-  within `grace_s`, and leaves the rest unacknowledged for the next start.
+  within `grace_s`, and leaves the rest unacknowledged for the next start;
+- an answer the hub does not take (it is away, the answer is too large) is posted again, or
+  replaced by a note saying why; an agent that left the room acknowledges what it cannot answer.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 from collections import deque
@@ -33,6 +36,9 @@ from ranch.rooms.views import DeliveryView, MessageView
 
 logger = logging.getLogger(__name__)
 
+SEND_ATTEMPTS = 4
+"""Tries to post an answer while the hub does not answer (1, 2, 4 s apart), before the delivery is
+left for the next connection."""
 DEFAULT_HISTORY_LENGTH = 20
 """Messages of room history a delivery holds when the agent's registration names none."""
 
@@ -112,12 +118,15 @@ class ExternalAgent:
                     reader.cancel_scope.cancel()  # takes no new delivery
                 for lane in self._lanes.values():
                     lane.clear()  # those not begun stay unacknowledged: the next start gets them
-                with anyio.move_on_after(self.grace_s) as waited:
-                    if self._lanes:
+                self._drained = anyio.Event()
+                if self._lanes:  # deliveries in hand: they get `grace_s` to finish
+                    with anyio.move_on_after(self.grace_s) as waited:
                         await self._drained.wait()
-                if waited.cancelled_caught:
-                    logger.warning("stopping with deliveries unanswered: they come back on the next start")
-                    workers.cancel_scope.cancel()
+                    if waited.cancelled_caught:
+                        logger.warning(
+                            "stopping with deliveries unanswered: they come back on the next start"
+                        )
+                        workers.cancel_scope.cancel()
             await stream.aclose()
 
     async def _run_with_signals(self) -> None:
@@ -170,24 +179,43 @@ class ExternalAgent:
         logger.info("delivery %s in room %s", view.delivery_id, view.room_id)
         try:
             history = await hub.history(view.room_id, before=view.message.cursor, limit=limit)
-            delivery = Delivery(view.delivery_id, view.room_id, view.message, history, hub)
-            try:
-                answer = await self._run(delivery, stream)
-            except Exception as exc:  # the agent's own code failed: say so in the room, once
-                logger.exception("the handler failed on delivery %s", view.delivery_id)
-                answer = f"I could not answer this ({type(exc).__name__})."
-            await self._send(hub, view, answer)
-        except errors.Unreachable:  # the hub is away: the delivery comes again on the next connect
-            logger.warning("delivery %s: the hub did not answer; it comes again", view.delivery_id)
+        except errors.NotFound:  # no longer in the room: nothing to answer there
+            await self._drop(hub, view)
+            return
+        except errors.HubError:
+            logger.warning("delivery %s: cannot read its room; it comes again", view.delivery_id)
             stream.forget(view.delivery_id)
             return
-        except errors.HubError as exc:  # the answer was refused (too large, a bad part): say so
-            logger.error("delivery %s: the hub refused the answer: %s", view.delivery_id, exc)
+        delivery = Delivery(view.delivery_id, view.room_id, view.message, history, hub)
+        try:
+            answer = await self._run(delivery, stream)
+        except Exception as exc:  # the agent's own code failed: say so in the room, once
+            logger.exception("the handler failed on delivery %s", view.delivery_id)
+            answer = f"I could not answer this ({type(exc).__name__})."
+        for attempt in range(SEND_ATTEMPTS):
             try:
-                await self._send(hub, view, f"My answer was refused ({exc.code or exc.status}).")
-            except errors.HubError:
-                logger.exception("delivery %s: left unanswered", view.delivery_id)
-        self.answered += 1
+                await self._send(hub, view, answer)
+            except errors.Unreachable:  # posting again is safe: a second answer is refused (409)
+                await anyio.sleep(min(2.0**attempt, 10.0))
+                continue
+            except errors.NotFound:
+                await self._drop(hub, view)
+                return
+            except errors.HubError as exc:  # the answer was refused (too large, a bad part): say so
+                logger.error("delivery %s: the hub refused the answer: %s", view.delivery_id, exc)
+                answer = f"My answer was refused ({exc.code or exc.status})."
+                continue
+            self.answered += 1
+            return
+        logger.warning("delivery %s: not answered; it comes again on the next connection", view.delivery_id)
+        stream.forget(view.delivery_id)
+
+    @staticmethod
+    async def _drop(hub: Hub, view: DeliveryView) -> None:
+        """Acknowledge a delivery that cannot be answered (the agent left the room)."""
+        logger.warning("delivery %s: the agent is not in room %s any more", view.delivery_id, view.room_id)
+        with contextlib.suppress(errors.HubError):
+            await hub.ack(view.delivery_id)
 
     @staticmethod
     async def _send(hub: Hub, view: DeliveryView, answer: Answer) -> None:

@@ -61,7 +61,7 @@ class UnsupportedContent(HubError):
 
 
 class Unprocessable(HubError):
-    """422: well-formed but refused (a card that cannot be read, a URL not allowed)."""
+    """422: well-formed but refused (a card that cannot be read, a URL not allowed, a routing error)."""
 
 
 class RateLimited(HubError):
@@ -69,7 +69,7 @@ class RateLimited(HubError):
 
 
 class Unavailable(HubError):
-    """502, 503, 504: an agent or the store is not answering."""
+    """502, 503, 504: an agent or the store is not answering, or an agent answered wrongly."""
 
 
 class ServerError(HubError):
@@ -94,6 +94,11 @@ BY_CODE: dict[str, type[HubError]] = {
     "AGENT_UNAVAILABLE": Unavailable,
     "STORE_UNAVAILABLE": Unavailable,
     "AGENT_TIMEOUT": Unavailable,
+    "AGENT_ERROR": Unavailable,
+    "INVALID_AGENT_RESPONSE": Unavailable,
+    "INVALID_RECIPIENT": Unprocessable,
+    "HOP_LIMIT_EXCEEDED": Unprocessable,
+    "PARSE_ERROR": InvalidInput,
     "INTERNAL_ERROR": ServerError,
 }
 BY_STATUS: dict[int, type[HubError]] = {

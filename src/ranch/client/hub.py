@@ -32,8 +32,10 @@ from ranch.api.models import (
     Me,
     NewOrganization,
     NewUser,
+    OrganizationView,
     Registered,
     RegisteredExternal,
+    UpdateOrg,
     UserView,
 )
 from ranch.catalog.requests import REGISTRATION
@@ -52,6 +54,8 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 MAX_RETRY_WAIT_S = 60.0
 """The longest `Retry-After` the client waits out before it gives the 429 to the caller."""
 MAX_CURSOR = 2**63 - 1
+PAGE = 200
+"""Items a page of the hub's lists holds at most."""
 IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE"})
 
 M = TypeVar("M", bound=BaseModel)
@@ -100,6 +104,15 @@ class Hub:
     async def create_organization(self, id: str, **fields: Any) -> NewOrganization:
         body = _body(CreateOrg, {"id": id, **fields})
         return _read(NewOrganization, await self._call("POST", "/organizations", body=body))
+
+    async def organization(self) -> OrganizationView:
+        """The key's organization."""
+        return await self._get(OrganizationView, "/organizations/current")
+
+    async def update_organization(self, **fields: Any) -> OrganizationView:
+        """Change the organization's `name` or `allowed_agent_urls` (an owner or admin)."""
+        body = _body(UpdateOrg, fields)
+        return _read(OrganizationView, await self._call("PATCH", "/organizations/current", body=body))
 
     async def users(self) -> list[UserView]:
         return [item async for item in self._pages(UserView, "/users")]
@@ -163,6 +176,10 @@ class Hub:
         path = f"/rooms/{_segment(room_id)}/participants"
         return _read(ParticipantView, await self._call("POST", path, body=body))
 
+    async def remove_participant(self, room_id: str, kind: str, id: str) -> None:
+        path = f"/rooms/{_segment(room_id)}/participants/{_segment(kind)}/{_segment(id)}"
+        await self._call("DELETE", path)
+
     # -- messages --------------------------------------------------------------------------------------
 
     async def post(
@@ -192,7 +209,7 @@ class Hub:
         path = f"/rooms/{_segment(room_id)}/messages"
         found: list[MessageView] = []
         while True:
-            page = (await self._call("GET", path, params={"since": since, "limit": 200})).json()
+            page = (await self._call("GET", path, params={"since": since, "limit": PAGE})).json()
             found += [MessageView.model_validate(item) for item in page["items"]]
             if page["next_cursor"] is None:
                 return found
@@ -200,11 +217,16 @@ class Hub:
 
     async def history(self, room_id: str, before: int, limit: int) -> list[MessageView]:
         """The newest `limit` messages before the cursor `before`, oldest first."""
-        if limit <= 0:
-            return []
-        params = {"before": before, "limit": min(limit, 200)}
-        page = (await self._call("GET", f"/rooms/{_segment(room_id)}/messages", params=params)).json()
-        return [MessageView.model_validate(item) for item in page["items"]]
+        found: list[MessageView] = []
+        while len(found) < limit:
+            params = {"before": before, "limit": min(limit - len(found), PAGE)}
+            page = (await self._call("GET", f"/rooms/{_segment(room_id)}/messages", params=params)).json()
+            older = [MessageView.model_validate(item) for item in page["items"]]
+            found = older + found
+            if len(older) < params["limit"]:
+                break
+            before = older[0].cursor
+        return found
 
     async def latest_cursor(self, room_id: str) -> int:
         """The cursor of the room's newest event (0: none yet): `events()` from it shows only new ones."""

@@ -298,7 +298,8 @@ class RanchRequestHandler(RequestHandler):
                 raise InvalidParamsError("message.role must be ROLE_USER ('user' in A2A 0.3)")
             if not message.parts:
                 raise InvalidParamsError("message.parts must contain at least one part")
-            if check_message(message, self.limits):  # parts with no content too; True: files or data
+            media = check_message(message, self.limits)  # parts with no content too; True: files or data
+            if media or not agent.takes_text:
                 await check_input(agent, message.parts)
             if context.requested_extensions or agent.require_extensions:
                 extensions = await self._negotiate(agent, context)

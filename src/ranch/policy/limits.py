@@ -17,6 +17,7 @@ The rules (docs/errors.md, "Limits"):
   most `max_depth` levels.
 - Ids (messageId, contextId, taskId, referenceTaskIds) are at most `max_id_length`
   characters under the same rule.
+- A file part's URL is `http://` or `https://`, at most `max_url_length` characters.
 - A JSON body or frame is UTF-8 and nests at most `MAX_JSON_DEPTH` levels (`load_json`,
   `check_json`), so no parser down the line meets input that makes it recurse too deep.
 """
@@ -57,6 +58,8 @@ class Limits:
     """Longest metadata key, in characters."""
     max_depth: int = 32
     """Deepest nesting of metadata and data-part objects and lists."""
+    max_url_length: int = 2048
+    """Longest URL of a file part, in characters."""
 
 
 def check_message(message: Message, limits: Limits, field: str = "message") -> bool:
@@ -85,20 +88,15 @@ def check_message(message: Message, limits: Limits, field: str = "message") -> b
     media = False
     for index, part in enumerate(message.parts):
         content = part.WhichOneof("content")
-        if content != "text":
-            media = True
         if content == "text":
             text = part.text
             if not text:  # a part with nothing in it, refused as a message with no parts is
                 raise InvalidInput(f"{prefix}parts[{index}].text is empty", f"{prefix}parts[{index}].text")
             if search(text) is not None:
                 check_text(text, f"{prefix}parts[{index}].text")
-        elif content == "data":
-            check_value_keys(part.data, f"{prefix}parts[{index}].data", limits)
-        elif content is None:
-            raise InvalidInput(
-                f"{prefix}parts[{index}] has no content (text, raw, url or data)", f"{prefix}parts[{index}]"
-            )
+        else:
+            media = True
+            _check_media(part, content, f"{prefix}parts[{index}]", limits)
         if part.HasField("metadata"):
             check_value_keys(part.metadata, f"{prefix}parts[{index}].metadata", limits)
     if message.HasField("metadata"):
@@ -115,6 +113,26 @@ def check_text(text: str, field: str) -> None:
             "only TAB, LF and CR are allowed",
             field,
         )
+
+
+def _check_media(part: Any, content: str | None, field: str, limits: Limits) -> None:
+    """A part besides text: data with good keys, an http(s) URL, raw bytes; not nothing."""
+    if content == "data":
+        check_value_keys(part.data, f"{field}.data", limits)
+    elif content == "url":
+        check_file_url(part.url, f"{field}.url", limits)
+    elif content is None:
+        raise InvalidInput(f"{field} has no content (text, raw, url or data)", field)
+
+
+def check_file_url(url: str, field: str, limits: Limits) -> None:
+    """A file part's URL is an `http(s)://` URL of at most `max_url_length` characters without
+    control characters: other schemes (`javascript:`, `file:`) are refused, never stored or shown."""
+    if len(url) > limits.max_url_length:
+        raise InvalidInput(f"{field} is {len(url)} characters; the limit is {limits.max_url_length}", field)
+    check_text(url, field)
+    if not url.lower().startswith(("http://", "https://")):
+        raise InvalidInput(f"{field} must be an http:// or https:// URL", field)
 
 
 def check_id(value: str, field: str, limits: Limits) -> None:

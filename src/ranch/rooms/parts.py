@@ -70,10 +70,19 @@ class PartBody(Body):
 
 
 def stored(parts: Sequence[Part]) -> list[dict[str, Any]] | None:
-    """What the database keeps of `parts`: None for one plain text part (the `text` column is it)."""
+    """What the database keeps of `parts`: None for one plain text part (the `text` column is it).
+
+    A file URL that is not `http(s)://` (an agent's answer may hold anything) is kept as a note
+    instead: callers' parts were refused for it already (`check_message`)."""
     if len(parts) == 1 and parts[0].WhichOneof("content") == "text" and not parts[0].HasField("metadata"):
         return None
-    return [_whole_numbers(MessageToDict(part)) for part in parts]
+    return [_whole_numbers(MessageToDict(_safe(part))) for part in parts]
+
+
+def _safe(part: Part) -> Part:
+    if part.WhichOneof("content") != "url" or part.url.lower().startswith(("http://", "https://")):
+        return part
+    return Part(text=f"[ranch] a file link that is not http(s) was left out ({part.filename or 'no name'})")
 
 
 def joined_text(parts: Sequence[Part]) -> str:

@@ -27,6 +27,7 @@ from ranch.db.models import (
     DeliveryStatus,
     Execution,
     ExecutionStatus,
+    MessageType,
     Participant,
     ParticipantKind,
     Role,
@@ -237,6 +238,8 @@ class Rooms:
         given = [part.to_part() for part in request.parts or []]
         parts = ([Part(text=request.text)] if request.text is not None else []) + given
         self._check_content(parts, given, metadata, request.thread_id)
+        if any(part.WhichOneof("content") != "text" for part in given):
+            await self._check_takers(principal, room_id, request, given)
         async with self.bus.transaction() as tx:
             room = await visible_room(tx.session, principal, room_id)
             if room.status != RoomStatus.ACTIVE:
@@ -256,7 +259,6 @@ class Rooms:
                 mentions=request.mentions or [],
                 metadata=metadata,
                 thread_id=request.thread_id,
-                refuse=given,
             )
             if principal.kind == "agent":  # an external agent answering: its execution is idle again
                 row = await tx.session.scalar(
@@ -271,6 +273,25 @@ class Rooms:
                     await executions.move(tx, row, "ready", turn=True)
                     tx.later.append(partial(self._record, row, INPUT_REQUIRED, "ready", message.text))
             return message
+
+    async def _check_takers(
+        self, principal: Principal, room_id: str, request: PostMessage, given: list[Part]
+    ) -> None:
+        """Refuse `given` parts an agent the post would wake does not take (UnsupportedContent naming
+        `parts[i]`), before the post's transaction: a remote agent's modes may need its card fetched,
+        and no room waits on that."""
+        async with self.bus.sessions() as session:
+            room = await visible_room(session, principal, room_id)
+            wakes = request.type == MessageType.TEXT
+            names = mentioned(request.text or "", list(request.mentions or [])) if wakes else []
+            if names and room.org_id != DEFAULT_ORG:
+                names = await _own_names(session, room.id, room.org_id, names)
+            sender_kind = "user" if principal.kind == "user" else "agent"
+            targets = await _woken(session, room, names, sender_kind, principal.id)
+        registry = self.dispatcher.registry
+        for target in targets:
+            if target in registry:  # external agents read what they get over the API
+                await check_input(registry.get(target), given, "parts")
 
     async def _record(self, row: Execution, state: TaskState, status: str, text: str = "") -> None:
         """An execution's task follows what happened outside a run (an external agent's turn)."""
@@ -307,11 +328,9 @@ class Rooms:
         execution_id: str | None = None,
         chain: int = 0,
         wake: bool = True,
-        refuse: Sequence[Part] = (),
     ) -> RoomMessage:
         """Store a message (`text`, or A2A `parts`) with its event, and a delivery for each agent it
-        wakes. `refuse`: a caller's parts (named `parts[i]`) to refuse when an agent it wakes does not
-        take them; others reach an agent as a note in their place (rooms/delivery.py)."""
+        wakes (a part an agent does not take reaches it as a note: rooms/delivery.py)."""
         if parts is not None:
             text = text or room_parts.joined_text(parts)
         names = mentioned(text, list(mentions)) if kind == "text" else []
@@ -337,31 +356,11 @@ class Rooms:
         await tx.session.flush()
         await tx.emit(room.id, "message.created", views.message(message))
         if wake and kind == "text":
-            await self._deliver(tx, room, message, names, chain, refuse)
+            await self._deliver(tx, room, message, names, chain)
         return message
 
-    async def _deliver(
-        self,
-        tx: Tx,
-        room: Room,
-        message: RoomMessage,
-        names: list[str],
-        chain: int,
-        refuse: Sequence[Part] = (),
-    ) -> None:
-        agents = {
-            row.ref: row.kind
-            for row in (
-                await tx.session.scalars(
-                    select(Participant).where(
-                        Participant.room_id == room.id, Participant.kind.in_(("agent", "team"))
-                    )
-                )
-            ).all()
-        }
-        targets = [name for name in names if name in agents and name != message.sender_id]
-        if not targets and message.sender_kind == "user" and room.default_agent in agents:
-            targets = [room.default_agent]
+    async def _deliver(self, tx: Tx, room: Room, message: RoomMessage, names: list[str], chain: int) -> None:
+        targets = await _woken(tx.session, room, names, message.sender_kind, message.sender_id)
         if not targets:
             return
         if chain >= MAX_AGENT_CHAIN:
@@ -383,10 +382,6 @@ class Rooms:
                 )
             ).all()
         )
-        if any(part.WhichOneof("content") != "text" for part in refuse):
-            for target in targets:
-                if target not in external and target in self.dispatcher.registry:
-                    await check_input(self.dispatcher.registry.get(target), refuse, "parts")
         for target in targets:
             runner = self.tasks.runner  # this replica wakes it (rooms/delivery.py)
             delivery = Delivery(
@@ -573,6 +568,26 @@ async def _answer(session: AsyncSession, principal: Principal, room_id: str, del
     if row.status == DeliveryStatus.DONE:
         raise Conflict(f"delivery '{delivery_id}' was answered or acknowledged already", "reply_to")
     row.status = DeliveryStatus.DONE
+
+
+async def _woken(
+    session: AsyncSession, room: Room, names: list[str], sender_kind: str, sender_id: str
+) -> list[str]:
+    """The agents and teams of the room a message wakes: those it names (not its sender), else, for
+    a person's message, the room's default agent."""
+    agents = set(
+        (
+            await session.scalars(
+                select(Participant.ref).where(
+                    Participant.room_id == room.id, Participant.kind.in_(("agent", "team"))
+                )
+            )
+        ).all()
+    )
+    targets = [name for name in names if name in agents and name != sender_id]
+    if not targets and sender_kind == "user" and room.default_agent in agents:
+        targets = [room.default_agent]
+    return targets
 
 
 async def _agent_kind(session: AsyncSession, agent_id: str) -> str:

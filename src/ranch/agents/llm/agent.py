@@ -22,6 +22,7 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 from a2a.types import (
     Artifact,
     Message,
@@ -55,6 +56,9 @@ MEMORY_CONTEXT_BYTES = 512_000
 """Bytes of text remembered per caller context; the oldest exchanges go first."""
 MEMORY_BYTES = 32_000_000
 """Bytes of text remembered for all contexts of one agent; the least recently used go first."""
+MAX_IMAGE_BYTES = 5_000_000
+"""Largest image the agent reads from a URL for its model."""
+IMAGE_TIMEOUT_S = 20.0
 
 
 class LlmAgent(Agent):
@@ -68,9 +72,13 @@ class LlmAgent(Agent):
         *,
         system_prompt: str = "You are a helpful assistant.",
         max_tool_rounds: int = 8,
+        fetch: httpx.AsyncClient | None = None,
     ) -> None:
         self.id = info.id
         self._info = info
+        self.fetch = fetch
+        """Reads the images a message gives by URL (its pool's kind of connection: a tenant's are
+        guarded); None: such images are named in the text, not shown."""
         self.provider = provider
         self.toolbox = toolbox
         self.system_prompt = system_prompt
@@ -93,23 +101,44 @@ class LlmAgent(Agent):
     async def info(self) -> AgentInfo:
         return self._info
 
-    def _asking(self, message: Message, asked: str) -> dict[str, Any]:
+    async def _asking(self, message: Message, asked: str) -> dict[str, Any]:
         """The user's chat message: the text, with the images a vision model takes (its input modes
-        list their type) as `image_url` items; the hub never fetches a URL, the provider does."""
-        images = [
-            _image_url(part)
-            for part in message.parts
-            if part.WhichOneof("content") in ("raw", "url")
-            and media_type_of(part).startswith("image/")
-            and any(takes(mode, media_type_of(part)) and mode != ANY for mode in self._info.input_modes)
-        ]
-        if not images:
-            return _chat("user", asked)
-        text = [{"type": "text", "text": asked}] if asked else []
-        return {
-            "role": "user",
-            "content": [*text, *({"type": "image_url", "image_url": {"url": url}} for url in images)],
-        }
+        list their type) as `image_url` items. An image given by URL is read by the agent, through
+        its own connections (a tenant's are guarded against inward addresses), and sent as bytes:
+        a provider is never handed a URL to fetch from wherever it runs."""
+        items: list[dict[str, Any]] = []
+        notes: list[str] = []
+        for part in message.parts:
+            media_type = media_type_of(part)
+            if part.WhichOneof("content") not in ("raw", "url") or not media_type.startswith("image/"):
+                continue
+            if not any(takes(mode, media_type) and mode != ANY for mode in self._info.input_modes):
+                continue
+            try:
+                url = await self._image_url(part, media_type)
+            except (httpx.HTTPError, ValueError) as exc:
+                notes.append(f"[the image {part.url} could not be read: {exc}]")
+                continue
+            items.append({"type": "image_url", "image_url": {"url": url}})
+        text = "\n\n".join([asked, *notes]) if notes else asked
+        if not items:
+            return _chat("user", text)
+        return {"role": "user", "content": [*([{"type": "text", "text": text}] if text else []), *items]}
+
+    async def _image_url(self, part: Part, media_type: str) -> str:
+        """An image part as a chat model reads it: its bytes as a `data:` URL."""
+        data = part.raw
+        if part.HasField("url"):
+            if self.fetch is None:
+                raise ValueError("this agent reads no image URLs")
+            async with self.fetch.stream("GET", part.url, timeout=IMAGE_TIMEOUT_S) as response:
+                response.raise_for_status()
+                data = b""
+                async for chunk in response.aiter_bytes():
+                    data += chunk
+                    if len(data) > MAX_IMAGE_BYTES:
+                        raise ValueError(f"larger than {MAX_IMAGE_BYTES} bytes")
+        return f"data:{media_type};base64,{base64.b64encode(data).decode()}"
 
     async def open(self) -> None:
         await self.toolbox.open()
@@ -131,7 +160,7 @@ class LlmAgent(Agent):
         tools = await self.toolbox.specs(routing)
         asked = _render(message)
         memory_key = (call.owner, message.context_id)  # another owner's same contextId shares nothing
-        chat = [self._system(routing), *self.memory.recall(memory_key), self._asking(message, asked)]
+        chat = [self._system(routing), *self.memory.recall(memory_key), await self._asking(message, asked)]
         stream = _ArtifactStream(message)
         answers: list[str] = []
         decision: client_routing.RoutingDecision | None = None
@@ -307,13 +336,6 @@ def _render(message: Message) -> str:
         elif part.filename or part.url:
             pieces.append(f"[file: {part.filename or part.url}]")
     return "\n\n".join(pieces)
-
-
-def _image_url(part: Part) -> str:
-    """An image part as a chat model reads it: its URL, or its bytes as a `data:` URL."""
-    if part.HasField("url"):
-        return str(part.url)
-    return f"data:{media_type_of(part)};base64,{base64.b64encode(part.raw).decode()}"
 
 
 def _chat(role: str, content: str) -> dict[str, Any]:

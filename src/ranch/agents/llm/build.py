@@ -46,4 +46,5 @@ def build_llm_agent(config: LlmAgentConfig, info: AgentInfo, pool: ClientPool) -
         toolbox,
         system_prompt=config.system_prompt,
         max_tool_rounds=config.max_tool_rounds,
+        fetch=pool.http,
     )

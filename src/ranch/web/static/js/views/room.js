@@ -83,18 +83,24 @@ function partView(part) {
   const type = (part.mediaType ?? "application/octet-stream").toLowerCase();
   const name = part.filename || (part.url ? part.url.split("/").pop() : "") || "file";
   if ("url" in part) {
-    // a link only: the page never loads what a message points at
-    return h("p.msg-file", {}, h("a", { href: part.url, target: "_blank", rel: "noopener noreferrer" }, name),
-      h("span.muted", {}, ` ${type}`));
+    // a link only, and only to http(s): the page never loads what a message points at
+    const safe = /^https?:\/\//i.test(part.url ?? "");
+    const link = safe ? h("a", { href: part.url, target: "_blank", rel: "noopener noreferrer" }, name) : h("code", {}, name);
+    return h("p.msg-file", {}, link, h("span.muted", {}, ` ${type}`));
   }
   const bytes = Uint8Array.from(atob(part.raw ?? ""), (c) => c.charCodeAt(0));
-  // the download is typed as plain bytes, so the browser never opens it as a page of this origin
-  const href = URL.createObjectURL(new Blob([bytes], { type: "application/octet-stream" }));
+  const download = h("a", { href: "#", download: name }, name);
+  download.addEventListener("click", () => {
+    // typed as plain bytes, so the browser never opens it as a page of this origin; made when
+    // clicked and released a minute later, so a long room keeps no copies of its files
+    download.href = URL.createObjectURL(new Blob([bytes], { type: "application/octet-stream" }));
+    setTimeout(() => URL.revokeObjectURL(download.href), 60_000);
+  });
   return h(
     "figure.msg-file",
     {},
     PREVIEWED.has(type) ? h("img", { src: `data:${type};base64,${part.raw}`, alt: name, loading: "lazy" }) : null,
-    h("figcaption", {}, h("a", { href, download: name }, name), h("span.muted", {}, ` ${type}, ${sizeText(bytes.length)}`)),
+    h("figcaption", {}, download, h("span.muted", {}, ` ${type}, ${sizeText(bytes.length)}`)),
   );
 }
 

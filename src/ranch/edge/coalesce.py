@@ -1,0 +1,81 @@
+"""One socket write per response: uvicorn's HTTP protocol with its writes gathered per loop tick.
+
+uvicorn writes a response's status line and headers, then its body, as two `transport.write`
+calls, and asyncio sends each at once: two `send` system calls for the commonest answer, the
+largest single cost of a small request (bench/README.md). Here the protocol's transport gathers
+the writes made in one tick of the event loop and sends them as one, at the end of that tick
+(before the loop waits for anything), so a response costs one system call and nothing waits
+longer than the tick that wrote it. Closing or aborting sends what is gathered first (abort
+drops it, as abort drops the transport's own buffer). `ranch serve` runs with it unless
+`RANCH_COALESCE_WRITES=off`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+ENV = "RANCH_COALESCE_WRITES"
+
+
+class GatheredWrites:
+    """A transport whose writes in one loop tick go out as one write (the rest is the transport's)."""
+
+    __slots__ = ("_loop", "_pending", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._pending: list[bytes] = []
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not self._pending:
+            self._loop.call_soon(self._flush)
+        self._pending.append(bytes(data))
+
+    def writelines(self, lines: Any) -> None:
+        for data in lines:
+            self.write(data)
+
+    def _flush(self) -> None:
+        pending = self._pending
+        if not pending:
+            return
+        self._pending = []
+        if not self._transport.is_closing():
+            self._transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
+
+    def close(self) -> None:
+        self._flush()
+        self._transport.close()
+
+    def write_eof(self) -> None:
+        self._flush()
+        self._transport.write_eof()
+
+    def abort(self) -> None:
+        self._pending = []
+        self._transport.abort()
+
+    def get_write_buffer_size(self) -> int:
+        return self._transport.get_write_buffer_size() + sum(len(data) for data in self._pending)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
+class GatheringHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol on a `GatheredWrites` transport."""
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(GatheredWrites(transport, asyncio.get_running_loop()))  # type: ignore[arg-type]
+
+
+def http_protocol() -> dict[str, Any]:
+    """The `uvicorn.run` option that serves with it (none when switched off)."""
+    if os.environ.get(ENV, "on").lower() in ("off", "0", "false", "no"):
+        return {}
+    return {"http": GatheringHttpToolsProtocol}
