@@ -220,6 +220,10 @@ class TeamConfig(_Strict):
     default_agent: str
     max_hops: int = Field(default=10, ge=1)
     on_invalid_recipient: Literal["fallback", "error"] = "fallback"
+    on_loop: Literal["default", "user", "fail"] = "default"
+    """A loop (one edge with the same text `loop_repeats` times): the default agent once, then the
+    user (`default`); the user; or fail the turn."""
+    loop_repeats: int = Field(default=3, ge=2)
     routes: dict[str, str] = Field(default_factory=dict)
     """Static edges used only when an agent makes no decision."""
     history_length: int | None = Field(default=None, ge=0)

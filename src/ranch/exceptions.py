@@ -63,10 +63,19 @@ class InvalidRecipient(RoutingError):
 class HopLimitExceeded(RoutingError):
     """The turn reached `max_hops` before an agent answered the user."""
 
-    def __init__(self, team: str, max_hops: int, trail: list[str]) -> None:
+    def __init__(self, team: str, max_hops: int, trail: list[str], *, inherited: bool = False) -> None:
         self.team, self.max_hops, self.trail = team, max_hops, trail
+        limit = f"the {max_hops} hops its caller had left" if inherited else f"max_hops={max_hops}"
+        super().__init__(f"team '{team}' reached its hop limit ({limit}); trail: {' -> '.join(trail)}")
+
+
+class RoutingLoop(RoutingError):
+    """Members passed a turn back and forth with nothing new (a team's `on_loop: fail`)."""
+
+    def __init__(self, team: str, edge: str, repeats: int) -> None:
+        self.team, self.edge, self.repeats = team, edge, repeats
         super().__init__(
-            f"team '{team}' reached its hop limit (max_hops={max_hops}); trail: {' -> '.join(trail)}"
+            f"team '{team}' stopped a loop: {edge} came {repeats} times with the same text (on_loop: fail)"
         )
 
 

@@ -536,3 +536,41 @@ def test_attach_a_file_and_see_files_and_data_in_the_room(page: Page, hub: Serve
     data.locator("summary").click()
     expect(data.locator("pre")).to_contain_text('"order": 42')
     expect(item.get_by_role("link", name="r.pdf")).to_have_attribute("href", "https://files.example/r.pdf")
+
+
+def test_a_member_teams_hops_and_a_loop_show_in_the_route(page: Page) -> None:
+    """`routing.decided` frames of a team whose member is a team (its hops nested) and whose loop
+    guard redirected a hop, injected into the real WebSocket."""
+    sockets: list[WebSocketRoute] = []
+
+    def through(ws: WebSocketRoute) -> None:
+        ws.connect_to_server()
+        sockets.append(ws)
+
+    page.route_web_socket(re.compile(r"/api/v1/ws"), through)
+    sign_in(page, at="/rooms/demo")
+    expect(page.locator("#live-status")).to_have_text("Live")
+    execution = str(uuid.uuid4())
+    inner = [
+        {"agent": "a1", "sender": "user", "recipient": "a2", "reason": "to a2", "ms": 1.0},
+        {"agent": "a2", "sender": "a1", "recipient": "user", "reason": "done", "ms": 1.0},
+    ]
+    hops = [
+        {"agent": "desk", "sender": "user", "recipient": "far", "reason": "far knows", "hop": 1},
+        {"agent": "far", "sender": "desk", "recipient": "desk", "reason": "loop: far -> desk x3", "hop": 2,
+         "loop": True, "trail": inner},
+        {"agent": "desk", "sender": "far", "recipient": "user", "reason": "answered", "hop": 3},
+    ]  # fmt: skip
+    for n, hop in enumerate(hops):
+        data = {"team": "outer", "execution_id": execution, "ms": 2.0, **hop}
+        frame = {
+            "type": "routing.decided",
+            "room_id": "demo",
+            "cursor": 20_000_000 + n,
+            "at": None,
+            "data": data,
+        }
+        sockets[-1].send(json.dumps(frame))
+    figure = page.locator(f"figure.route[data-execution='{execution}']")
+    expect(figure.locator(".route-text")).to_have_text("user → desk → far [a1 → a2] → desk → user")
+    expect(figure.locator(".rd-reason", has_text="⟲ loop: far -> desk x3 [a1 → a2]")).to_have_count(1)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 from a2a.types import (
     Message,
@@ -49,6 +50,8 @@ class HopOutcome:
     parts: list[Part]
     state: TaskState
     decision: client_routing.RoutingDecision | None
+    trail: list[dict[str, Any]] | None = None
+    """The hops made inside the member, when it is a team (its answer's trail)."""
 
     @property
     def interrupted(self) -> bool:
@@ -132,6 +135,7 @@ class TaskFold:
             parts=reply_parts(task),
             state=state,
             decision=client_routing.read_decision(task),
+            trail=client_routing.read_trail(task),
         )
 
 

@@ -103,6 +103,8 @@ def build_team(config: TeamConfig, agents: dict[str, Agent]) -> Team:
         default_agent=config.default_agent,
         max_hops=config.max_hops,
         on_invalid_recipient=config.on_invalid_recipient,
+        on_loop=config.on_loop,
+        loop_repeats=config.loop_repeats,
         routes=config.routes,
         history_length=config.history_length,
         timeout=config.timeout,

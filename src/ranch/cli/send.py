@@ -160,12 +160,25 @@ def _print_route(task: Task) -> None:
     if not trail:
         return
     print(
-        "\nroute: "
-        + " -> ".join(["user", *(hop["agent"] for hop in trail)])
-        + f" -> {trail[-1]['recipient']}"
+        "\nroute: " + " -> ".join(["user", *(_stop(hop) for hop in trail)]) + f" -> {trail[-1]['recipient']}"
     )
+    _print_hops(trail, "  ")
+
+
+def _stop(hop: dict[str, Any]) -> str:
+    """A hop in the route line: its agent, and the hops inside it when it is a team."""
+    inside = hop.get("trail")
+    if not inside:
+        return str(hop["agent"])
+    return f"{hop['agent']} [{' -> '.join(_stop(step) for step in inside)}]"
+
+
+def _print_hops(trail: list[dict[str, Any]], indent: str) -> None:
     for index, hop in enumerate(trail, 1):
+        loop = "  (loop)" if hop.get("loop") else ""
         print(
-            f"  {index:>2}. {hop['agent']:<12} from {hop['sender']:<12} -> {hop['recipient']:<12}"
-            f" {hop['reason']:<28} {hop['ms']:.1f} ms"
+            f"{indent}{index:>2}. {hop['agent']:<12} from {hop['sender']:<12} -> {hop['recipient']:<12}"
+            f" {hop['reason']:<28} {hop['ms']:.1f} ms{loop}"
         )
+        if hop.get("trail"):
+            _print_hops(hop["trail"], indent + "      ")

@@ -30,7 +30,14 @@ from opentelemetry.trace import Span
 
 from ranch.agents.base import Call, Event, text_of
 from ranch.agents.fold import HopOutcome, collect
-from ranch.exceptions import AgentError, HopLimitExceeded, InvalidRecipient, RanchError
+from ranch.exceptions import (
+    AgentError,
+    HopLimitExceeded,
+    InvalidRecipient,
+    RanchError,
+    RoutingError,
+    RoutingLoop,
+)
 from ranch.ids import new_id
 from ranch.observe import metrics, tracing
 from ranch.routing import context
@@ -54,6 +61,8 @@ class Next:
     note: str | None = None
     fallback: bool = False
     """The member's decision was not followed (none, or an invalid one): the Router chose."""
+    loop: bool = False
+    """The hop repeated an edge with nothing new: `on_loop` chose this."""
 
 
 class Turn:
@@ -77,6 +86,17 @@ class Turn:
         self.context_id = message.context_id
         self.trail: list[Hop] = []
         self.handoffs: list[str] | None = None
+        self.incoming = client_routing.read_request(message)
+        """The routing data of a caller that is itself a team's Router (this team is its member)."""
+        remaining = self.incoming.hops_remaining if self.incoming is not None else None
+        self.inherited = remaining is not None and remaining < team.max_hops
+        self.budget = min(team.max_hops, remaining) if remaining is not None else team.max_hops
+        """Hops this turn may make: the team's own, or fewer when its caller had fewer left (the hop
+        that called it counts as the hops made inside it), so teams of teams keep the outer budget."""
+        self.outward: client_routing.RoutingDecision | None = None
+        """The decision the turn ends with, for a caller that routes (docs/routing.md, "Teams of teams")."""
+        self.repeats: dict[tuple[str, str, int], int] = {}
+        self.loops = 0
         self.span: Span | None = None
         """The turn's span while tracing is on; each hop's span is its child."""
         self.hop_span: Span | None = None
@@ -100,7 +120,9 @@ class Turn:
                 self.conversation.add(target, outcome.text)
                 self.conversation.mark_seen(target)  # its own reply is not news to it
                 step, invalid = self.decide(target, sender, outcome)
-                hop = self.record(target, sender, step.recipient, step.reason, ms)
+                if invalid is None and not outcome.interrupted:
+                    step, invalid = self.guard_loop(target, step, outcome)
+                hop = self.record(target, sender, step, ms, outcome.trail)
                 self.observe_hop(hop, step, invalid)
                 yield self.reply_artifact(outcome, hop)  # the hop's record travels with its reply
                 if invalid is not None:
@@ -140,9 +162,15 @@ class Turn:
             return named, asked.reason or "named by the caller"
         return self.team.default_agent, "default agent"
 
+    def used(self) -> int:
+        """Hops made so far; a member team's count as the hops made inside it."""
+        return sum(hop.weight for hop in self.trail)
+
     def check_hop_budget(self, target: str) -> None:
-        if len(self.trail) >= self.team.max_hops:
-            raise HopLimitExceeded(self.team.id, self.team.max_hops, describe(self.trail, target))
+        if self.used() >= self.budget:
+            raise HopLimitExceeded(
+                self.team.id, self.budget, describe(self.trail, target), inherited=self.inherited
+            )
 
     async def traced_send(self, target: str, sender: str, reason: str, parts: list[Part]) -> HopOutcome:
         """`send`, inside the hop's span when tracing is on (outbound calls become its children)."""
@@ -154,7 +182,7 @@ class Turn:
             "ranch.sender": sender,
             "ranch.chosen_because": reason,
             "ranch.hop": len(self.trail) + 1,
-            "ranch.hops_remaining": self.team.max_hops - len(self.trail),
+            "ranch.hops_remaining": self.budget - self.used(),
         }
         self.hop_span = tracing.start(f"ranch.hop {target}", attributes, parent=self.span)
         try:
@@ -200,12 +228,17 @@ class Turn:
                 message,
                 peers=peers,
                 sender=sender,
-                hops_remaining=self.team.max_hops - len(self.trail),
+                hops_remaining=self.budget - self.used(),
                 trail=describe(self.trail),
             )
         return message
 
-    def decide(self, target: str, sender: str, outcome: HopOutcome) -> tuple[Next, InvalidRecipient | None]:
+    def outer_peer(self, name: str) -> bool:
+        """Whether `name` is a peer of this team's caller (a team's Router): a member naming one ends
+        this turn, and the decision passes outward. Members are offered their own team only."""
+        return self.incoming is not None and any(card.id == name for card in self.incoming.agent_cards)
+
+    def decide(self, target: str, sender: str, outcome: HopOutcome) -> tuple[Next, RoutingError | None]:
         """Where the turn goes next; an invalid recipient under the `error` policy is returned, not raised,
         so the failing hop is recorded first."""
         if outcome.interrupted:
@@ -223,12 +256,18 @@ class Turn:
             return self.without_decision(target)
         reason = decision.reason or f"{target} chose {decision.recipient}"
         if decision.recipient == client_routing.USER:
+            self.outward = client_routing.RoutingDecision(recipient=client_routing.USER, reason=reason)
             return Next(client_routing.USER, reason)
         if decision.recipient == client_routing.SENDER:
+            if sender == client_routing.USER:  # back to whoever called the team
+                self.outward = client_routing.RoutingDecision(recipient=client_routing.SENDER, reason=reason)
             return Next(sender, reason)
         named = self.team.member(decision.recipient)
         if named is not None and named != target:
             return Next(named, reason)
+        if named is None and self.outer_peer(decision.recipient):  # a peer of the team's caller
+            self.outward = client_routing.RoutingDecision(recipient=decision.recipient, reason=reason)
+            return Next(client_routing.USER, f"to {decision.recipient}, outside {self.team.id}: {reason}")
         error = InvalidRecipient(target, decision.recipient, self.team.id)
         if self.team.on_invalid_recipient == "error":
             raise error
@@ -251,8 +290,36 @@ class Turn:
             return Next(client_routing.USER, "default agent answered")
         return Next(self.team.default_agent, "no decision; back to the default agent", fallback=True)
 
-    def record(self, agent: str, sender: str, recipient: str, reason: str, ms: float) -> Hop:
-        hop = Hop(agent=agent, sender=sender, recipient=recipient, reason=reason, ms=ms)
+    def guard_loop(self, target: str, step: Next, outcome: HopOutcome) -> tuple[Next, RoutingError | None]:
+        """The same edge with the same text `loop_repeats` times is a loop: the team's `on_loop`
+        sends the turn to the default agent (once, with a note), to the user, or fails it."""
+        if step.recipient == client_routing.USER:
+            return step, None
+        key = (target, step.recipient, hash(outcome.text))
+        seen = self.repeats[key] = self.repeats.get(key, 0) + 1
+        if seen < self.team.loop_repeats:
+            return step, None
+        self.repeats.clear()
+        self.loops += 1
+        edge = f"{target} -> {step.recipient}"
+        if self.team.on_loop == "fail":
+            error = RoutingLoop(self.team.id, edge, seen)
+            return Next(step.recipient, f"loop: {edge} x{seen}", loop=True), error
+        said = f"[ranch] {edge} came {seen} times with the same text"
+        if self.team.on_loop == "default" and self.loops == 1 and target != self.team.default_agent:
+            note = f"{said}; the turn went to '{self.team.default_agent}'."
+            return Next(
+                self.team.default_agent, f"loop: {edge} x{seen}", note, fallback=True, loop=True
+            ), None
+        return Next(client_routing.USER, f"loop: {edge} x{seen}", f"{said}; the turn ended.", loop=True), None
+
+    def record(
+        self, agent: str, sender: str, step: Next, ms: float, trail: list[dict[str, Any]] | None = None
+    ) -> Hop:
+        hop = Hop(
+            agent=agent, sender=sender, recipient=step.recipient, reason=step.reason, ms=ms,
+            trail=trail, loop=step.loop,
+        )  # fmt: skip
         self.trail.append(hop)
         return hop
 
@@ -264,9 +331,10 @@ class Turn:
             "ranch.context_id": self.context_id,
             "ranch.task_id": self.task_id,
             "ranch.max_hops": self.team.max_hops,
+            "ranch.budget": self.budget,
         }
 
-    def observe_hop(self, hop: Hop, step: Next, invalid: InvalidRecipient | None) -> None:
+    def observe_hop(self, hop: Hop, step: Next, invalid: RoutingError | None) -> None:
         metrics.hop(self.team.id, hop.agent, hop.ms / 1000)
         span = self.hop_span
         if span is None:
@@ -274,6 +342,8 @@ class Turn:
         span.set_attribute("ranch.recipient", hop.recipient)
         span.set_attribute("ranch.reason", hop.reason)
         span.set_attribute("ranch.fallback", step.fallback)
+        if step.loop:
+            span.set_attribute("ranch.loop", True)
         if invalid is not None:
             tracing.failed(span, invalid)
         self.end_hop_span()
@@ -316,7 +386,9 @@ class Turn:
     def final(
         self, state: TaskState, parts: list[Part], error: RanchError | None = None
     ) -> TaskStatusUpdateEvent:
-        data: dict[str, Any] = {"trail": [hop.to_json() for hop in self.trail]}
+        data: dict[str, Any] = {"trail": [hop.to_json() for hop in self.trail], "hops": self.used()}
+        if state == COMPLETED and self.outward is not None:  # the caller's Router honours it
+            data.update(self.outward.model_dump(by_alias=True, exclude_none=True))
         if error is not None:
             data["error"] = {"type": type(error).__name__, "message": str(error)}
             if isinstance(error, AgentError):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncGenerator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 import anyio
@@ -77,6 +77,8 @@ class Team(Agent):
         description: str = "",
         max_hops: int = 10,
         on_invalid_recipient: Literal["fallback", "error"] = "fallback",
+        on_loop: Literal["default", "user", "fail"] = "default",
+        loop_repeats: int = 3,
         routes: Mapping[str, str] | None = None,
         history_length: int | None = None,
         timeout: float = 600.0,
@@ -92,6 +94,10 @@ class Team(Agent):
         self.default_agent = default_agent
         self.max_hops = max_hops
         self.on_invalid_recipient = on_invalid_recipient
+        self.on_loop = on_loop
+        """What a loop (one edge, the same text, `loop_repeats` times) does: go to the default
+        agent once with a note and then to the user (`default`), go to the user, or fail."""
+        self.loop_repeats = loop_repeats
         self.routes = dict(routes or {})
         self.history_length = history_length
         self.timeout = timeout
@@ -176,13 +182,4 @@ class Team(Agent):
 
 
 def _with_id(info: AgentInfo, member: str) -> AgentInfo:
-    if info.id == member:
-        return info
-    return AgentInfo(
-        id=member,
-        name=info.name,
-        description=info.description,
-        skills=info.skills,
-        extensions=info.extensions,
-        streaming=info.streaming,
-    )
+    return info if info.id == member else replace(info, id=member)

@@ -15,15 +15,36 @@ class Hop:
     recipient: str
     reason: str
     ms: float
+    trail: list[dict[str, Any]] | None = None
+    """The hops inside `agent` when it is a team (its own trail, nested as deep as teams nest)."""
+    loop: bool = False
+    """This hop repeated an edge with the same text: the team's `on_loop` chose where it went."""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "agent": self.agent,
             "sender": self.sender,
             "recipient": self.recipient,
             "reason": self.reason,
             "ms": self.ms,
         }
+        if self.trail:
+            data["trail"] = self.trail
+        if self.loop:
+            data["loop"] = True
+        return data
+
+    @property
+    def weight(self) -> int:
+        """Hops it counts for against a budget: one, or every hop made inside it."""
+        return counted(self.trail) if self.trail else 1
+
+
+def counted(trail: list[dict[str, Any]]) -> int:
+    """Hops a (JSON) trail made, nested trails counted by their own hops."""
+    return sum(
+        counted(hop["trail"]) if isinstance(hop.get("trail"), list) and hop["trail"] else 1 for hop in trail
+    )
 
 
 def describe(hops: list[Hop], current: str | None = None) -> list[str]:

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from a2a.types import AgentCard, AgentExtension, Message, Task
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import ListValue, Struct
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 URI = "https://ranch.woi.dev/extensions/client-routing/v1"
@@ -145,7 +145,10 @@ def read_request(message: Message) -> RoutingRequest | None:
     data = _field(message.metadata, URI)
     if not isinstance(data, dict) or "agentCards" not in data:
         return None
-    return RoutingRequest.model_validate(data)
+    try:
+        return RoutingRequest.model_validate(data)
+    except ValidationError:  # not the request the contract describes: as if none came
+        return None
 
 
 def read_decision(reply: Message | Task) -> RoutingDecision | None:
@@ -166,6 +169,18 @@ def read_decision(reply: Message | Task) -> RoutingDecision | None:
         decision = decision_from_metadata(metadata)
         if decision is not None:
             return decision
+    return None
+
+
+def read_trail(reply: Message | Task) -> list[dict[str, Any]] | None:
+    """The trail a team's answer carries (`metadata[URI]["trail"]`): the hops made inside it."""
+    places = [reply.metadata] if isinstance(reply, Message) else [reply.metadata]
+    if isinstance(reply, Task) and reply.status.HasField("message"):
+        places.append(reply.status.message.metadata)
+    for metadata in places:
+        data = _field(metadata, URI)
+        if isinstance(data, dict) and isinstance(data.get("trail"), list):
+            return [hop for hop in data["trail"] if isinstance(hop, dict)]
     return None
 
 

@@ -1,5 +1,6 @@
 // Team turns as sequence diagrams, built from `routing.decided` events
-// ({team, execution_id, agent, sender, recipient, reason, hop, ms}).
+// ({team, execution_id, agent, sender, recipient, reason, hop, ms, trail?, loop?}): a member
+// team's own hops (`trail`) show in brackets, a hop the team's loop guard redirected with ⟲.
 //
 // One event is one hop: `agent` answered a message from `sender`, and the Router sent its
 // answer on to `recipient`. A turn is the run of hops of one execution from hop 1 on; its
@@ -55,9 +56,16 @@ export function arrows(turn) {
     });
   }
   for (const hop of turn.hops) {
-    out.push({ from: hop.agent, to: target(hop), reason: hop.reason ?? "", ms: hop.ms, at: hop.at, hop: hop.hop });
+    const inside = hop.trail?.length ? ` [${nested(hop.trail)}]` : "";
+    const reason = `${hop.loop ? "⟲ " : ""}${hop.reason ?? ""}${inside}`;
+    out.push({ from: hop.agent, to: target(hop), reason, ms: hop.ms, at: hop.at, hop: hop.hop });
   }
   return out;
+}
+
+/** The hops a member team made inside its own hop: "a1 → a2 → a3", nested as deep as teams nest. */
+function nested(trail) {
+  return trail.map((hop) => (hop.trail?.length ? `${hop.agent} [${nested(hop.trail)}]` : hop.agent)).join(" → ");
 }
 
 /** The participants in order of appearance, the user first. */
@@ -73,7 +81,12 @@ export function lifelines(turn) {
 export function routeText(turn) {
   const list = arrows(turn);
   if (list.length === 0) return "";
-  return [list[0].from, ...list.map((a) => a.to)].join(" → ");
+  // stop k+1 is hop k's agent: a member team shows the hops it made inside, in brackets
+  const stops = list.map((a, k) => {
+    const trail = turn.hops[k]?.trail;
+    return trail?.length && turn.hops[k].agent === a.to ? `${a.to} [${nested(trail)}]` : a.to;
+  });
+  return [list[0].from, ...stops].join(" → ");
 }
 
 const COL = 132;
