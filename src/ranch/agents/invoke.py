@@ -46,6 +46,26 @@ async def invoke(
         raise AgentTimeout(agent.id, limit) from exc
 
 
+async def stepwise(
+    agent: Agent, message: Message, call: Call, *, seconds: float | None = None
+) -> AsyncGenerator[Event, None]:
+    """`invoke`'s events for a caller that yields between them (a team's Router streaming a hop):
+    the same timeout and error rules, with the deadline applied around each wait for the next
+    event only, so no cancel scope stays open while the caller's own consumer runs."""
+    limit = agent.timeout if seconds is None else seconds
+    deadline = anyio.current_time() + limit
+    async with aclosing(_translated(agent.id, agent.run(message, call))) as events:
+        while True:
+            try:
+                with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
+                    event = await events.__anext__()
+            except StopAsyncIteration:
+                return
+            except TimeoutError as exc:
+                raise AgentTimeout(agent.id, limit) from exc
+            yield event
+
+
 async def _translated(agent_id: str, events: AsyncGenerator[Event, None]) -> AsyncGenerator[Event, None]:
     """The agent's events; what it raises that is not a ranch error becomes an AgentError naming it."""
     async with aclosing(events) as stream:

@@ -56,6 +56,8 @@ class RoomSink:
         self.team = team
         self.chain = int(message.meta.get(keys.CHAIN, 0)) if message.sender_kind != "user" else 0
         self.last_member: str | None = None
+        self.member_executions: dict[str, str] = {}
+        """A team's members' executions in the room, for their streamed text."""
 
     # -- as the engine folds each event ------------------------------------------------------------
 
@@ -85,6 +87,7 @@ class RoomSink:
         """A team member's own execution in the room moves (its task recorded, its row following)."""
         async with self.bus.transaction() as tx:
             row = await executions.current(tx, self.room.id, member)
+        self.member_executions[member] = row.id
         task = await self.rooms.tasks.record(
             row.id, executions.owner(self.room.id), state, reason, context_id=self.room.id, execution=status
         )
@@ -113,18 +116,17 @@ class RoomSink:
                     row.tool_calls = [*row.tool_calls, data[0]]
 
     def _delta(self, event: TaskArtifactUpdateEvent) -> None:
+        """Streamed text, live: the agent's, or (a team's hop chunk) the member's, under the member's
+        execution, so the page grows it in place until the hop's reply replaces it."""
         text = "".join(part.text for part in event.artifact.parts if part.HasField("text"))
-        if text and event.artifact.artifact_id != f"{self.execution.id}-reply":
-            self.bus.live(
-                self.room.id,
-                "message.delta",
-                {
-                    "execution_id": self.execution.id,
-                    "agent": self.agent_id,
-                    "text": text,
-                    "append": event.append,
-                },
-            )
+        if not text or event.artifact.artifact_id == f"{self.execution.id}-reply":
+            return
+        agent, execution = self.agent_id, self.execution.id
+        member = event.artifact.name
+        if self.team and member in self.member_executions:
+            agent, execution = member, self.member_executions[member]
+        data = {"execution_id": execution, "agent": agent, "text": text, "append": event.append}
+        self.bus.live(self.room.id, "message.delta", data)
 
     async def _hop_reply(self, event: TaskArtifactUpdateEvent) -> None:
         """A team's hop ended: its member's reply, the routing decision, the member ready again."""

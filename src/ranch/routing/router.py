@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +30,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from opentelemetry.trace import Span
 
 from ranch.agents.base import Call, Event, text_of
-from ranch.agents.fold import HopOutcome, collect
+from ranch.agents.fold import HopOutcome, TaskFold
+from ranch.agents.invoke import stepwise
 from ranch.exceptions import (
     AgentError,
     HopLimitExceeded,
@@ -115,7 +117,13 @@ class Turn:
                 self.check_hop_budget(target)
                 yield self.working(target, sender, reason)
                 started = time.perf_counter()
-                outcome = await self.traced_send(target, sender, reason, parts)
+                outcome: HopOutcome | None = None
+                async for item in self.traced_hop(target, sender, reason, parts):
+                    if isinstance(item, HopOutcome):
+                        outcome = item
+                    else:
+                        yield item  # the member's text as it comes, a chunk of its hop's artifact
+                assert outcome is not None  # a hop ends with its outcome, or raises
                 ms = round((time.perf_counter() - started) * 1000, 3)
                 self.conversation.add(target, outcome.text)
                 self.conversation.mark_seen(target)  # its own reply is not news to it
@@ -172,36 +180,71 @@ class Turn:
                 self.team.id, self.budget, describe(self.trail, target), inherited=self.inherited
             )
 
-    async def traced_send(self, target: str, sender: str, reason: str, parts: list[Part]) -> HopOutcome:
-        """`send`, inside the hop's span when tracing is on (outbound calls become its children)."""
-        if self.span is None:
-            return await self.send(target, sender, parts)
-        attributes = {
-            "ranch.team": self.team.id,
-            "ranch.agent": target,
-            "ranch.sender": sender,
-            "ranch.chosen_because": reason,
-            "ranch.hop": len(self.trail) + 1,
-            "ranch.hops_remaining": self.budget - self.used(),
-        }
-        self.hop_span = tracing.start(f"ranch.hop {target}", attributes, parent=self.span)
+    async def traced_hop(
+        self, target: str, sender: str, reason: str, parts: list[Part]
+    ) -> AsyncIterator[TaskArtifactUpdateEvent | HopOutcome]:
+        """`hop`, inside the hop's span when tracing is on (outbound calls become its children)."""
+        if self.span is not None:
+            attributes = {
+                "ranch.team": self.team.id,
+                "ranch.agent": target,
+                "ranch.sender": sender,
+                "ranch.chosen_because": reason,
+                "ranch.hop": len(self.trail) + 1,
+                "ranch.hops_remaining": self.budget - self.used(),
+            }
+            self.hop_span = tracing.start(f"ranch.hop {target}", attributes, parent=self.span)
         try:
-            with tracing.current(self.hop_span):
-                return await self.send(target, sender, parts)
+            async for item in self.hop(target, sender, parts):
+                yield item
         except BaseException as exc:
-            tracing.failed(self.hop_span, exc)
-            self.end_hop_span()
+            if self.hop_span is not None:
+                tracing.failed(self.hop_span, exc)
+                self.end_hop_span()
             raise
 
-    async def send(self, target: str, sender: str, parts: list[Part]) -> HopOutcome:
-        """One hop: build the message, call the member within its timeout, remember its ids."""
+    async def hop(
+        self, target: str, sender: str, parts: list[Part]
+    ) -> AsyncIterator[TaskArtifactUpdateEvent | HopOutcome]:
+        """One hop: build the message, call the member within its timeout (`stepwise`: the Router
+        yields between its events), pass its text on as it comes, and end with its outcome."""
         agent = self.team.members[target]
-        message = await self.outgoing(target, sender, parts)
+        with tracing.current(self.hop_span):
+            message = await self.outgoing(target, sender, parts)
         self.conversation.mark_seen(target)
         call = Call(extensions=frozenset(message.extensions), owner=self.owner)
-        outcome = await collect(agent, message, call)
+        folded = TaskFold(agent.id)
+        streamed = False
+        async with aclosing(stepwise(agent, message, call)) as events:
+            while True:
+                with tracing.current(self.hop_span):
+                    event = await anext(events, None)
+                if event is None or folded.fold(event):
+                    break
+                chunk = self.chunk(event, target, streamed)
+                if chunk is not None:
+                    streamed = True
+                    yield chunk
+        outcome = folded.outcome()
         self.conversation.waiting_on = target if outcome.interrupted else None
-        return outcome
+        yield outcome
+
+    def chunk(self, event: Event, target: str, streamed: bool) -> TaskArtifactUpdateEvent | None:
+        """A member's streamed text as a chunk of its hop's artifact (the hop's reply replaces it
+        whole when the hop ends); None for anything else it sends."""
+        if not isinstance(event, TaskArtifactUpdateEvent) or event.last_chunk:
+            return None
+        text = [part for part in event.artifact.parts if part.WhichOneof("content") == "text"]
+        if not text:
+            return None
+        artifact = Artifact(artifact_id=f"hop-{len(self.trail) + 1}-{target}", name=target, parts=text)
+        return TaskArtifactUpdateEvent(
+            task_id=self.task_id,
+            context_id=self.context_id,
+            artifact=artifact,
+            append=streamed and event.append,
+            last_chunk=False,
+        )
 
     async def outgoing(self, target: str, sender: str, parts: list[Part]) -> Message:
         """The message `target` receives: unseen context, the content, and peers if it routes.
