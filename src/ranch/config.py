@@ -210,6 +210,10 @@ AgentConfig = Annotated[
 ]
 
 
+class TokenBudget(_Strict):
+    tokens: int = Field(gt=0)
+
+
 class TeamConfig(_Strict):
     """A team: members, a default agent, and the Router's policies."""
 
@@ -224,6 +228,8 @@ class TeamConfig(_Strict):
     """A loop (one edge with the same text `loop_repeats` times): the default agent once, then the
     user (`default`); the user; or fail the turn."""
     loop_repeats: int = Field(default=3, ge=2)
+    budget: TokenBudget | None = None
+    """`{tokens: N}`: once a turn's members have reported N tokens, it ends FAILED (BudgetExceeded)."""
     routes: dict[str, str] = Field(default_factory=dict)
     """Static edges used only when an agent makes no decision."""
     history_length: int | None = Field(default=None, ge=0)

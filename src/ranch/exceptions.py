@@ -69,6 +69,17 @@ class HopLimitExceeded(RoutingError):
         super().__init__(f"team '{team}' reached its hop limit ({limit}); trail: {' -> '.join(trail)}")
 
 
+class BudgetExceeded(RoutingError):
+    """A team's turn spent its token budget (`budget.tokens`) before an agent answered the user."""
+
+    def __init__(self, team: str, spent: int, limit: int, ledger: list[str]) -> None:
+        self.team, self.spent, self.limit = team, spent, limit
+        super().__init__(
+            f"team '{team}' spent {spent} tokens of its budget of {limit}; the turn stopped there "
+            f"({', '.join(ledger)})"
+        )
+
+
 class RoutingLoop(RoutingError):
     """Members passed a turn back and forth with nothing new (a team's `on_loop: fail`)."""
 

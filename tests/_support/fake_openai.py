@@ -93,9 +93,12 @@ class FakeOpenAI:
         if reply.status != 200:
             body_ = {"error": {"message": reply.error, "type": "scripted", "code": reply.status}}
             return JSONResponse(body_, reply.status, headers=reply.headers)
+        usage = _usage(body, reply)
         if body.get("stream"):
-            return StreamingResponse(_chunks(model, reply), media_type="text/event-stream")
-        return JSONResponse(_completion(model, reply))
+            with_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            chunks = _chunks(model, reply, usage if with_usage else None)
+            return StreamingResponse(chunks, media_type="text/event-stream")
+        return JSONResponse(_completion(model, reply, usage))
 
 
 def _calls(reply: Reply) -> list[dict[str, Any]]:
@@ -109,7 +112,19 @@ def _calls(reply: Reply) -> list[dict[str, Any]]:
     ]
 
 
-def _completion(model: str, reply: Reply) -> dict[str, Any]:
+def _usage(body: dict[str, Any], reply: Reply) -> dict[str, int]:
+    """Tokens as a provider counts them, made predictable: a word of the prompt or the answer is a
+    token, each tool call one more."""
+    prompt = sum(
+        len(str(message.get("content") or "").split())
+        for message in body.get("messages", [])
+        if isinstance(message, dict)
+    )
+    answer = len(reply.text.split()) + len(reply.tool_calls)
+    return {"prompt_tokens": prompt, "completion_tokens": answer, "total_tokens": prompt + answer}
+
+
+def _completion(model: str, reply: Reply, usage: dict[str, int]) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
     if reply.tool_calls:
         message["tool_calls"] = _calls(reply)
@@ -121,12 +136,14 @@ def _completion(model: str, reply: Reply) -> dict[str, Any]:
         "choices": [
             {"index": 0, "message": message, "finish_reason": "tool_calls" if reply.tool_calls else "stop"}
         ],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        "usage": usage,
     }
 
 
-async def _chunks(model: str, reply: Reply) -> AsyncIterator[bytes]:
-    """The answer as OpenAI streams it: a role chunk, content word by word, tool calls in fragments."""
+async def _chunks(model: str, reply: Reply, usage: dict[str, int] | None) -> AsyncIterator[bytes]:
+    """The answer as OpenAI streams it: a role chunk, content word by word, tool calls in fragments,
+    and (when the request's `stream_options.include_usage` asked) a last chunk with no choices and
+    the `usage`."""
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
         data = {
@@ -158,6 +175,10 @@ async def _chunks(model: str, reply: Reply) -> AsyncIterator[bytes]:
         for piece in (arguments[:middle], arguments[middle:]):
             yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
     yield chunk({}, "tool_calls" if reply.tool_calls else "stop")
+    if usage is not None:
+        last = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()),
+                "model": model, "choices": [], "usage": usage}  # fmt: skip
+        yield f"data: {json.dumps(last)}\n\n".encode()
     yield b"data: [DONE]\n\n"
 
 

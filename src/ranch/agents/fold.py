@@ -52,6 +52,8 @@ class HopOutcome:
     decision: client_routing.RoutingDecision | None
     trail: list[dict[str, Any]] | None = None
     """The hops made inside the member, when it is a team (its answer's trail)."""
+    tokens: int | None = None
+    """What the answer reports it cost, in tokens (the extension's `usage`), when it does."""
 
     @property
     def interrupted(self) -> bool:
@@ -118,6 +120,7 @@ class TaskFold:
                 parts=list(self.message.parts),
                 state=COMPLETED,
                 decision=client_routing.read_decision(self.message),
+                tokens=client_routing.read_usage(self.message),
             )
         task = self.task
         if task is None:
@@ -136,6 +139,7 @@ class TaskFold:
             state=state,
             decision=client_routing.read_decision(task),
             trail=client_routing.read_trail(task),
+            tokens=client_routing.read_usage(task),
         )
 
 

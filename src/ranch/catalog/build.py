@@ -105,6 +105,7 @@ def build_team(config: TeamConfig, agents: dict[str, Agent]) -> Team:
         on_invalid_recipient=config.on_invalid_recipient,
         on_loop=config.on_loop,
         loop_repeats=config.loop_repeats,
+        budget_tokens=config.budget.tokens if config.budget is not None else None,
         routes=config.routes,
         history_length=config.history_length,
         timeout=config.timeout,

@@ -163,6 +163,10 @@ def _print_route(task: Task) -> None:
         "\nroute: " + " -> ".join(["user", *(_stop(hop) for hop in trail)]) + f" -> {trail[-1]['recipient']}"
     )
     _print_hops(trail, "  ")
+    usage = data.get("usage")
+    if isinstance(usage, dict) and "totalTokens" in usage:
+        spent = ", ".join(f"{hop['agent']} {hop['tokens']:g}" for hop in trail if "tokens" in hop)
+        print(f"tokens: {usage['totalTokens']:g} ({spent})")
 
 
 def _stop(hop: dict[str, Any]) -> str:
@@ -176,6 +180,7 @@ def _stop(hop: dict[str, Any]) -> str:
 def _print_hops(trail: list[dict[str, Any]], indent: str) -> None:
     for index, hop in enumerate(trail, 1):
         loop = "  (loop)" if hop.get("loop") else ""
+        loop += f"  {hop['tokens']:g} tokens" if "tokens" in hop else ""
         print(
             f"{indent}{index:>2}. {hop['agent']:<12} from {hop['sender']:<12} -> {hop['recipient']:<12}"
             f" {hop['reason']:<28} {hop['ms']:.1f} ms{loop}"

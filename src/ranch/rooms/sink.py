@@ -159,7 +159,7 @@ class RoomSink:
                     "reason": hop.get("reason"),
                     "hop": int(hop.get("hop", 0)),
                     "ms": hop.get("ms"),
-                    **{key: hop[key] for key in ("trail", "loop") if hop.get(key)},  # a member team's hops
+                    **{key: hop[key] for key in ("trail", "loop", "tokens") if hop.get(key)},
                     **_trace(),
                 },
             )

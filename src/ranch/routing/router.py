@@ -34,6 +34,7 @@ from ranch.agents.fold import HopOutcome, TaskFold
 from ranch.agents.invoke import stepwise
 from ranch.exceptions import (
     AgentError,
+    BudgetExceeded,
     HopLimitExceeded,
     InvalidRecipient,
     RanchError,
@@ -130,7 +131,7 @@ class Turn:
                 step, invalid = self.decide(target, sender, outcome)
                 if invalid is None and not outcome.interrupted:
                     step, invalid = self.guard_loop(target, step, outcome)
-                hop = self.record(target, sender, step, ms, outcome.trail)
+                hop = self.record(target, sender, step, ms, outcome)
                 self.observe_hop(hop, step, invalid)
                 yield self.reply_artifact(outcome, hop)  # the hop's record travels with its reply
                 if invalid is not None:
@@ -174,7 +175,15 @@ class Turn:
         """Hops made so far; a member team's count as the hops made inside it."""
         return sum(hop.weight for hop in self.trail)
 
+    def spent(self) -> int:
+        """Tokens the turn's hops reported."""
+        return sum(hop.tokens or 0 for hop in self.trail)
+
     def check_hop_budget(self, target: str) -> None:
+        limit = self.team.budget_tokens
+        if limit is not None and self.spent() >= limit:  # no hop starts once the budget is spent
+            ledger = [f"{hop.agent} {hop.tokens}" for hop in self.trail if hop.tokens]
+            raise BudgetExceeded(self.team.id, self.spent(), limit, ledger)
         if self.used() >= self.budget:
             raise HopLimitExceeded(
                 self.team.id, self.budget, describe(self.trail, target), inherited=self.inherited
@@ -356,12 +365,10 @@ class Turn:
             ), None
         return Next(client_routing.USER, f"loop: {edge} x{seen}", f"{said}; the turn ended.", loop=True), None
 
-    def record(
-        self, agent: str, sender: str, step: Next, ms: float, trail: list[dict[str, Any]] | None = None
-    ) -> Hop:
+    def record(self, agent: str, sender: str, step: Next, ms: float, outcome: HopOutcome) -> Hop:
         hop = Hop(
             agent=agent, sender=sender, recipient=step.recipient, reason=step.reason, ms=ms,
-            trail=trail, loop=step.loop,
+            trail=outcome.trail, loop=step.loop, tokens=outcome.tokens,
         )  # fmt: skip
         self.trail.append(hop)
         return hop
@@ -430,6 +437,8 @@ class Turn:
         self, state: TaskState, parts: list[Part], error: RanchError | None = None
     ) -> TaskStatusUpdateEvent:
         data: dict[str, Any] = {"trail": [hop.to_json() for hop in self.trail], "hops": self.used()}
+        if any(hop.tokens is not None for hop in self.trail):  # the ledger: per hop above, the total here
+            data["usage"] = {"totalTokens": self.spent()}
         if state == COMPLETED and self.outward is not None:  # the caller's Router honours it
             data.update(self.outward.model_dump(by_alias=True, exclude_none=True))
         if error is not None:

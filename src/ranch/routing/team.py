@@ -79,6 +79,7 @@ class Team(Agent):
         on_invalid_recipient: Literal["fallback", "error"] = "fallback",
         on_loop: Literal["default", "user", "fail"] = "default",
         loop_repeats: int = 3,
+        budget_tokens: int | None = None,
         routes: Mapping[str, str] | None = None,
         history_length: int | None = None,
         timeout: float = 600.0,
@@ -98,6 +99,8 @@ class Team(Agent):
         """What a loop (one edge, the same text, `loop_repeats` times) does: go to the default
         agent once with a note and then to the user (`default`), go to the user, or fail."""
         self.loop_repeats = loop_repeats
+        self.budget_tokens = budget_tokens
+        """Tokens a turn may spend (what its members report); once spent, no hop starts."""
         self.routes = dict(routes or {})
         self.history_length = history_length
         self.timeout = timeout

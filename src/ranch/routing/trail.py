@@ -19,6 +19,8 @@ class Hop:
     """The hops inside `agent` when it is a team (its own trail, nested as deep as teams nest)."""
     loop: bool = False
     """This hop repeated an edge with the same text: the team's `on_loop` chose where it went."""
+    tokens: int | None = None
+    """What the member's answer reported it cost (a member team: its whole turn)."""
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -32,6 +34,8 @@ class Hop:
             data["trail"] = self.trail
         if self.loop:
             data["loop"] = True
+        if self.tokens is not None:
+            data["tokens"] = self.tokens
         return data
 
     @property

@@ -172,6 +172,39 @@ def read_decision(reply: Message | Task) -> RoutingDecision | None:
     return None
 
 
+def attach_usage(message: Message, usage: dict[str, int]) -> Message:
+    """Report what an answer cost: `metadata[URI].usage = {inputTokens, outputTokens, totalTokens}`
+    beside any decision (docs/routing.md, "Budgets")."""
+    data = message.metadata.fields[URI].struct_value
+    data.fields["usage"].struct_value.update(usage)
+    if URI not in message.extensions:
+        message.extensions.append(URI)
+    return message
+
+
+def read_usage(reply: Message | Task) -> int | None:
+    """The tokens an answer reports having cost (`usage.totalTokens`, else input + output), if any."""
+    places = [reply.metadata]
+    if isinstance(reply, Task):
+        if reply.status.HasField("message"):
+            places.insert(0, reply.status.message.metadata)
+        if reply.artifacts:
+            places.append(reply.artifacts[-1].metadata)
+    for metadata in places:
+        data = _field(metadata, URI)
+        usage = data.get("usage") if isinstance(data, dict) else None
+        if isinstance(usage, dict):
+            total = usage.get("totalTokens")
+            if not isinstance(total, int | float):
+                total = sum(
+                    v
+                    for k, v in usage.items()
+                    if k in ("inputTokens", "outputTokens") and isinstance(v, int | float)
+                )
+            return max(0, int(total))
+    return None
+
+
 def read_trail(reply: Message | Task) -> list[dict[str, Any]] | None:
     """The trail a team's answer carries (`metadata[URI]["trail"]`): the hops made inside it."""
     places = [reply.metadata] if isinstance(reply, Message) else [reply.metadata]

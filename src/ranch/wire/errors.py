@@ -61,6 +61,7 @@ _RANCH: dict[type[Exception], ErrorCode] = {
     ranch.InvalidRecipient: ErrorCode(-32051, 422, "INVALID_RECIPIENT", "FAILED_PRECONDITION"),
     ranch.HopLimitExceeded: ErrorCode(-32052, 422, "HOP_LIMIT_EXCEEDED", "FAILED_PRECONDITION"),
     ranch.RoutingLoop: ErrorCode(-32057, 422, "ROUTING_LOOP", "FAILED_PRECONDITION"),
+    ranch.BudgetExceeded: ErrorCode(-32058, 422, "BUDGET_EXCEEDED", "RESOURCE_EXHAUSTED"),
     ranch.AgentUnavailable: ErrorCode(-32053, 503, "AGENT_UNAVAILABLE", "UNAVAILABLE"),
     ranch.AgentTimeout: ErrorCode(-32054, 504, "AGENT_TIMEOUT", "DEADLINE_EXCEEDED"),
     ranch.InvalidAgentReply: ErrorCode(-32006, 502, "INVALID_AGENT_RESPONSE", "INTERNAL"),

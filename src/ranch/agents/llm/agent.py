@@ -38,7 +38,7 @@ from google.protobuf.struct_pb2 import Value
 
 from ranch.agents.base import Agent, AgentInfo, Call, Event, reply
 from ranch.agents.llm.mcp import ToolResult
-from ranch.agents.llm.provider import ChatProvider, Completion, ToolCall
+from ranch.agents.llm.provider import ChatProvider, Completion, ToolCall, Usage
 from ranch.agents.llm.remote_tool import RemoteAgentTool
 from ranch.agents.llm.tools import ROUTE_TO, Toolbox, route
 from ranch.ids import new_id
@@ -164,6 +164,7 @@ class LlmAgent(Agent):
         stream = _ArtifactStream(message)
         answers: list[str] = []
         decision: client_routing.RoutingDecision | None = None
+        usage: Usage | None = None
         for round_number in range(self.max_tool_rounds + 1):
             completion = Completion()
             last = round_number == self.max_tool_rounds
@@ -172,6 +173,8 @@ class LlmAgent(Agent):
                     yield stream.delta(item)
                 else:
                     completion = item
+            if completion.usage is not None:
+                usage = completion.usage + usage
             if completion.text:
                 answers.append(completion.text)
             if last or not completion.tool_calls:
@@ -195,6 +198,8 @@ class LlmAgent(Agent):
         if stream.started:
             yield stream.whole(text)
         answer = reply(message, text, decision)
+        if usage is not None:  # what this answer cost, for a team's budget (docs/routing.md, "Budgets")
+            client_routing.attach_usage(answer, usage.to_json())
         yield TaskStatusUpdateEvent(
             task_id=message.task_id,
             context_id=message.context_id,

@@ -54,6 +54,35 @@ class Completion:
 
     text: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: Usage | None = None
+    """Tokens the model reported for this answer (`usage`), when it did."""
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens one or more model calls took, as the provider reported them."""
+
+    input: int = 0
+    output: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.input + self.output
+
+    def __add__(self, other: Usage | None) -> Usage:
+        return self if other is None else Usage(self.input + other.input, self.output + other.output)
+
+    def to_json(self) -> dict[str, int]:
+        """The client-routing extension's `usage` field (docs/routing.md, "Budgets")."""
+        return {"inputTokens": self.input, "outputTokens": self.output, "totalTokens": self.total}
+
+
+def _usage(reported: Any) -> Usage | None:
+    if reported is None:
+        return None
+    return Usage(
+        int(getattr(reported, "prompt_tokens", 0) or 0), int(getattr(reported, "completion_tokens", 0) or 0)
+    )
 
 
 @dataclass
@@ -123,16 +152,20 @@ class ChatProvider:
         if not self.sampling.stream:
             response = await self._with_retries(request, deadline)
             completion = _from_message(response.choices[0].message if response.choices else None)
+            completion.usage = _usage(getattr(response, "usage", None))
             if completion.text:
                 yield completion.text
             yield completion
             return
-        stream = await self._with_retries({**request, "stream": True}, deadline)
+        streaming = {**request, "stream": True, "stream_options": {"include_usage": True}}
+        stream = await self._with_retries(streaming, deadline)
         calls: dict[int, ToolCall] = {}
         text: list[str] = []
+        usage: Usage | None = None
         try:
             async with stream:
                 async for chunk in stream:
+                    usage = _usage(getattr(chunk, "usage", None)) or usage  # the last chunk's, if sent
                     for choice in chunk.choices[:1]:
                         if choice.delta.content:
                             text.append(choice.delta.content)
@@ -140,7 +173,9 @@ class ChatProvider:
                         _add_fragments(calls, choice.delta.tool_calls or [])
         except (openai.OpenAIError, httpx.HTTPError) as exc:
             raise self._translate(exc, attempts=1) from exc
-        yield Completion(text="".join(text), tool_calls=[calls[index] for index in sorted(calls)])
+        yield Completion(
+            text="".join(text), tool_calls=[calls[index] for index in sorted(calls)], usage=usage
+        )
 
     async def _with_retries(self, request: dict[str, Any], deadline: float | None) -> Any:
         """Send the request; retry what is worth retrying while the deadline allows."""

@@ -1,5 +1,5 @@
 // Team turns as sequence diagrams, built from `routing.decided` events
-// ({team, execution_id, agent, sender, recipient, reason, hop, ms, trail?, loop?}): a member
+// ({team, execution_id, agent, sender, recipient, reason, hop, ms, trail?, loop?, tokens?}): a member
 // team's own hops (`trail`) show in brackets, a hop the team's loop guard redirected with ⟲.
 //
 // One event is one hop: `agent` answered a message from `sender`, and the Router sent its
@@ -57,7 +57,8 @@ export function arrows(turn) {
   }
   for (const hop of turn.hops) {
     const inside = hop.trail?.length ? ` [${nested(hop.trail)}]` : "";
-    const reason = `${hop.loop ? "⟲ " : ""}${hop.reason ?? ""}${inside}`;
+    const tokens = typeof hop.tokens === "number" ? ` · ${hop.tokens} tokens` : "";
+    const reason = `${hop.loop ? "⟲ " : ""}${hop.reason ?? ""}${inside}${tokens}`;
     out.push({ from: hop.agent, to: target(hop), reason, ms: hop.ms, at: hop.at, hop: hop.hop });
   }
   return out;
