@@ -214,6 +214,18 @@ class TokenBudget(_Strict):
     tokens: int = Field(gt=0)
 
 
+Who = Annotated[str, Field(pattern=r"^(org|role|user|agent|kind):[^\s:]+$")]
+"""A caller a team's `access` rule names: `org:<id>`, `role:<owner|admin|member>`, `user:<id>`,
+`agent:<id>` or `kind:<person|agent>`."""
+
+
+class MemberAccess(_Strict):
+    """Which callers a member is open to: any `allow` (all when none is listed) and no `deny`."""
+
+    allow: list[Who] | None = None
+    deny: list[Who] = Field(default_factory=list)
+
+
 class TeamConfig(_Strict):
     """A team: members, a default agent, and the Router's policies."""
 
@@ -228,6 +240,10 @@ class TeamConfig(_Strict):
     """A loop (one edge with the same text `loop_repeats` times): the default agent once, then the
     user (`default`); the user; or fail the turn."""
     loop_repeats: int = Field(default=3, ge=2)
+    access: dict[str, MemberAccess] = Field(default_factory=dict)
+    """Member id -> the callers it is open to (docs/routing.md, "The caller")."""
+    approval: list[str] = Field(default_factory=list)
+    """Members a turn goes to only once its caller approved (INPUT_REQUIRED until then)."""
     budget: TokenBudget | None = None
     """`{tokens: N}`: once a turn's members have reported N tokens, it ends FAILED (BudgetExceeded)."""
     routes: dict[str, str] = Field(default_factory=dict)
@@ -345,6 +361,10 @@ def _check_teams(config: RanchConfig, known: set[str]) -> Iterator[str]:
                 yield f"{team.id}: route from '{source}', which is not a member"
             if target not in team.members and target != "user":
                 yield f"{team.id}: route '{source}' -> '{target}': '{target}' is not a member"
+        for field, named in (("access", list(team.access)), ("approval", team.approval)):
+            for member in named:
+                if member not in team.members:
+                    yield f"{team.id}: {field} names '{member}', which is not a member"
 
 
 def _check_rules(config: RanchConfig, defined: set[str]) -> Iterator[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import os
 import re
 import sys
 import uuid
@@ -574,3 +575,41 @@ def test_a_member_teams_hops_and_a_loop_show_in_the_route(page: Page) -> None:
     figure = page.locator(f"figure.route[data-execution='{execution}']")
     expect(figure.locator(".route-text")).to_have_text("user → desk → far [a1 → a2] → desk → user")
     expect(figure.locator(".rd-reason", has_text="⟲ loop: far -> desk x3 [a1 → a2]")).to_have_count(1)
+
+
+APPROVAL_CONFIG = """
+agents:
+  - {id: desk, kind: rules, rules: [{reply: "desk routes", route: finance, reason: "money question"}]}
+  - {id: finance, kind: rules, rules: [{reply: "finance answers", route: user, reason: "done"}]}
+teams:
+  - {id: office, members: [desk, finance], default_agent: desk, approval: [finance]}
+"""
+OFFICE_KEY = "rk_office_admin_key_0123456789"
+
+
+def test_a_person_approves_a_hop_from_the_room(browser: Browser, tmp_path: Path) -> None:
+    config = tmp_path / "office.yaml"
+    config.write_text(APPROVAL_CONFIG)
+    port = free_port()
+    command = [sys.executable, "-m", "ranch", "serve", str(config), "--port", str(port),
+               "--db", f"sqlite+aiosqlite:///{tmp_path / 'office.db'}"]  # fmt: skip
+    env = {**os.environ, "RANCH_ADMIN_KEY": OFFICE_KEY}
+    with ServerProcess(command, port, env=env, log_path=tmp_path / "office.log", name="office") as server:
+        room = httpx.post(
+            f"{server.url}/api/v1/rooms",
+            json={"id": "office-room", "title": "Office", "participants": [{"kind": "team", "id": "office"}]},
+            headers={"X-API-Key": OFFICE_KEY},
+            timeout=10,
+        )
+        assert room.status_code == 201, room.text
+        with open_page(browser, server) as page:
+            sign_in(page, OFFICE_KEY, at="/rooms/office-room")
+            expect(page.locator("#live-status")).to_have_text("Live")
+            page.get_by_label("Message", exact=True).fill("@office how much is left?")
+            page.get_by_role("button", name="Send").click()
+            log = page.get_by_role("log")
+            asked = log.locator(".msg").filter(has_text="Approve sending this to finance?")
+            expect(asked).to_contain_text("Why: money question")
+            asked.get_by_role("button", name="Approve").click()
+            expect(log.locator(".msg--from-agent").filter(has_text="finance answers")).to_be_visible()
+            expect(asked.get_by_role("button", name="Approve")).to_be_disabled()

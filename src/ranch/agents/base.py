@@ -25,6 +25,7 @@ from a2a.types import (
 )
 
 from ranch.exceptions import UnsupportedContent
+from ranch.identity.caller import Caller
 from ranch.ids import new_id
 from ranch.wire.client_routing import URI, RoutingDecision, SimplifiedAgentCard, attach_decision
 from ranch.wire.events import ROLE_AGENT
@@ -51,6 +52,8 @@ class Call:
     (`room:<id>`), or "" when nobody is named. A contextId is chosen by the client and is no
     secret, so every piece of per-conversation state is keyed by (owner, contextId): another
     owner sending the same contextId starts a separate conversation."""
+    caller: Caller | None = None
+    """The authenticated principal the turn is for (None: an anonymous caller of an open server)."""
 
 
 @dataclass

@@ -106,6 +106,8 @@ def build_team(config: TeamConfig, agents: dict[str, Agent]) -> Team:
         on_loop=config.on_loop,
         loop_repeats=config.loop_repeats,
         budget_tokens=config.budget.tokens if config.budget is not None else None,
+        access={member: (rule.allow, rule.deny) for member, rule in config.access.items()},
+        approval=tuple(config.approval),
         routes=config.routes,
         history_length=config.history_length,
         timeout=config.timeout,

@@ -42,7 +42,7 @@ from ranch.agents.base import Agent, Call, Event, check_input
 from ranch.catalog.registry import Registry
 from ranch.edge.guards import AGENT_KEY
 from ranch.exceptions import ExtensionSupportRequired, RanchError
-from ranch.identity.principal import PRINCIPAL_KEY, session_caller
+from ranch.identity.principal import PRINCIPAL_KEY, caller_of, session_caller
 from ranch.identity.sessions import SessionStore
 from ranch.ids import new_id
 from ranch.policy.limits import Limits, check_message
@@ -305,7 +305,9 @@ class RanchRequestHandler(RequestHandler):
                 extensions = await self._negotiate(agent, context)
             else:
                 extensions = NO_EXTENSIONS  # the common case, on every message: nothing to await
-            call = Call(extensions=extensions, owner=self._owner(context))  # conversations are the owner's
+            principal = context.state.get(PRINCIPAL_KEY)
+            caller = caller_of(principal) if principal is not None else None
+            call = Call(extensions=extensions, owner=self._owner(context), caller=caller)  # the owner's
             if self.sessions is not None and message.context_id:
                 await self.sessions.touch(
                     session_caller(context.state.get(PRINCIPAL_KEY)), message.context_id

@@ -13,6 +13,7 @@ from starlette.authentication import BaseUser
 
 from ranch.db.models import Role
 from ranch.exceptions import Forbidden
+from ranch.identity.caller import Caller
 
 PRINCIPAL_KEY = "ranch.principal"
 """Where the authenticated principal is kept in the ASGI scope (and in the A2A call state)."""
@@ -74,3 +75,9 @@ class KeyHolder(BaseUser, User):
 def session_caller(principal: Principal | None) -> str:
     """The caller half of a session key: the same on A2A and the REST API."""
     return "anonymous" if principal is None else f"{principal.kind}:{principal.id}"
+
+
+def caller_of(principal: Principal) -> Caller:
+    """The principal as routing agents and a team's rules see it."""
+    kind = "person" if principal.kind == "user" else "agent"
+    return Caller(principal.id, principal.org_id, kind, principal.role if kind == "person" else None)

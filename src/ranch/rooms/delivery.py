@@ -25,8 +25,9 @@ from sqlalchemy.orm import aliased
 
 from ranch.agents.base import Agent, AgentInfo, Call, Event
 from ranch.catalog.registry import Registry
-from ranch.db.models import AgentRecord, Delivery, Execution, Room, RoomMessage
+from ranch.db.models import AgentRecord, Delivery, Execution, Room, RoomMessage, User
 from ranch.exceptions import AgentNotFound
+from ranch.identity.caller import Caller
 from ranch.ids import new_id
 from ranch.observe import tracing
 from ranch.policy.logs import trace_id_from, traced
@@ -176,9 +177,10 @@ class Dispatcher:
         owner = executions.owner(room.id)
         sink = RoomSink(self.rooms, room, message, execution, team=isinstance(agent, Team))
         incoming = await self.incoming(agent, room, message, execution.agent_id)
+        call = Call(owner=owner, caller=await self.caller(room, message))
         try:
             run = await self.rooms.tasks.start(
-                agent, incoming, Call(owner=owner), owner, task_id=execution.id, long_lived=True, sink=sink
+                agent, incoming, call, owner, task_id=execution.id, long_lived=True, sink=sink
             )
         except A2AError as exc:  # its task ended meanwhile (canceled elsewhere): the turn cannot run
             await fail_unstarted(self.rooms, room, execution, f"the execution cannot take a turn: {exc}")
@@ -188,6 +190,16 @@ class Dispatcher:
             watch.events = run.subscribe()
         watch.started.set()
         await run.done.wait()
+
+    async def caller(self, room: Room, message: RoomMessage) -> Caller | None:
+        """Who posted the message, as a team's routing sees the caller (a person with their role)."""
+        if message.sender_kind == "user":
+            async with self.bus.sessions() as session:
+                user = await session.get(User, message.sender_id)
+            return Caller(message.sender_id, room.org_id, "person", str(user.role) if user else None)
+        if message.sender_kind in ("agent", "team"):
+            return Caller(message.sender_id, room.org_id, "agent")
+        return None
 
     async def incoming(self, agent: Agent, room: Room, message: RoomMessage, agent_id: str) -> Message:
         """The A2A message the agent receives: room history (bounded), then the message."""

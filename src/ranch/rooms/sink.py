@@ -29,6 +29,7 @@ from ranch.observe import tracing
 from ranch.policy.logs import TRACE_ID
 from ranch.rooms import executions
 from ranch.rooms.bus import Tx
+from ranch.routing.router import APPROVAL_KEY
 from ranch.tasks.run import Run
 from ranch.wire import client_routing, keys
 from ranch.wire.events import FAILED, INPUT_REQUIRED, UNSUCCESSFUL, WORKING
@@ -186,8 +187,25 @@ class RoomSink:
                 await executions.project(tx, row, task, turn=run.ending is None)
         if failed_member is not None:
             await self._member(failed_member, FAILED, "failed", reason)
-        if self.team and executions.status_of(task) == "input-required" and self.last_member:
+        approval = (
+            _struct_value(task.status.message.metadata, APPROVAL_KEY)
+            if task.status.HasField("message")
+            else None
+        )
+        if self.team and isinstance(approval, dict) and run.ending is None:
+            await self._ask_approval(approval, reason)
+        elif self.team and executions.status_of(task) == "input-required" and self.last_member:
             await self._member(self.last_member, INPUT_REQUIRED, "input-required", reason)
+
+    async def _ask_approval(self, approval: dict[str, Any], question: str) -> None:
+        """The team waits for a person's approval: its question in the room, and an event the page
+        answers with Approve / Deny (a message `@team approve` or `@team deny`)."""
+        async with self.bus.transaction() as tx:
+            await self._write(
+                tx, self.agent_id, question, metadata={APPROVAL_KEY: approval}, sender_kind="team", wake=False
+            )
+            data = {"team": self.agent_id, "execution_id": self.execution.id, **approval}
+            await tx.emit(self.room.id, "approval.requested", data)
 
     async def _failed(self, tx: Tx, reason: str, task: Task) -> str | None:
         """Say in the room why the turn failed; a team's failing member, when the team names one."""

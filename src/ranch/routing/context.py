@@ -63,6 +63,8 @@ class Conversation:
     seen: dict[str, int] = field(default_factory=dict)
     waiting_on: str | None = None
     """The member whose question the caller is answering next, if any."""
+    pending: dict[str, Any] | None = None
+    """A hop waiting for the caller's approval: {member, reason, sender, parts (A2A JSON)}."""
     lock: anyio.Lock = field(default_factory=anyio.Lock)
     size: int = 0
     """UTF-8 bytes held by `entries`."""
@@ -81,6 +83,7 @@ class Conversation:
             "dropped": self.dropped,
             "seen": dict(self.seen),
             "waiting_on": self.waiting_on,
+            "pending": self.pending,
         }
 
     def restore(self, version: int, state: dict[str, Any]) -> None:
@@ -91,6 +94,8 @@ class Conversation:
         self.seen = {str(member): int(read) for member, read in dict(state.get("seen", {})).items()}
         waiting = state.get("waiting_on")
         self.waiting_on = str(waiting) if waiting else None
+        pending = state.get("pending")
+        self.pending = dict(pending) if isinstance(pending, dict) else None
         self.version = version
         size, self.size = self.size, sum(entry.size for entry in self.entries)
         if self.resized is not None:

@@ -25,6 +25,7 @@ from a2a.types import (
     TaskStatus,
     TaskStatusUpdateEvent,
 )
+from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.struct_pb2 import Struct
 from google.protobuf.timestamp_pb2 import Timestamp
 from opentelemetry.trace import Span
@@ -35,22 +36,30 @@ from ranch.agents.invoke import stepwise
 from ranch.exceptions import (
     AgentError,
     BudgetExceeded,
+    Forbidden,
     HopLimitExceeded,
     InvalidRecipient,
     RanchError,
     RoutingError,
     RoutingLoop,
 )
+from ranch.identity.caller import Caller
 from ranch.ids import new_id
 from ranch.observe import metrics, tracing
 from ranch.routing import context
 from ranch.routing.trail import Hop, describe
 from ranch.wire import client_routing, modes
-from ranch.wire.events import COMPLETED, FAILED, ROLE_AGENT, ROLE_USER, WORKING
+from ranch.wire.events import COMPLETED, FAILED, INPUT_REQUIRED, ROLE_AGENT, ROLE_USER, WORKING
 
 if TYPE_CHECKING:
     from ranch.routing.team import Team
 
+APPROVAL_KEY = "ranch.approval"
+"""Status-message metadata of a turn waiting for its caller's approval: {member, reason, sender, text}."""
+APPROVAL_TEXT = 2000
+"""Characters of the text a member would receive that the approval question shows."""
+APPROVE = frozenset({"approve", "approved", "yes", "ok", "y"})
+DENY = frozenset({"deny", "denied", "no", "reject", "n"})
 HOP_KEY = "ranch.hop"
 """Metadata key on per-hop status messages and artifacts: {agent, sender, reason, hop}."""
 
@@ -78,9 +87,12 @@ class Turn:
         message: Message,
         task_id: str,
         owner: str = "",
+        caller: Caller | None = None,
     ) -> None:
         self.team = team
         self.owner = owner
+        self.caller = caller
+        """Who the turn is for: shown to routing members, read by the team's access and approval rules."""
         """Whose conversation this is; passed on to every member, so nested teams and remote
         members keep their state per owner too."""
         self.conversation = conversation
@@ -100,6 +112,8 @@ class Turn:
         """The decision the turn ends with, for a caller that routes (docs/routing.md, "Teams of teams")."""
         self.repeats: dict[tuple[str, str, int], int] = {}
         self.loops = 0
+        self.approved: str | None = None
+        """The member the caller just approved: its next hop does not ask again."""
         self.span: Span | None = None
         """The turn's span while tracing is on; each hop's span is its child."""
         self.hop_span: Span | None = None
@@ -108,6 +122,12 @@ class Turn:
         """The algorithm: hop until a recipient is the user, an agent asks, or something fails."""
         target, reason = self.first_recipient()
         sender, parts = client_routing.USER, list(self.message.parts)
+        resumed = self.resume_approval()
+        if isinstance(resumed, TaskStatusUpdateEvent):  # not an answer to the question: asked again
+            yield resumed
+            return
+        if resumed is not None:
+            target, reason, sender, parts = resumed
         self.conversation.add(client_routing.USER, text_of(self.message))
         began = time.perf_counter()
         if tracing.tracer() is not None:  # off: not even the attributes are made
@@ -116,6 +136,11 @@ class Turn:
         try:
             while True:
                 self.check_hop_budget(target)
+                if target in self.team.approval and target != self.approved:
+                    state = INPUT_REQUIRED
+                    yield self.ask_approval(target, reason, sender, parts)
+                    return
+                self.approved = None
                 yield self.working(target, sender, reason)
                 started = time.perf_counter()
                 outcome: HopOutcome | None = None
@@ -161,15 +186,68 @@ class Turn:
     # -- phases -------------------------------------------------------------------------------
 
     def first_recipient(self) -> tuple[str, str]:
-        """A member waiting for input, else the message's own recipient, else the default agent."""
+        """A member waiting for input, else the message's own recipient, else the default agent
+        (each only when open to the caller)."""
         waiting = self.conversation.waiting_on
-        if waiting is not None and waiting in self.team.members:
+        if waiting is not None and waiting in self.team.members and self.open_to(waiting):
             return waiting, "answering its question"
         asked = client_routing.read_decision(self.message)
         named = self.team.member(asked.recipient) if asked is not None else None
-        if asked is not None and named is not None:
+        if asked is not None and named is not None and self.open_to(named):
             return named, asked.reason or "named by the caller"
+        if not self.open_to(self.team.default_agent):
+            raise Forbidden(f"team '{self.team.id}' is not open to {self.who()}", "caller")
         return self.team.default_agent, "default agent"
+
+    # -- the caller's policy: access and approval (docs/routing.md, "The caller") ----------------
+
+    def open_to(self, member: str) -> bool:
+        return self.team.open_to(member, self.caller)
+
+    def who(self) -> str:
+        caller = self.caller
+        return (
+            "an anonymous caller"
+            if caller is None
+            else f"{caller.kind} '{caller.id}' of '{caller.organization}'"
+        )
+
+    def ask_approval(self, member: str, reason: str, sender: str, parts: list[Part]) -> TaskStatusUpdateEvent:
+        """Pause the turn: the caller approves or denies the hop to `member` with its next message."""
+        text = text_of(Message(parts=parts))
+        pending = {"member": member, "reason": reason, "sender": sender, "text": text[:APPROVAL_TEXT]}
+        self.conversation.pending = {
+            **pending,
+            "parts": [MessageToDict(part) for part in parts],
+            "trail": [hop.to_json() for hop in self.trail],  # the approved turn goes on from here
+        }
+        question = (
+            f"Approve sending this to {member}? Why: {reason}. It would receive: {text[:APPROVAL_TEXT]}\n"
+            "Answer 'approve' or 'deny'."
+        )
+        event = self.final(INPUT_REQUIRED, [Part(text=question)])
+        event.status.message.metadata.update({APPROVAL_KEY: pending})
+        return event
+
+    def resume_approval(self) -> tuple[str, str, str, list[Part]] | TaskStatusUpdateEvent | None:
+        """The caller's answer to a pending approval: where the turn goes (the member, or the default
+        agent with a note), the question again for anything else, None when nothing is pending."""
+        pending = self.conversation.pending
+        if pending is None:
+            return None
+        parts = [ParseDict(item, Part()) for item in pending.get("parts", [])]
+        member, sender = str(pending["member"]), str(pending.get("sender", client_routing.USER))
+        self.trail = [Hop(**hop) for hop in pending.get("trail", [])]
+        answer = approval_answer(self.message)
+        if answer is None:
+            return self.ask_approval(member, str(pending.get("reason", "")), sender, parts)
+        self.conversation.pending = None
+        if answer:
+            self.approved = member
+            return member, f"approved by {self.who()}", sender, parts
+        note = Part(text=f"[ranch] {self.who()} did not approve sending this to {member}.")
+        default = self.team.default_agent
+        return default, f"{member} denied by {self.who()}", sender, [*parts, note]
 
     def used(self) -> int:
         """Hops made so far; a member team's count as the hops made inside it."""
@@ -221,7 +299,7 @@ class Turn:
         with tracing.current(self.hop_span):
             message = await self.outgoing(target, sender, parts)
         self.conversation.mark_seen(target)
-        call = Call(extensions=frozenset(message.extensions), owner=self.owner)
+        call = Call(extensions=frozenset(message.extensions), owner=self.owner, caller=self.caller)
         folded = TaskFold(agent.id)
         streamed = False
         async with aclosing(stepwise(agent, message, call)) as events:
@@ -273,7 +351,10 @@ class Turn:
             + modes.shown(parts, target, roster.infos[target].input_modes),
         )
         if roster.routes(target):
-            peers = roster.peers(exclude=target, only=self.handoffs)
+            only = self.handoffs
+            if self.team.access:  # members closed to this caller are not offered
+                only = [m for m in (only if only is not None else self.team.members) if self.open_to(m)]
+            peers = roster.peers(exclude=target, only=only)
             if self.hop_span is not None:
                 self.hop_span.set_attribute("ranch.peers", [peer["id"] for peer in peers])
             client_routing.attach_request_data(
@@ -282,6 +363,7 @@ class Turn:
                 sender=sender,
                 hops_remaining=self.budget - self.used(),
                 trail=describe(self.trail),
+                caller=self.caller.to_json() if self.caller is not None else None,
             )
         return message
 
@@ -315,6 +397,13 @@ class Turn:
                 self.outward = client_routing.RoutingDecision(recipient=client_routing.SENDER, reason=reason)
             return Next(sender, reason)
         named = self.team.member(decision.recipient)
+        if named is not None and named != target and not self.open_to(named):
+            default, closed = self.team.default_agent, f"{named} is closed to the caller"
+            if target == default:
+                note = f"[ranch] {named} is not open to {self.who()}; the turn ended."
+                return Next(client_routing.USER, closed, note, fallback=True)
+            note = f"[ranch] {named} is not open to {self.who()}; the turn went to '{default}'."
+            return Next(default, closed, note, fallback=True)
         if named is not None and named != target:
             return Next(named, reason)
         if named is None and self.outer_peer(decision.recipient):  # a peer of the team's caller
@@ -473,3 +562,16 @@ def _struct(data: dict[str, Any]) -> Struct:
     struct = Struct()
     struct.update(data)
     return struct
+
+
+def approval_answer(message: Message) -> bool | None:
+    """The caller's answer to an approval question: its first word (`approve`, `yes` / `deny`, `no`),
+    or a data part `{"approve": true|false}`; None for anything else."""
+    for part in message.parts:
+        if part.HasField("data"):
+            data = MessageToDict(part.data)
+            if isinstance(data, dict) and isinstance(data.get("approve"), bool):
+                return bool(data["approve"])
+    words = text_of(message).strip().lower().split()
+    first = words[0].strip(".,!") if words else ""
+    return True if first in APPROVE else False if first in DENY else None

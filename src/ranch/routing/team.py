@@ -20,6 +20,7 @@ from a2a.types import AgentSkill, Message
 from google.protobuf.struct_pb2 import ListValue
 
 from ranch.agents.base import Agent, AgentInfo, Call, Event, gather_infos
+from ranch.identity.caller import Caller
 from ranch.ids import new_id
 from ranch.routing import context
 from ranch.routing.router import Turn
@@ -80,6 +81,8 @@ class Team(Agent):
         on_loop: Literal["default", "user", "fail"] = "default",
         loop_repeats: int = 3,
         budget_tokens: int | None = None,
+        access: Mapping[str, tuple[list[str] | None, list[str]]] | None = None,
+        approval: tuple[str, ...] = (),
         routes: Mapping[str, str] | None = None,
         history_length: int | None = None,
         timeout: float = 600.0,
@@ -100,6 +103,10 @@ class Team(Agent):
         agent once with a note and then to the user (`default`), go to the user, or fail."""
         self.loop_repeats = loop_repeats
         self.budget_tokens = budget_tokens
+        self.access = dict(access or {})
+        """Member -> (allow, deny): the callers it is open to (docs/routing.md, "The caller")."""
+        self.approval = approval
+        """Members a turn reaches only once its caller approved the hop."""
         """Tokens a turn may spend (what its members report); once spent, no hop starts."""
         self.routes = dict(routes or {})
         self.history_length = history_length
@@ -108,6 +115,21 @@ class Team(Agent):
         self.conversations = conversations or context.Conversations()
         """Its conversations by (owner, contextId), bounded in number and in bytes."""
         self._roster: Roster | None = None
+
+    def open_to(self, member: str, caller: Caller | None) -> bool:
+        """Whether `member` may be routed to in a turn for `caller` (an anonymous caller matches
+        no rule: a member with an `allow` list is closed to it)."""
+        rule = self.access.get(member)
+        if rule is None:
+            return True
+        allow, deny = rule
+        names = set() if caller is None else {
+            f"org:{caller.organization}", f"{'user' if caller.kind == 'person' else 'agent'}:{caller.id}",
+            f"kind:{caller.kind}", *([f"role:{caller.role}"] if caller.role else []),
+        }  # fmt: skip
+        if names & set(deny):
+            return False
+        return allow is None or bool(names & set(allow))
 
     def member(self, name: str) -> str | None:
         """The member `name` names: its id, or in an organization's team (`acme.desk`) the short name
@@ -155,7 +177,7 @@ class Team(Agent):
         async with conversation.lock:
             await conversations.refresh(*key, conversation)  # another replica may have had the last turn
             try:
-                async for event in Turn(self, conversation, message, task_id, call.owner).run():
+                async for event in Turn(self, conversation, message, task_id, call.owner, call.caller).run():
                     yield event
             finally:  # a turn that failed or was cancelled still leaves what it said
                 with anyio.CancelScope(shield=True):

@@ -42,6 +42,16 @@ class SimplifiedAgentCard(_Wire):
     supports_client_routing: bool = False
 
 
+class CallerCard(_Wire):
+    """Who the turn is for: the authenticated principal (docs/routing.md, "The caller")."""
+
+    id: str
+    organization: str
+    kind: str = "person"
+    """`person` or `agent`."""
+    role: str | None = None
+
+
 class RoutingRequest(_Wire):
     """Router -> agent: the peers it may hand over to and who sent this message."""
 
@@ -50,6 +60,8 @@ class RoutingRequest(_Wire):
     """`"user"` or the id of the agent whose reply this message carries."""
     hops_remaining: int | None = None
     trail: list[str] | None = None
+    caller: CallerCard | None = None
+    """The person or agent the turn is for, when the server knows (absent: anonymous)."""
 
 
 class RoutingDecision(_Wire):
@@ -93,6 +105,7 @@ def attach_request_data(
     sender: str,
     hops_remaining: int | None = None,
     trail: list[str] | None = None,
+    caller: dict[str, str] | None = None,
 ) -> Message:
     """`attach_request` for the Router's hot path: the peer list comes prebuilt as a ListValue.
 
@@ -108,6 +121,8 @@ def attach_request_data(
         listed.SetInParent()
         for agent in trail:
             listed.values.add().string_value = agent
+    if caller is not None:
+        data.fields["caller"].struct_value.update(caller)
     if URI not in message.extensions:
         message.extensions.append(URI)
     return message

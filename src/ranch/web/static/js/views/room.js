@@ -359,7 +359,32 @@ class RoomView {
       message.text ? h("p.msg-text", {}, this.withMentions(message.text)) : null,
       (message.parts ?? []).filter((part) => !("text" in part)).map((part) => partView(part)),
       this.hopNote(message),
+      this.approval(message),
     );
+  }
+
+  /** A team waiting for a person's approval of a hop: Approve / Deny answer it in the room. */
+  approval(message) {
+    const asked = message.metadata?.["ranch.approval"];
+    if (!asked || message.sender?.kind !== "team") return null;
+    const team = message.sender.id;
+    const answer = async (word, buttons) => {
+      for (const button of buttons) button.disabled = true;
+      try {
+        await api(`/rooms/${encodeURIComponent(this.room.id)}/messages`, {
+          method: "POST",
+          body: { text: `@${team} ${word}` },
+        });
+      } catch (failure) {
+        for (const button of buttons) button.disabled = false;
+        this.error.textContent = `Not sent: ${failure.message}`;
+      }
+    };
+    const approve = h("button.button", { type: "button" }, "Approve");
+    const deny = h("button.button.button--quiet", { type: "button" }, "Deny");
+    approve.addEventListener("click", () => answer("approve", [approve, deny]));
+    deny.addEventListener("click", () => answer("deny", [approve, deny]));
+    return h("p.msg-approval", { "aria-label": `Approve sending to ${asked.member}?` }, approve, " ", deny);
   }
 
   head(sender, message) {

@@ -1,0 +1,24 @@
+"""Who a turn is for, as routing sees it: light enough for `import ranch` (no database)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who a turn is for: the authenticated principal that sent the message (docs/routing.md,
+    "The caller"). Routing agents see it; a team's `access` and `approval` rules read it."""
+
+    id: str
+    organization: str
+    kind: str = "person"
+    """person | agent"""
+    role: str | None = None
+    """A person's role in the organization (owner, admin, member)."""
+
+    def to_json(self) -> dict[str, str]:
+        data = {"id": self.id, "organization": self.organization, "kind": self.kind}
+        if self.role:
+            data["role"] = self.role
+        return data
