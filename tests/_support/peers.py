@@ -241,10 +241,12 @@ class RouterExecutor(_PeerExecutor):
 
     async def answer(self, context: RequestContext, event_queue: EventQueue, text: str) -> None:
         await self.open_task(context, event_queue)
-        decision = {
+        decision: dict[str, Any] = {
             "recipient": self.opts.get("route_to", "user"),
             "reason": self.opts.get("reason", "peer decided"),
         }
+        if self.opts.get("usage"):  # what the answer cost, in the extension's `usage` field
+            decision["usage"] = self.opts["usage"]
         reply = _agent_message(
             context, f"router saw: {text}", metadata={ROUTING_URI: decision}, extensions=[ROUTING_URI]
         )
@@ -344,7 +346,7 @@ def build_peer_app(kind: str, *, base_url: str, **opts: Any) -> tuple[Starlette,
     """The peer app of one kind (see the module docstring) and the recorder it writes to.
 
     opts: ``name`` (card name); ``input_modes`` (the card's, default text/plain); ``sign`` (a
-    function that signs the card); router ``route_to``
+    function that signs the card); router ``route_to``, ``usage`` (reported in its answer)
     (default "user"), ``reason``; asker ``question``; slow ``delay`` (default 30 s);
     failing ``error``, ``after_task``.
     """

@@ -28,9 +28,12 @@ agents:
   - {id: b2, kind: rules, rules: [{reply: "b2 checked it", route: b3, reason: "to b3"}]}
   - {id: b3, kind: rules, rules: [{reply: "b3 hands over", route: writer, reason: "the writer finishes"}]}
   - {id: writer, kind: echo}  # served here too, but no member of inner-out: the name is the caller's peer
+  - {id: near, kind: rules, rules: [{reply: "near passes it on", route: inner, reason: "inner knows"}]}
 teams:
   - {id: inner, members: [a1, a2, a3], default_agent: a1}
   - {id: inner-out, members: [c1, b2, b3], default_agent: c1}
+  - {id: tight-here, members: [near, inner], default_agent: near, max_hops: 3}
+  - {id: roomy-here, members: [near, inner], default_agent: near, max_hops: 4}
 """
 
 
@@ -98,6 +101,14 @@ def test_a_team_of_a_remote_team_keeps_the_outer_budget_nests_the_trail_and_take
             said = final_text(tight)
             assert "team 'inner' reached its hop limit (the 2 hops its caller had left)" in said
             assert "a1 -> a2 -> a3" in said
+
+            # the same in one server: a team whose member is a team of the same config
+            local = ask(a.agent_url("tight-here"), "hello")
+            assert local.status.state == TaskState.TASK_STATE_FAILED
+            assert "team 'inner' reached its hop limit (the 2 hops its caller had left)" in final_text(local)
+            exact = ask(a.agent_url("roomy-here"), "hello")  # 1 + 3 hops: exactly the outer budget of 4
+            assert exact.status.state == TaskState.TASK_STATE_COMPLETED, final_text(exact)
+            assert routing(exact)["hops"] == 4
 
             printed = subprocess.run(
                 [sys.executable, "-m", "ranch", "send", "roomy", "hello", "--url", b.url],

@@ -17,6 +17,7 @@ from google.protobuf.json_format import MessageToDict
 
 from _support.fake_openai import FakeOpenAI, text
 from _support.hubkit import serve_ranch
+from _support.peers import running_peer
 from _support.sdk import sdk_client, send
 from ranch.wire.client_routing import URI
 
@@ -117,3 +118,19 @@ def test_a_spent_budget_starts_no_hop_and_fails_the_turn_with_the_ledger(
     )
     assert [hop["agent"] for hop in data["trail"]] == ["writer"] and data["usage"] == {"totalTokens": spent}
     assert fake.requests_for("critic") == []  # no hop started once the budget was spent
+
+
+def test_an_a2a_sdk_peer_reports_its_tokens_in_the_extensions_usage_field(tmp_path: Path) -> None:
+    usage = {"inputTokens": 30, "outputTokens": 12, "totalTokens": 42}
+    with running_peer("router", route_to="user", reason="peer answered", usage=usage) as peer:
+        config = f"""
+agents:
+  - {{id: sdk-peer, kind: remote, url: "{peer.url}"}}
+teams:
+  - {{id: outside, members: [sdk-peer], default_agent: sdk-peer, budget: {{tokens: 40}}}}
+"""
+        with serve_ranch(config, tmp_path / "p.db") as hub:
+            first = ask(hub.agent_url("outside"))
+    assert first.status.state == TaskState.TASK_STATE_COMPLETED  # the hop in flight is never cut short
+    data = routing(first)
+    assert data["trail"][0]["tokens"] == 42 and data["usage"] == {"totalTokens": 42}
