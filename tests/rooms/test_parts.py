@@ -9,6 +9,7 @@ is never handed it: a caller's post is refused with the A2A error for unsupporte
 from __future__ import annotations
 
 import base64
+import uuid
 from typing import Any
 
 import anyio
@@ -40,6 +41,16 @@ PNG = base64.b64decode(
 )
 PNG_PART = {"raw": base64.b64encode(PNG).decode(), "filename": "dot.png", "mediaType": "image/png"}
 DATA_PART = {"data": {"order": 42, "items": ["tea", "cake"]}}
+
+
+def a2a_send(url: str, parts: list[dict[str, Any]], context_id: str = "") -> dict[str, Any]:
+    """A JSON-RPC SendMessage of `parts` as any HTTP client sends it; the decoded answer."""
+    message: dict[str, Any] = {"role": "ROLE_USER", "messageId": uuid.uuid4().hex, "parts": parts}
+    if context_id:
+        message["contextId"] = context_id
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+    answer: dict[str, Any] = httpx.post(url, json=body, headers={"A2A-Version": "1.0"}, timeout=10).json()
+    return answer
 
 
 def room_with(admin: Api, *agents: str) -> str:
@@ -152,19 +163,7 @@ def test_a_part_an_agent_does_not_take_is_refused_and_nothing_is_stored(database
         assert admin.messages(room) == []
 
         # over A2A: the error A2A gives unsupported content (-32005), naming the part and the mode
-        body = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "SendMessage",
-            "params": {
-                "message": {
-                    "role": "ROLE_USER",
-                    "messageId": "m1",
-                    "parts": [{"text": "hi"}, {"data": {"a": 1}}],
-                }
-            },
-        }
-        answer = httpx.post(hub.agent_url("greeter"), json=body, headers={"A2A-Version": "1.0"}).json()
+        answer = a2a_send(hub.agent_url("greeter"), [{"text": "hi"}, {"data": {"a": 1}}])
         assert answer["error"]["code"] == -32005
         assert "message.parts[1] is application/json" in answer["error"]["message"]
 
@@ -198,22 +197,8 @@ def test_a_file_link_is_http_or_https_wherever_it_comes_from(database_url: str) 
     with serve_ranch(CONFIG, database_url) as hub:
         admin = Api(hub.url, ADMIN_KEY)
         room = room_with(admin, "echo")
-        body = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "SendMessage",
-            "params": {
-                "message": {
-                    "role": "ROLE_USER",
-                    "messageId": "m-js",
-                    "contextId": room,
-                    "parts": [{"url": "javascript:alert(document.cookie)", "filename": "x"}],
-                }
-            },
-        }
-        answer = httpx.post(
-            hub.agent_url("echo"), json=body, headers={"A2A-Version": "1.0"}, timeout=10
-        ).json()
+        link = {"url": "javascript:alert(document.cookie)", "filename": "x"}
+        answer = a2a_send(hub.agent_url("echo"), [link], context_id=room)
         assert answer["error"]["code"] == -32602
         assert answer["error"]["data"][0]["metadata"]["field"] == "message.parts[0].url"
         assert admin.messages(room) == []

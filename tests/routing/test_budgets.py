@@ -60,10 +60,8 @@ def routing(task: Task) -> dict[str, Any]:
 
 
 def test_each_hop_reports_its_tokens_and_the_turn_keeps_the_ledger(
-    provider: tuple[FakeOpenAI, str], tmp_path: Path
+    fake: FakeOpenAI, base_url: str, tmp_path: Path
 ) -> None:
-    fake, base_url = provider
-    fake.reset()
     fake.script("writer", text(WRITER))
     fake.script("critic", text(CRITIC))
     with serve_ranch(config(base_url), tmp_path / "a.db") as hub:
@@ -100,10 +98,8 @@ teams:
 
 
 def test_a_spent_budget_starts_no_hop_and_fails_the_turn_with_the_ledger(
-    provider: tuple[FakeOpenAI, str], tmp_path: Path
+    fake: FakeOpenAI, base_url: str, tmp_path: Path
 ) -> None:
-    fake, base_url = provider
-    fake.reset()
     fake.script("writer", text(WRITER))
     with serve_ranch(config(base_url, "\n    budget: {tokens: 5}"), tmp_path / "c.db") as hub:
         task = ask(hub.agent_url("desk"))

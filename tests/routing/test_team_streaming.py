@@ -27,11 +27,7 @@ teams:
 ANSWER = "Here is a long answer, written word by word, for the whole team."
 
 
-def test_a_team_stream_grows_each_hops_text_in_place(
-    provider: tuple[FakeOpenAI, str], tmp_path: Path
-) -> None:
-    fake, base_url = provider
-    fake.reset()
+def test_a_team_stream_grows_each_hops_text_in_place(fake: FakeOpenAI, base_url: str, tmp_path: Path) -> None:
     fake.script("writer", text(ANSWER))
     with serve_ranch(config(base_url), tmp_path / "s.db") as hub:
 
@@ -57,10 +53,8 @@ def test_a_team_stream_grows_each_hops_text_in_place(
 
 
 def test_in_a_room_a_members_text_grows_under_its_own_execution(
-    provider: tuple[FakeOpenAI, str], tmp_path: Path
+    fake: FakeOpenAI, base_url: str, tmp_path: Path
 ) -> None:
-    fake, base_url = provider
-    fake.reset()
     fake.script("writer", text(ANSWER))
     with serve_ranch(config(base_url), tmp_path / "r.db") as hub:
         admin = Api(hub.url, ADMIN_KEY)

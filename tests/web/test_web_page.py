@@ -312,8 +312,8 @@ def test_the_page_reconnects_with_its_last_cursor_and_misses_nothing(page: Page,
     expect(page.get_by_role("log").locator(".msg").filter(has_text=subject)).to_have_count(1)
 
 
-def test_streamed_text_tool_calls_and_failures_are_drawn_as_they_arrive(page: Page) -> None:
-    """Frames the demo's rules agents never send, injected into the real WebSocket."""
+def live_demo_room(page: Page) -> WebSocketRoute:
+    """Sign in on the demo room with its WebSocket passing through the test, which may add frames."""
     sockets: list[WebSocketRoute] = []
 
     def through(ws: WebSocketRoute) -> None:
@@ -323,7 +323,12 @@ def test_streamed_text_tool_calls_and_failures_are_drawn_as_they_arrive(page: Pa
     page.route_web_socket(re.compile(r"/api/v1/ws"), through)
     sign_in(page, at="/rooms/demo")
     expect(page.locator("#live-status")).to_have_text("Live")
-    ws = sockets[-1]
+    return sockets[-1]
+
+
+def test_streamed_text_tool_calls_and_failures_are_drawn_as_they_arrive(page: Page) -> None:
+    """Frames the demo's rules agents never send, injected into the real WebSocket."""
+    ws = live_demo_room(page)
     execution = str(uuid.uuid4())
     subject = topic()
 
@@ -402,17 +407,9 @@ def test_streamed_text_tool_calls_and_failures_are_drawn_as_they_arrive(page: Pa
 
 
 def test_a_key_the_websocket_refuses_ends_the_session(page: Page) -> None:
-    sockets: list[WebSocketRoute] = []
-
-    def through(ws: WebSocketRoute) -> None:
-        ws.connect_to_server()
-        sockets.append(ws)
-
-    page.route_web_socket(re.compile(r"/api/v1/ws"), through)
-    sign_in(page, at="/rooms/demo")
-    expect(page.locator("#live-status")).to_have_text("Live")
+    ws = live_demo_room(page)
     error = {"code": "UNAUTHENTICATED", "message": "this key was revoked", "field": None}
-    sockets[-1].send(json.dumps({"type": "error", "error": error}))
+    ws.send(json.dumps({"type": "error", "error": error}))
     expect(page.get_by_role("alert")).to_have_text("The hub no longer accepts this key. Sign in again.")
     assert page.evaluate("sessionStorage.length") == 0
     page.get_by_label("API key").fill(DEMO_KEY)
@@ -542,15 +539,7 @@ def test_attach_a_file_and_see_files_and_data_in_the_room(page: Page, hub: Serve
 def test_a_member_teams_hops_and_a_loop_show_in_the_route(page: Page) -> None:
     """`routing.decided` frames of a team whose member is a team (its hops nested) and whose loop
     guard redirected a hop, injected into the real WebSocket."""
-    sockets: list[WebSocketRoute] = []
-
-    def through(ws: WebSocketRoute) -> None:
-        ws.connect_to_server()
-        sockets.append(ws)
-
-    page.route_web_socket(re.compile(r"/api/v1/ws"), through)
-    sign_in(page, at="/rooms/demo")
-    expect(page.locator("#live-status")).to_have_text("Live")
+    ws = live_demo_room(page)
     execution = str(uuid.uuid4())
     inner = [
         {"agent": "a1", "sender": "user", "recipient": "a2", "reason": "to a2", "ms": 1.0},
@@ -571,7 +560,7 @@ def test_a_member_teams_hops_and_a_loop_show_in_the_route(page: Page) -> None:
             "at": None,
             "data": data,
         }
-        sockets[-1].send(json.dumps(frame))
+        ws.send(json.dumps(frame))
     figure = page.locator(f"figure.route[data-execution='{execution}']")
     expect(figure.locator(".route-text")).to_have_text("user → desk → far [a1 → a2] → desk → user")
     expect(figure.locator(".rd-reason", has_text="⟲ loop: far -> desk x3 [a1 → a2]")).to_have_count(1)
