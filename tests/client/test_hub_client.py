@@ -226,7 +226,7 @@ def test_the_public_names_are_listed_sorted_and_all_exist() -> None:
 
 def test_an_event_at_or_before_the_cursor_and_a_delivery_seen_are_not_yielded_again() -> None:
     """The stream's own rule, whatever the hub sends (a relay replaying, a delivery sent again)."""
-    from ranch.client.events import EventStream
+    from ranch.client import EventStream
 
     stream = EventStream(Hub("http://127.0.0.1:9", ""), ["r"], cursor=5)
     event: dict[str, Any] = {"type": "message.created", "room_id": "r", "at": None, "data": {}}
