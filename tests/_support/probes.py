@@ -213,3 +213,26 @@ async def shout(message: Message, call: Call) -> AsyncIterator[Event | str]:
 async def numbers(message: Message, call: Call) -> AsyncIterator[int]:
     """Not an agent's answer: what ranch refuses, naming the agent."""
     yield 42
+
+
+class GroupedProbe:
+    """Streams its answer while holding a task group open across its yields (a helper task runs
+    beside it), as an agent built on structured concurrency does; `entry: probes:GroupedProbe`."""
+
+    def __init__(self, agent_id: str = "grouped") -> None:
+        self.name = agent_id
+
+    async def run(self, message: Message, call: Call) -> AsyncIterator[Event]:
+        artifact_id = uuid.uuid4().hex
+        async with anyio.create_task_group() as group:
+            group.start_soon(anyio.sleep, 0.01)
+            for index, piece in enumerate(("held ", "open ", "throughout")):
+                await anyio.sleep(0.005)
+                yield TaskArtifactUpdateEvent(
+                    task_id=message.task_id,
+                    context_id=message.context_id,
+                    artifact=Artifact(artifact_id=artifact_id, parts=[Part(text=piece)]),
+                    append=index > 0,
+                    last_chunk=False,
+                )
+        yield reply(message, "held open throughout")

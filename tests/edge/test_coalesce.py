@@ -66,3 +66,15 @@ def test_ranch_serve_uses_it_unless_switched_off(monkeypatch: pytest.MonkeyPatch
     assert http_protocol() == {"http": GatheringHttpToolsProtocol}
     monkeypatch.setenv(ENV, "off")
     assert http_protocol() == {}
+
+
+def test_a_large_write_goes_at_once_so_flow_control_sees_it() -> None:
+    async def scenario() -> None:
+        transport, peer = await connected()
+        gathered = GatheredWrites(transport, asyncio.get_running_loop())
+        gathered.write(b"x" * 70_000)  # past FLUSH_BYTES: sent now, not at the end of the tick
+        assert gathered.get_write_buffer_size() == transport.get_write_buffer_size()
+        assert len(received(peer)) > 0
+        peer.close()
+
+    asyncio.run(scenario())

@@ -32,12 +32,22 @@ agents:
     entry: _support.probes:Probe
     client_routing: true
     options: {reply: "scout routes", route: finance, reason: "to the money"}
+  - {id: plain-desk, kind: rules, rules: [{reply: "plain desk"}]}
+  - {id: front, kind: rules, rules: [{reply: "front passes it on", route: office, reason: "office knows"}]}
 teams:
   - {id: office, members: [desk, finance], default_agent: desk, approval: [finance]}
   - id: vault
     members: [scout, finance]
     default_agent: scout
     access: {finance: {allow: ["role:admin"]}}
+  - id: routed
+    members: [plain-desk, finance]
+    default_agent: plain-desk
+    routes: {plain-desk: finance}
+    access: {finance: {allow: ["role:owner"]}}
+  - id: outer-office
+    members: [front, office]
+    default_agent: front
 """
 INPUT_REQUIRED = TaskState.TASK_STATE_INPUT_REQUIRED
 COMPLETED = TaskState.TASK_STATE_COMPLETED
@@ -143,3 +153,43 @@ def test_approval_in_a_room_over_rest_and_the_websocket(database_url: str) -> No
         )
         live.close()
         wait_until(lambda: admin.execution_status(room, "office") == "ready", what="the team ready again")
+
+
+def test_a_static_route_to_a_closed_member_and_a_role_of_another_organization_are_refused(
+    database_url: str,
+) -> None:
+    with serve_ranch(CONFIG, database_url, auth="keys") as hub:
+        admin = Api(hub.url, ADMIN_KEY)
+        acme_owner = admin.post("/organizations", {"id": "acme"})["owner"]["api_key"]
+
+        async def asks(key: str) -> Task:
+            async with sdk_client(hub.agent_url("routed"), headers={"X-API-Key": key}) as client:
+                return await ask(client, "route me")
+
+        theirs = anyio.run(asks, acme_owner)  # an owner, but of acme: `role:owner` is the team's own org's
+        assert "[ranch] finance is not open to person 'acme.owner' of 'acme'; the turn ended." in said(theirs)
+        assert [hop["agent"] for hop in trail(theirs)] == ["plain-desk"]
+        ours = anyio.run(asks, ADMIN_KEY)  # the default organization's owner: the static route is followed
+        assert [hop["agent"] for hop in trail(ours)] == ["plain-desk", "finance"], said(ours)
+
+
+def test_a_member_teams_approval_is_asked_through_the_outer_team(database_url: str) -> None:
+    with serve_ranch(CONFIG, database_url) as hub:
+
+        async def scenario() -> None:
+            async with sdk_client(hub.agent_url("outer-office")) as client:
+                asked = await ask(client, "how much?")
+                assert asked.status.state == INPUT_REQUIRED
+                approval = MessageToDict(asked.status.message.metadata)["ranch.approval"]
+                assert approval["member"] == "finance" and said(asked).startswith(
+                    "Approve sending this to finance?"
+                )
+                done = await ask(client, "approve", task_id=asked.id, context_id=asked.context_id)
+                assert done.status.state == COMPLETED and said(done) == "finance answers"
+                nested = trail(done)[-1]
+                assert nested["agent"] == "office" and [h["agent"] for h in nested["trail"]] == [
+                    "desk",
+                    "finance",
+                ]
+
+        anyio.run(scenario)

@@ -73,3 +73,38 @@ def test_in_a_room_a_members_text_grows_under_its_own_execution(
         assert len(deltas) >= 3 and {d["agent"] for d in deltas} == {"writer"}
         assert {d["execution_id"] for d in deltas} == {reply["execution_id"]}  # the page replaces them
         assert "".join(d["text"] for d in deltas) == ANSWER == reply["text"]
+
+
+GROUPED = """
+agents:
+  - {id: grouped, kind: python, entry: "_support.probes:GroupedProbe"}
+  - {id: closer, kind: rules, rules: [{reply: "closed", route: user, reason: "done"}]}
+teams:
+  - {id: crew, members: [grouped, closer], default_agent: grouped, routes: {grouped: closer}}
+"""
+
+
+def test_a_member_holding_a_task_group_across_its_yields_streams_through_a_team(tmp_path: Path) -> None:
+    with serve_ranch(GROUPED, tmp_path / "g.db") as hub:
+
+        async def scenario() -> list[tuple[str, str]]:
+            message = Message(role=Role.ROLE_USER, message_id=uuid.uuid4().hex, parts=[Part(text="go")])
+            seen = []
+            async with sdk_client(hub.agent_url("crew"), streaming=True) as client:
+                async for response in client.send_message(SendMessageRequest(message=message)):
+                    if response.HasField("artifact_update"):
+                        update = response.artifact_update
+                        seen.append(
+                            (update.artifact.artifact_id, "".join(p.text for p in update.artifact.parts))
+                        )
+                    elif response.HasField("status_update") and response.status_update.status.state == 3:
+                        seen.append(
+                            ("final", "".join(p.text for p in response.status_update.status.message.parts))
+                        )
+            return seen
+
+        seen = anyio.run(scenario)
+    assert [text for artifact, text in seen if artifact == "hop-1-grouped"] == [
+        "held ", "open ", "throughout", "held open throughout",
+    ]  # fmt: skip
+    assert ("hop-2-closer", "closed") in seen and seen[-1] == ("final", "closed")

@@ -29,11 +29,12 @@ from a2a.types import (
     TaskStatus,
     TaskStatusUpdateEvent,
 )
+from google.protobuf.json_format import MessageToDict
 
 from ranch.agents.base import Agent, Call, Event, text_of
 from ranch.agents.invoke import invoke
 from ranch.exceptions import AgentError, InvalidAgentReply
-from ranch.wire import client_routing
+from ranch.wire import client_routing, keys
 from ranch.wire.events import COMPLETED, INTERRUPTED, TERMINAL, UNSUCCESSFUL, apply_artifact, merge_metadata
 
 
@@ -54,6 +55,8 @@ class HopOutcome:
     """The hops made inside the member, when it is a team (its answer's trail)."""
     tokens: int | None = None
     """What the answer reports it cost, in tokens (the extension's `usage`), when it does."""
+    approval: dict[str, Any] | None = None
+    """A member team waiting for its caller's approval: what it asks (`ranch.approval`)."""
 
     @property
     def interrupted(self) -> bool:
@@ -140,6 +143,7 @@ class TaskFold:
             decision=client_routing.read_decision(task),
             trail=client_routing.read_trail(task),
             tokens=client_routing.read_usage(task),
+            approval=_approval(task) if state in INTERRUPTED else None,
         )
 
 
@@ -170,3 +174,10 @@ async def collect(agent: Agent, message: Message, call: Call, *, seconds: float 
     async with invoke(agent, message, call, seconds=seconds) as events:
         folded = await fold(events, agent.id)
     return folded.outcome()
+
+
+def _approval(task: Task) -> dict[str, Any] | None:
+    if not task.status.HasField("message") or keys.APPROVAL not in task.status.message.metadata.fields:
+        return None
+    asked = MessageToDict(task.status.message.metadata).get(keys.APPROVAL)
+    return asked if isinstance(asked, dict) else None

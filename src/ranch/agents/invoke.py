@@ -19,12 +19,14 @@ such as a team's conversation lock) and cancels what it still had running.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing, asynccontextmanager
 
 import anyio
 from a2a.types import Message
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from ranch.agents.base import Agent, Call, Event
 from ranch.exceptions import AgentError, AgentTimeout, RanchError
@@ -46,24 +48,54 @@ async def invoke(
         raise AgentTimeout(agent.id, limit) from exc
 
 
-async def stepwise(
-    agent: Agent, message: Message, call: Call, *, seconds: float | None = None
-) -> AsyncGenerator[Event, None]:
-    """`invoke`'s events for a caller that yields between them (a team's Router streaming a hop):
-    the same timeout and error rules, with the deadline applied around each wait for the next
-    event only, so no cancel scope stays open while the caller's own consumer runs."""
-    limit = agent.timeout if seconds is None else seconds
-    deadline = anyio.current_time() + limit
-    async with aclosing(_translated(agent.id, agent.run(message, call))) as events:
-        while True:
-            try:
-                with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
-                    event = await events.__anext__()
-            except StopAsyncIteration:
-                return
-            except TimeoutError as exc:
-                raise AgentTimeout(agent.id, limit) from exc
-            yield event
+STOP_WAIT_S = 5.0
+"""How long a stopped agent call is waited for before the caller goes on without it."""
+
+
+class MemberCall:
+    """`invoke` in a task of its own, its events handed over a bounded stream: for a caller that
+    yields between events (a team's Router streaming a hop). The agent runs inside `invoke`'s one
+    timeout scope, nested as it would be when called directly; the caller holds no cancel scope
+    across its own yields; `stop()` cancels the agent (a cancellation, which a remote agent passes
+    on to its peer), and `ended()` raises what the call raised."""
+
+    BUFFER = 64
+
+    def __init__(self, agent: Agent, message: Message, call: Call) -> None:
+        self._send, self._receive = anyio.create_memory_object_stream[Event](self.BUFFER)
+        self._error: BaseException | None = None
+        self._task = asyncio.get_running_loop().create_task(self._drive(agent, message, call))
+        self._task.add_done_callback(lambda _: self._send.close())  # also when cancelled before it ran
+
+    async def _drive(self, agent: Agent, message: Message, call: Call) -> None:
+        try:
+            async with self._send, invoke(agent, message, call) as events:
+                async for event in events:
+                    await self._send.send(event)
+        except (anyio.get_cancelled_exc_class(), anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass  # stopped: the caller has what it wanted, or is gone
+        except Exception as exc:  # the call's own error (AgentTimeout, AgentError ...), for `ended`
+            self._error = exc
+
+    @property
+    def events(self) -> MemoryObjectReceiveStream[Event]:
+        """The agent's events as they come (the stream ends when the call does)."""
+        return self._receive
+
+    def stop(self) -> None:
+        """Cancel the agent if it is still running (the answer is in, or the caller went away)."""
+        if not self._task.done():
+            self._task.cancel()
+        self._receive.close()
+
+    async def ended(self) -> None:
+        """Wait for the call to finish (an agent slow to stop is waited for `STOP_WAIT_S` at most);
+        raise its error, if it ended with one."""
+        with anyio.move_on_after(STOP_WAIT_S, shield=True):
+            await asyncio.wait([self._task])
+        self._receive.close()
+        if self._error is not None:
+            raise self._error
 
 
 async def _translated(agent_id: str, events: AsyncGenerator[Event, None]) -> AsyncGenerator[Event, None]:

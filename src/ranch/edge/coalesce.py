@@ -19,22 +19,28 @@ from typing import Any
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 ENV = "RANCH_COALESCE_WRITES"
+FLUSH_BYTES = 65_536
+"""Bytes gathered in one tick past which they are sent at once (a stream's large events, a big body)."""
 
 
 class GatheredWrites:
     """A transport whose writes in one loop tick go out as one write (the rest is the transport's)."""
 
-    __slots__ = ("_loop", "_pending", "_transport")
+    __slots__ = ("_held", "_loop", "_pending", "_transport")
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         self._transport = transport
         self._loop = loop
         self._pending: list[bytes] = []
+        self._held = 0
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if not self._pending:
             self._loop.call_soon(self._flush)
         self._pending.append(bytes(data))
+        self._held += len(data)
+        if self._held >= FLUSH_BYTES:  # a large answer goes on at once: the transport's flow control
+            self._flush()  # (pause_writing) sees it as it is written, as without gathering
 
     def writelines(self, lines: Any) -> None:
         for data in lines:
@@ -44,7 +50,7 @@ class GatheredWrites:
         pending = self._pending
         if not pending:
             return
-        self._pending = []
+        self._pending, self._held = [], 0
         if not self._transport.is_closing():
             self._transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
 
@@ -57,7 +63,7 @@ class GatheredWrites:
         self._transport.write_eof()
 
     def abort(self) -> None:
-        self._pending = []
+        self._pending, self._held = [], 0
         self._transport.abort()
 
     def get_write_buffer_size(self) -> int:

@@ -37,6 +37,7 @@ from ranch.agents.fold import fold, state_name
 from ranch.agents.invoke import invoke
 from ranch.catalog.discovery import Wanted
 from ranch.exceptions import RanchError
+from ranch.identity.caller import Caller
 from ranch.ids import new_id
 from ranch.policy.limits import Limits, check_json, check_message
 from ranch.wire import client_routing
@@ -128,7 +129,9 @@ def build_server(
             check_message(_message(text, context_id), limits or Limits(), "message")
         except RanchError as exc:
             raise ValueError(str(exc)) from exc
-        answer = await ask(registry.get(agent_id), text, context_id, _owner(server, agent_id))
+        answer = await ask(
+            registry.get(agent_id), text, context_id, _owner(server, agent_id), _caller(server)
+        )
         text = answer["reply"] + "\n\nroute: " + " -> ".join(answer["route"])
         return [types.TextContent(type="text", text=text)], answer
 
@@ -165,12 +168,23 @@ def _owner(server: Server[Any, Any], agent_id: str) -> str:
     return f"{agent_id}/{name}"
 
 
-async def ask(agent: Agent, text: str, context_id: str | None = None, owner: str = "") -> dict[str, Any]:
+def _caller(server: Server[Any, Any]) -> Caller | None:
+    """The key's principal, as a team's routing sees the caller (None over stdio, or without a key)."""
+    from ranch.identity.principal import PRINCIPAL_KEY, caller_of
+
+    request = getattr(server.request_context, "request", None)
+    principal = request.scope.get(PRINCIPAL_KEY) if request is not None else None
+    return caller_of(principal) if principal is not None else None
+
+
+async def ask(
+    agent: Agent, text: str, context_id: str | None = None, owner: str = "", caller: Caller | None = None
+) -> dict[str, Any]:
     """Run one turn of `agent` and describe its outcome: reply, state, context_id, route, trail."""
     message = _message(text, context_id)
     task = Task(id=new_id(), context_id=message.context_id, status=TaskStatus())
     try:
-        async with invoke(agent, message, Call(owner=owner)) as events:
+        async with invoke(agent, message, Call(owner=owner, caller=caller)) as events:
             folded = await fold(events, agent.id)
         if folded.message is not None:
             task.status.CopyFrom(TaskStatus(state=TaskState.TASK_STATE_COMPLETED, message=folded.message))

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +31,7 @@ from opentelemetry.trace import Span
 
 from ranch.agents.base import Call, Event, text_of
 from ranch.agents.fold import HopOutcome, TaskFold
-from ranch.agents.invoke import stepwise
+from ranch.agents.invoke import MemberCall
 from ranch.exceptions import (
     AgentError,
     BudgetExceeded,
@@ -48,14 +47,13 @@ from ranch.ids import new_id
 from ranch.observe import metrics, tracing
 from ranch.routing import context
 from ranch.routing.trail import Hop, describe
-from ranch.wire import client_routing, modes
+from ranch.wire import client_routing, keys, modes
 from ranch.wire.events import COMPLETED, FAILED, INPUT_REQUIRED, ROLE_AGENT, ROLE_USER, WORKING
 
 if TYPE_CHECKING:
     from ranch.routing.team import Team
 
-APPROVAL_KEY = "ranch.approval"
-"""Status-message metadata of a turn waiting for its caller's approval: {member, reason, sender, text}."""
+APPROVAL_KEY = keys.APPROVAL
 APPROVAL_TEXT = 2000
 """Characters of the text a member would receive that the approval question shows."""
 APPROVE = frozenset({"approve", "approved", "yes", "ok", "y"})
@@ -120,20 +118,18 @@ class Turn:
 
     async def run(self) -> AsyncIterator[Event]:
         """The algorithm: hop until a recipient is the user, an agent asks, or something fails."""
-        target, reason = self.first_recipient()
-        sender, parts = client_routing.USER, list(self.message.parts)
-        resumed = self.resume_approval()
-        if isinstance(resumed, TaskStatusUpdateEvent):  # not an answer to the question: asked again
-            yield resumed
-            return
-        if resumed is not None:
-            target, reason, sender, parts = resumed
         self.conversation.add(client_routing.USER, text_of(self.message))
         began = time.perf_counter()
         if tracing.tracer() is not None:  # off: not even the attributes are made
             self.span = tracing.start(f"ranch.turn {self.team.id}", self.turn_attributes())
         state = FAILED
         try:
+            start = self.start()
+            if isinstance(start, TaskStatusUpdateEvent):  # not an answer to its question: asked again
+                state = INPUT_REQUIRED
+                yield start
+                return
+            target, reason, sender, parts = start
             while True:
                 self.check_hop_budget(target)
                 if target in self.team.approval and target != self.approved:
@@ -163,7 +159,7 @@ class Turn:
                     raise invalid
                 if outcome.interrupted:
                     state = outcome.state
-                    yield self.final(outcome.state, outcome.parts)
+                    yield self.paused(outcome)
                     return
                 parts = outcome.parts + ([Part(text=step.note)] if step.note else [])
                 if step.recipient == client_routing.USER:
@@ -185,6 +181,23 @@ class Turn:
 
     # -- phases -------------------------------------------------------------------------------
 
+    def start(self) -> tuple[str, str, str, list[Part]] | TaskStatusUpdateEvent:
+        """Where the turn begins: the answer to a pending approval, else its first recipient with
+        the caller's message; or the approval question again, when the message does not answer it."""
+        resumed = self.resume_approval()
+        if resumed is not None:
+            return resumed
+        target, reason = self.first_recipient()
+        return target, reason, client_routing.USER, list(self.message.parts)
+
+    def paused(self, outcome: HopOutcome) -> TaskStatusUpdateEvent:
+        """The turn waits with its member: for an answer to the member's question, or (a member team)
+        for the caller's approval, which it asks on the team's behalf."""
+        event = self.final(outcome.state, outcome.parts)
+        if outcome.approval is not None:
+            event.status.message.metadata.update({APPROVAL_KEY: outcome.approval})
+        return event
+
     def first_recipient(self) -> tuple[str, str]:
         """A member waiting for input, else the message's own recipient, else the default agent
         (each only when open to the caller)."""
@@ -203,6 +216,16 @@ class Turn:
 
     def open_to(self, member: str) -> bool:
         return self.team.open_to(member, self.caller)
+
+    def closed(self, member: str, target: str) -> Next:
+        """Where a turn goes instead of `member`, which is closed to the caller: the default agent
+        with a note (from the default agent itself: the user)."""
+        default, why = self.team.default_agent, f"{member} is closed to the caller"
+        if target == default:
+            note = f"[ranch] {member} is not open to {self.who()}; the turn ended."
+            return Next(client_routing.USER, why, note, fallback=True)
+        note = f"[ranch] {member} is not open to {self.who()}; the turn went to '{default}'."
+        return Next(default, why, note, fallback=True)
 
     def who(self) -> str:
         caller = self.caller
@@ -293,8 +316,13 @@ class Turn:
     async def hop(
         self, target: str, sender: str, parts: list[Part]
     ) -> AsyncIterator[TaskArtifactUpdateEvent | HopOutcome]:
-        """One hop: build the message, call the member within its timeout (`stepwise`: the Router
-        yields between its events), pass its text on as it comes, and end with its outcome."""
+        """One hop: build the message, call the member, pass its text on as it comes, and end with
+        its outcome.
+
+        The member runs in a task of its own (`MemberCall`), inside `invoke`'s one timeout scope, and
+        hands its events over a bounded stream: this generator yields between them holding no cancel
+        scope, and a turn closed or cancelled mid-hop cancels the member as a cancellation (a remote
+        member then cancels its peer's task too)."""
         agent = self.team.members[target]
         with tracing.current(self.hop_span):
             message = await self.outgoing(target, sender, parts)
@@ -302,16 +330,19 @@ class Turn:
         call = Call(extensions=frozenset(message.extensions), owner=self.owner, caller=self.caller)
         folded = TaskFold(agent.id)
         streamed = False
-        async with aclosing(stepwise(agent, message, call)) as events:
-            while True:
-                with tracing.current(self.hop_span):
-                    event = await anext(events, None)
-                if event is None or folded.fold(event):
+        with tracing.current(self.hop_span):  # the member's task copies this context: its spans nest
+            member = MemberCall(agent, message, call)
+        try:
+            async for event in member.events:
+                if folded.fold(event):
                     break
                 chunk = self.chunk(event, target, streamed)
                 if chunk is not None:
                     streamed = True
                     yield chunk
+        finally:
+            member.stop()
+        await member.ended()
         outcome = folded.outcome()
         self.conversation.waiting_on = target if outcome.interrupted else None
         yield outcome
@@ -398,12 +429,7 @@ class Turn:
             return Next(sender, reason)
         named = self.team.member(decision.recipient)
         if named is not None and named != target and not self.open_to(named):
-            default, closed = self.team.default_agent, f"{named} is closed to the caller"
-            if target == default:
-                note = f"[ranch] {named} is not open to {self.who()}; the turn ended."
-                return Next(client_routing.USER, closed, note, fallback=True)
-            note = f"[ranch] {named} is not open to {self.who()}; the turn went to '{default}'."
-            return Next(default, closed, note, fallback=True)
+            return self.closed(named, target)
         if named is not None and named != target:
             return Next(named, reason)
         if named is None and self.outer_peer(decision.recipient):  # a peer of the team's caller
@@ -425,6 +451,8 @@ class Turn:
 
     def without_decision(self, target: str) -> Next:
         static = self.team.routes.get(target)
+        if static is not None and static != client_routing.USER and not self.open_to(static):
+            return self.closed(static, target)
         if static is not None:
             return Next(static, "static route")
         if target == self.team.default_agent:

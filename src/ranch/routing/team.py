@@ -21,6 +21,7 @@ from google.protobuf.struct_pb2 import ListValue
 
 from ranch.agents.base import Agent, AgentInfo, Call, Event, gather_infos
 from ranch.identity.caller import Caller
+from ranch.identity.orgs import DEFAULT_ORG
 from ranch.ids import new_id
 from ranch.routing import context
 from ranch.routing.router import Turn
@@ -123,9 +124,12 @@ class Team(Agent):
         if rule is None:
             return True
         allow, deny = rule
+        own_org = self.id.rpartition(".")[0] or DEFAULT_ORG
         names = set() if caller is None else {
             f"org:{caller.organization}", f"{'user' if caller.kind == 'person' else 'agent'}:{caller.id}",
-            f"kind:{caller.kind}", *([f"role:{caller.role}"] if caller.role else []),
+            f"kind:{caller.kind}",
+            # a role counts in the team's own organization only: another tenant's admin is no admin here
+            *([f"role:{caller.role}"] if caller.role and caller.organization == own_org else []),
         }  # fmt: skip
         if names & set(deny):
             return False
