@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+DEFAULT_ORGANIZATION = "default"
+"""The organization of a server without tenants, and of the config file's agents and teams."""
+
 
 @dataclass(frozen=True)
 class Caller:

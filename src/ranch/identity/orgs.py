@@ -13,9 +13,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from ranch.db.models import Organization
 from ranch.exceptions import InvalidInput
+from ranch.identity.caller import DEFAULT_ORGANIZATION
 from ranch.policy.fields import MAX_ID_LENGTH
 
-DEFAULT_ORG = "default"
+DEFAULT_ORG = DEFAULT_ORGANIZATION
 """The operator's organization: config agents, the `admin` user, and A2A callers without a key."""
 SEPARATOR = "."
 """Between an organization's id and a name it chose; neither may hold one."""

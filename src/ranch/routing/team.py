@@ -20,8 +20,7 @@ from a2a.types import AgentSkill, Message
 from google.protobuf.struct_pb2 import ListValue
 
 from ranch.agents.base import Agent, AgentInfo, Call, Event, gather_infos
-from ranch.identity.caller import Caller
-from ranch.identity.orgs import DEFAULT_ORG
+from ranch.identity.caller import DEFAULT_ORGANIZATION, Caller
 from ranch.ids import new_id
 from ranch.routing import context
 from ranch.routing.router import Turn
@@ -124,7 +123,7 @@ class Team(Agent):
         if rule is None:
             return True
         allow, deny = rule
-        own_org = self.id.rpartition(".")[0] or DEFAULT_ORG
+        own_org = self.id.rpartition(".")[0] or DEFAULT_ORGANIZATION
         names = set() if caller is None else {
             f"org:{caller.organization}", f"{'user' if caller.kind == 'person' else 'agent'}:{caller.id}",
             f"kind:{caller.kind}",
