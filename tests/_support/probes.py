@@ -219,6 +219,8 @@ class GroupedProbe:
     """Streams its answer while holding a task group open across its yields (a helper task runs
     beside it), as an agent built on structured concurrency does; `entry: probes:GroupedProbe`."""
 
+    streams_text = True  # a team passes its chunks on as they come
+
     def __init__(self, agent_id: str = "grouped") -> None:
         self.name = agent_id
 

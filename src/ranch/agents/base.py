@@ -95,6 +95,9 @@ class Agent(ABC):
     timeout: float = 60.0
     """Seconds one call may take."""
     require_extensions: tuple[str, ...] = ()
+    streams_text: bool = False
+    """Its answers may come as text chunks while it works (a model, a remote agent, a team): a team's
+    Router passes them on as they come (`agents.invoke.MemberCall`); others are called in place."""
     takes_text: bool = True
     """Its input modes take `text/plain` (nearly every agent's do); when not, a message's text parts
     are checked against them too, not only its files and data."""

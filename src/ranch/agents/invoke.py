@@ -91,8 +91,9 @@ class MemberCall:
     async def ended(self) -> None:
         """Wait for the call to finish (an agent slow to stop is waited for `STOP_WAIT_S` at most);
         raise its error, if it ended with one."""
-        with anyio.move_on_after(STOP_WAIT_S, shield=True):
-            await asyncio.wait([self._task])
+        if not self._task.done():
+            with anyio.move_on_after(STOP_WAIT_S, shield=True):
+                await self._task
         self._receive.close()
         if self._error is not None:
             raise self._error

@@ -75,6 +75,8 @@ class PythonAgent(Agent):
         self._agent = run if isinstance(run, Agent) else None
         """The user's own `Agent`, when the entry built one: it describes itself and holds resources."""
         self._run: Runner = run.run if isinstance(run, Agent) else run
+        owner = getattr(run, "__self__", run)  # a bound `run`: its object says
+        self.streams_text = bool(getattr(owner, "streams_text", False))
 
     async def info(self) -> AgentInfo:
         if self._agent is None:

@@ -69,6 +69,8 @@ class RemoteSession:
 class RemoteAgent(Agent):
     """A member (or served proxy) whose work happens behind an A2A URL."""
 
+    streams_text = True
+
     def __init__(
         self,
         fallback: AgentInfo,

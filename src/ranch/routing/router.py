@@ -30,7 +30,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from opentelemetry.trace import Span
 
 from ranch.agents.base import Call, Event, text_of
-from ranch.agents.fold import HopOutcome, TaskFold
+from ranch.agents.fold import HopOutcome, TaskFold, collect
 from ranch.agents.invoke import MemberCall
 from ranch.exceptions import (
     AgentError,
@@ -328,6 +328,12 @@ class Turn:
             message = await self.outgoing(target, sender, parts)
         self.conversation.mark_seen(target)
         call = Call(extensions=frozenset(message.extensions), owner=self.owner, caller=self.caller)
+        if not agent.streams_text:  # answers at once: called in place, nothing to pass on meanwhile
+            with tracing.current(self.hop_span):
+                outcome = await collect(agent, message, call)
+            self.conversation.waiting_on = target if outcome.interrupted else None
+            yield outcome
+            return
         folded = TaskFold(agent.id)
         streamed = False
         with tracing.current(self.hop_span):  # the member's task copies this context: its spans nest
@@ -340,8 +346,10 @@ class Turn:
                 if chunk is not None:
                     streamed = True
                     yield chunk
-        finally:
+        except BaseException:  # cancelled, closed mid-hop, or failing: the member is stopped too
             member.stop()
+            raise
+        member.events.close()  # the answer is in: the member's call ends as a direct call's would
         await member.ended()
         outcome = folded.outcome()
         self.conversation.waiting_on = target if outcome.interrupted else None

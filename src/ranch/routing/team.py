@@ -68,6 +68,8 @@ class Roster:
 class Team(Agent):
     """Routes each user turn through its members (docs/routing.md)."""
 
+    streams_text = True
+
     def __init__(
         self,
         *,

@@ -64,6 +64,8 @@ IMAGE_TIMEOUT_S = 20.0
 class LlmAgent(Agent):
     """A chat model behind an OpenAI-compatible URL; declares the client-routing extension."""
 
+    streams_text = True
+
     def __init__(
         self,
         info: AgentInfo,
