@@ -21,6 +21,7 @@ from ranch.agents.base import AgentInfo
 from ranch.exceptions import InvalidInput
 from ranch.policy.fields import filled, plain
 from ranch.wire.cards import default_skill
+from ranch.wire.modes import takes
 
 FILTERS = ("skill", "tag", "mode")
 MAX_FILTER_CHARS = 200
@@ -85,11 +86,6 @@ def modes(info: AgentInfo) -> list[str]:
 
 
 def _same_type(wanted: str, listed: str) -> bool:
-    wanted, listed = wanted.casefold(), listed.casefold()
-    if wanted == listed or listed == "*/*" or wanted == "*/*":
-        return True
-    return _wildcard(wanted, listed) or _wildcard(listed, wanted)
-
-
-def _wildcard(pattern: str, media_type: str) -> bool:
-    return pattern.endswith("/*") and media_type.split("/", 1)[0] == pattern[:-2]
+    """A filter and a listed mode match when either takes the other (`image/*` finds `image/png`,
+    and a card listing `image/*` or `*/*` is found by `image/png`)."""
+    return takes(listed, wanted) or takes(wanted, listed)

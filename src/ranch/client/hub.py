@@ -140,9 +140,10 @@ class Hub:
             REGISTRATION.validate_python(spec)
         except ValidationError as exc:
             raise _invalid(exc, spec) from None
-        answer = await self._call("POST", "/agents", body=spec)
-        data = answer.json()
-        return _read(RegisteredExternal if "api_key" in data else Registered, answer)
+        data = (await self._call("POST", "/agents", body=spec)).json()
+        if "api_key" in data:
+            return RegisteredExternal.model_validate(data)
+        return Registered.model_validate(data)
 
     async def delete_agent(self, agent_id: str) -> None:
         await self._call("DELETE", f"/agents/{_segment(agent_id)}")

@@ -131,8 +131,13 @@ def check_file_url(url: str, field: str, limits: Limits) -> None:
     if len(url) > limits.max_url_length:
         raise InvalidInput(f"{field} is {len(url)} characters; the limit is {limits.max_url_length}", field)
     check_text(url, field)
-    if not url.lower().startswith(("http://", "https://")):
+    if not web_url(url):
         raise InvalidInput(f"{field} must be an http:// or https:// URL", field)
+
+
+def web_url(url: str) -> bool:
+    """Whether `url` is `http://` or `https://`: the only links a message may hold."""
+    return url.lower().startswith(("http://", "https://"))
 
 
 def check_id(value: str, field: str, limits: Limits) -> None:

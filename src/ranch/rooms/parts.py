@@ -21,6 +21,7 @@ from pydantic import AfterValidator, Field, model_validator
 from ranch.config import MediaType
 from ranch.db.models import RoomMessage
 from ranch.policy.fields import Body, Text, plain
+from ranch.policy.limits import web_url
 
 MAX_URL_CHARS = 2048
 HISTORY_DATA_CHARS = 200
@@ -80,7 +81,7 @@ def stored(parts: Sequence[Part]) -> list[dict[str, Any]] | None:
 
 
 def _safe(part: Part) -> Part:
-    if part.WhichOneof("content") != "url" or part.url.lower().startswith(("http://", "https://")):
+    if part.WhichOneof("content") != "url" or web_url(part.url):
         return part
     return Part(text=f"[ranch] a file link that is not http(s) was left out ({part.filename or 'no name'})")
 

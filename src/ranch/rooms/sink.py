@@ -29,7 +29,6 @@ from ranch.observe import tracing
 from ranch.policy.logs import TRACE_ID
 from ranch.rooms import executions
 from ranch.rooms.bus import Tx
-from ranch.routing.router import APPROVAL_KEY
 from ranch.tasks.run import Run
 from ranch.wire import client_routing, keys
 from ranch.wire.events import FAILED, INPUT_REQUIRED, UNSUCCESSFUL, WORKING
@@ -188,7 +187,7 @@ class RoomSink:
         if failed_member is not None:
             await self._member(failed_member, FAILED, "failed", reason)
         approval = (
-            _struct_value(task.status.message.metadata, APPROVAL_KEY)
+            _struct_value(task.status.message.metadata, keys.APPROVAL)
             if task.status.HasField("message")
             else None
         )
@@ -202,7 +201,12 @@ class RoomSink:
         answers with Approve / Deny (a message `@team approve` or `@team deny`)."""
         async with self.bus.transaction() as tx:
             await self._write(
-                tx, self.agent_id, question, metadata={APPROVAL_KEY: approval}, sender_kind="team", wake=False
+                tx,
+                self.agent_id,
+                question,
+                metadata={keys.APPROVAL: approval},
+                sender_kind="team",
+                wake=False,
             )
             data = {"team": self.agent_id, "execution_id": self.execution.id, **approval}
             await tx.emit(self.room.id, "approval.requested", data)

@@ -53,7 +53,6 @@ from ranch.wire.events import COMPLETED, FAILED, INPUT_REQUIRED, ROLE_AGENT, ROL
 if TYPE_CHECKING:
     from ranch.routing.team import Team
 
-APPROVAL_KEY = keys.APPROVAL
 APPROVAL_TEXT = 2000
 """Characters of the text a member would receive that the approval question shows."""
 APPROVE = frozenset({"approve", "approved", "yes", "ok", "y"})
@@ -195,7 +194,7 @@ class Turn:
         for the caller's approval, which it asks on the team's behalf."""
         event = self.final(outcome.state, outcome.parts)
         if outcome.approval is not None:
-            event.status.message.metadata.update({APPROVAL_KEY: outcome.approval})
+            event.status.message.metadata.update({keys.APPROVAL: outcome.approval})
         return event
 
     def first_recipient(self) -> tuple[str, str]:
@@ -249,7 +248,7 @@ class Turn:
             "Answer 'approve' or 'deny'."
         )
         event = self.final(INPUT_REQUIRED, [Part(text=question)])
-        event.status.message.metadata.update({APPROVAL_KEY: pending})
+        event.status.message.metadata.update({keys.APPROVAL: pending})
         return event
 
     def resume_approval(self) -> tuple[str, str, str, list[Part]] | TaskStatusUpdateEvent | None:

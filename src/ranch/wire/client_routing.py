@@ -172,19 +172,25 @@ def read_decision(reply: Message | Task) -> RoutingDecision | None:
     For a Message: its metadata. For a Task: the final status message, then the
     last artifact, then the task's own metadata.
     """
+    for metadata in _places(reply):
+        decision = decision_from_metadata(metadata)
+        if decision is not None:
+            return decision
+    return None
+
+
+def _places(reply: Message | Task) -> list[Struct]:
+    """Where an answer may carry the extension's response data, in the order it is read: a Message's
+    metadata; a Task's final status message, then its last artifact, then its own metadata."""
     if isinstance(reply, Message):
-        return decision_from_metadata(reply.metadata)
+        return [reply.metadata]
     places: list[Struct] = []
     if reply.status.HasField("message"):
         places.append(reply.status.message.metadata)
     if reply.artifacts:
         places.append(reply.artifacts[-1].metadata)
     places.append(reply.metadata)
-    for metadata in places:
-        decision = decision_from_metadata(metadata)
-        if decision is not None:
-            return decision
-    return None
+    return places
 
 
 def attach_usage(message: Message, usage: dict[str, int]) -> Message:
@@ -199,13 +205,7 @@ def attach_usage(message: Message, usage: dict[str, int]) -> Message:
 
 def read_usage(reply: Message | Task) -> int | None:
     """The tokens an answer reports having cost (`usage.totalTokens`, else input + output), if any."""
-    places = [reply.metadata]
-    if isinstance(reply, Task):
-        if reply.status.HasField("message"):
-            places.insert(0, reply.status.message.metadata)
-        if reply.artifacts:
-            places.append(reply.artifacts[-1].metadata)
-    for metadata in places:
+    for metadata in _places(reply):
         data = _field(metadata, URI)
         usage = data.get("usage") if isinstance(data, dict) else None
         if isinstance(usage, dict):
@@ -222,10 +222,7 @@ def read_usage(reply: Message | Task) -> int | None:
 
 def read_trail(reply: Message | Task) -> list[dict[str, Any]] | None:
     """The trail a team's answer carries (`metadata[URI]["trail"]`): the hops made inside it."""
-    places = [reply.metadata] if isinstance(reply, Message) else [reply.metadata]
-    if isinstance(reply, Task) and reply.status.HasField("message"):
-        places.append(reply.status.message.metadata)
-    for metadata in places:
+    for metadata in _places(reply):
         data = _field(metadata, URI)
         if isinstance(data, dict) and isinstance(data.get("trail"), list):
             return [hop for hop in data["trail"] if isinstance(hop, dict)]
