@@ -104,6 +104,8 @@ def receiving(max_body: int = 16 * 1024 * 1024, *, decode: bool = True) -> Itera
     receiver: Receiver
 
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # connections kept open between exports, as a collector keeps them
+
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             if self.path != "/v1/traces" or length > max_body:

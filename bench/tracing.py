@@ -1,4 +1,6 @@
 """`python -m bench.tracing [SECONDS] [ROUNDS]`: what tracing costs, off and on, side by side.
+`python -m bench.tracing post [COUNT]`: what one export costs the server, through httpx and through
+ranch's h11 connection (`observe.collector`), side by side.
 
 Two `ranch serve` servers, started as users start them (access log on, rate limits off), one with
 no `OTEL_*` variables (tracing off, the default) and one exporting every span over OTLP/HTTP with
@@ -15,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import tempfile
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from bench.common import SERVER_CPUS, cpu_seconds, free_port, median, ranch_serve, server_process, table
@@ -102,5 +105,56 @@ def main(argv: list[str] | None = None) -> str:
     return section
 
 
+def posts(count: int = 300, rounds: int = 5) -> str:
+    """CPU of the exporting thread per POST of a 512-span batch (150 KB) to a local receiver, over
+    one kept-alive connection: httpx's AsyncClient (as the exporter once sent) and `Collector`,
+    taking turns round after round."""
+    import asyncio
+    import time
+
+    import httpx
+
+    from ranch.observe.collector import Collector
+
+    body = b"\x0a" * 150_000
+    headers = {"Content-Type": "application/x-protobuf"}
+
+    async def measure(url: str) -> dict[str, list[float]]:
+        client = httpx.AsyncClient(trust_env=False)
+        collector = Collector(url, headers, timeout=10)
+        clients: dict[str, Callable[[], Awaitable[object]]] = {
+            "httpx.AsyncClient": lambda: client.post(url, content=body, headers=headers),
+            "h11 (observe.collector)": lambda: collector.post(body),
+        }
+        taken: dict[str, list[float]] = {name: [] for name in clients}
+        for _ in range(rounds):
+            for name, post in clients.items():
+                started = time.thread_time()
+                for _ in range(count):
+                    await post()
+                taken[name].append((time.thread_time() - started) / count * 1e6)
+        await client.aclose()
+        collector.close()
+        return taken
+
+    with receiving(decode=False) as receiver:
+        taken = asyncio.run(measure(receiver.endpoint + "/v1/traces"))
+    first = median(taken["httpx.AsyncClient"])
+    rows = [[name, f"{median(values):.0f}", f"{median(values) / 512:.2f}", f"{median(values) / first:.2f}x"]
+            for name, values in taken.items()]  # fmt: skip
+    section = table(
+        "Tracing: one export's cost",
+        ["client", "CPU µs per POST", "µs per span (512 a batch)", "vs httpx"],
+        rows,
+        f"POST of 150 KB to a local OTLP receiver over a kept-alive connection; medians of {rounds} "
+        f"rounds of {count}, the clients taking turns; CPU of the exporting thread.",
+    )
+    print(section, flush=True)
+    return section
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    if sys.argv[1:2] == ["post"]:
+        posts(*(int(arg) for arg in sys.argv[2:3]))
+    else:
+        main(sys.argv[1:])

@@ -29,7 +29,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from ranch.observe import otlp, tracing
-from ranch.observe.lean import BatchExporter, LeanSpan, LeanTracerProvider
+from ranch.observe.lean import MAX_ATTRIBUTES, MAX_EVENTS, BatchExporter, LeanSpan, LeanTracerProvider
 from ranch.observe.otlp import MAX_VALUE_CHARS
 
 RESOURCE = Resource.create({"service.name": "ranch-test"})
@@ -215,21 +215,34 @@ def test_long_values_are_cut_and_never_kept(provider: LeanTracerProvider) -> Non
     assert all(len(key[3]) <= otlp.KEPT_CHARS for key in otlp._kept if isinstance(key[3], str))
 
 
-def test_a_span_that_cannot_be_encoded_is_dropped_not_raised() -> None:
+def test_a_span_that_cannot_be_encoded_is_dropped_not_its_batch() -> None:
     exporter = BatchExporter("http://127.0.0.1:9/v1/traces", RESOURCE.attributes, delay=3600)
-    span = LeanTracerProvider(exporter).get_tracer("ranch").start_span("span")
+    tracer = LeanTracerProvider(exporter).get_tracer("ranch")
+    tracer.start_span("before").end()
+    span = tracer.start_span("bad")
     span.set_attribute("bad", object())  # type: ignore[arg-type]
     span.end()  # must not raise into the request that ends it
+    tracer.start_span("after").end()
+    sent = ours(exporter)
+    assert [span.name for span in sent.resource_spans[0].scope_spans[0].spans] == ["before", "after"]
     assert exporter.dropped == 1 and exporter._queue == []
 
 
-def test_the_queue_is_bounded_in_bytes_too() -> None:
-    exporter = BatchExporter("http://127.0.0.1:9/v1/traces", RESOURCE.attributes, delay=3600,
-                             max_queue_bytes=2_000)  # fmt: skip
-    tracer = LeanTracerProvider(exporter).get_tracer("ranch")
-    for _ in range(10):
-        tracer.start_span("span", attributes={"text": "x" * 500}).end()
-    assert exporter.dropped > 0 and exporter._queued_bytes < 2_000 + 700
+def test_a_span_holds_bounded_values_whatever_a_caller_sends(provider: LeanTracerProvider) -> None:
+    """The queue is bounded in spans; each span, in attributes, events and the length of each value."""
+    many = {f"key {number}": number for number in range(500)}
+    span = provider.get_tracer("ranch").start_span("span", attributes=many)
+    span.set_attribute("late", "b" * 100_000)  # past the limit of attributes: dropped
+    span.set_attribute("key 1", ["c" * 5_000] * 1_000)  # a key it has: replaced, bounded
+    for number in range(300):
+        span.add_event(f"event {number}", {"text": "d" * 5_000})
+    span.end()
+    (recorded,) = queued(provider)
+    assert len(recorded.attributes) == MAX_ATTRIBUTES and "late" not in recorded.attributes
+    assert recorded.attributes["key 1"] == ("c" * MAX_VALUE_CHARS,) * MAX_ATTRIBUTES
+    assert recorded.events is not None and len(recorded.events) == MAX_EVENTS
+    assert all(len(values["text"]) == MAX_VALUE_CHARS for _, _, values in recorded.events if values)
+    assert ours(provider.exporter) == encode_spans([sdk_twin(recorded)])  # and they export as the SDK's
 
 
 def test_a_collector_that_never_answers_holds_at_most_two_batches_in_flight() -> None:

@@ -216,3 +216,36 @@ def test_one_trace_across_two_ranch_servers(tmp_path: Path) -> None:
     (inner_turn,) = [s for s in spans if s.name == "ranch.turn inner"]
     assert inner_turn.parent_id == inner_request.span_id
     assert {span.service for span in spans} == {"outer-ranch", "inner-ranch"}
+
+
+def test_a_request_without_a_trace_exports_its_span_with_its_outcome(tmp_path: Path) -> None:
+    """The lean tracer's request span (described when exported): its name, attributes, status and
+    trace id, the one the answer's `x-trace-id` names; a failed request's span says so."""
+    with receiving() as receiver:
+        (tmp_path / "t.yaml").write_text(TEAM)
+        with serve_process(tmp_path / "t.yaml", tmp_path, receiver.endpoint, "ranch-lean") as server:
+            answers = [send(f"{server.url}/a2a/agents/desk", f"done {n}") for n in range(3)]
+            missing = httpx.post(f"{server.url}/a2a/agents/nobody", json={}, timeout=10)
+            traces = [answer.headers["x-trace-id"] for answer in answers]
+            missing_trace = missing.headers["x-trace-id"]
+
+            def complete(spans: list[ReceivedSpan]) -> bool:
+                return {*traces, missing_trace} <= {span.trace_id for span in spans}
+
+            spans = receiver.wait_for(complete)
+    requests = {span.trace_id: span for span in spans if span.kind == 2}  # SPAN_KIND_SERVER
+    for trace_id in traces:
+        span = requests[trace_id]
+        assert span.name == "POST /a2a/agents/{agent}" and span.parent_id == "" and span.status_code == 0
+        assert span.attributes == {
+            "http.request.method": "POST",
+            "url.path": "/a2a/agents/desk",
+            "ranch.entry": "a2a",
+            "ranch.agent": "desk",
+            "client.address": "127.0.0.1",
+            "http.response.status_code": 200,
+        }
+    assert len({requests[trace_id].span_id for trace_id in traces}) == 3  # three spans, not one kept
+    failed = requests[missing_trace]
+    assert failed.attributes["http.response.status_code"] == missing.status_code == 404
+    assert failed.attributes["ranch.agent"] == "nobody"

@@ -23,6 +23,7 @@ from ranch.edge.guards import BODY_METHODS, TRACE_KEY, Call, Entry, Guards, refu
 from ranch.exceptions import RanchError, RateLimited
 from ranch.identity.principal import PRINCIPAL_KEY
 from ranch.observe import metrics, tracing
+from ranch.observe.lean import RequestSpan
 from ranch.policy.logs import TRACE_ID, AccessLog, trace_id_from
 from ranch.wire.fastpath import FastHandler, read_body, replay, send_json
 
@@ -58,8 +59,10 @@ class EdgeApp(Starlette):
             return
         started = time.perf_counter()
         call = self.guards.read(scope)
-        span = None if tracing.tracer() is None else _server_span(call, scope)
-        trace_id = trace_id_from(call.traceparent) if span is None else tracing.trace_id_of(span)
+        trace_id = trace_id_from(call.traceparent)
+        span = None if tracing.tracer() is None else _server_span(call, scope, trace_id)
+        if span is not None and call.traceparent:
+            trace_id = tracing.trace_id_of(span)  # the caller's, unless its traceparent was not valid
         scope[TRACE_KEY] = trace_id
         token = TRACE_ID.set(trace_id)
         tap = DebugTap(call.method, call.path, receive, send) if self.debug else None
@@ -150,6 +153,9 @@ _ROUTES = {
     Entry.API: "/api/v1",
 }
 """Span names by entry: a route, never a path with ids in it (span names stay few)."""
+_NAMES = {
+    (method, entry): f"{method} {route}" for method in ("GET", "POST") for entry, route in _ROUTES.items()
+}
 
 
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"})
@@ -161,26 +167,63 @@ def _method(method: str) -> str:
     return method if method in _METHODS else "_OTHER"
 
 
-def _server_span(call: Call, scope: Scope) -> Span | None:
+def _server_span(call: Call, scope: Scope, trace_id: str) -> Span | None:
     """The request's SERVER span, continuing the caller's trace when it sent a `traceparent`."""
+    if not call.traceparent:
+        quick = tracing.request_span(trace_id, call, _describe)  # the lean tracer's: described later
+        if quick is not None:
+            return quick
+    name, attributes = _describe(call, None)
+    parent = tracing.incoming(scope["headers"]) if call.traceparent else None
+    return tracing.start(name, dict(attributes), parent=parent, kind=SpanKind.SERVER, bounded=True)
+
+
+_described: dict[tuple[Any, ...], tuple[str, dict[str, Any]]] = {}
+"""`_describe`'s answers: equal requests get the same tuple (the tracer encodes each tuple once)."""
+
+
+def _describe(call: Call, outcome: tuple[int, str | None] | None) -> tuple[str, dict[str, Any]]:
+    """A request's span name and attributes (its status and organization once `outcome` is known),
+    each value within the tracer's bounds. The same tuple for equal requests: do not change it."""
+    key = (call.method, call.path, call.entry, call.agent_id, call.client, outcome)
+    described = _described.get(key)
+    if described is not None:
+        return described
     method = _method(call.method)
-    attributes = {"http.request.method": method, "url.path": call.path, "ranch.entry": call.entry.value}
+    attributes: dict[str, Any] = {
+        "http.request.method": method,
+        "url.path": call.path[: tracing.MAX_VALUE_CHARS],
+        "ranch.entry": call.entry.value,
+    }
     if call.agent_id:
-        attributes["ranch.agent"] = call.agent_id
+        attributes["ranch.agent"] = call.agent_id[: tracing.MAX_VALUE_CHARS]
     if call.client:
         attributes["client.address"] = call.client
-    route = _ROUTES.get(call.entry, "other")
-    parent = tracing.incoming(scope["headers"]) if call.traceparent else None
-    return tracing.start(f"{method} {route}", attributes, parent=parent, kind=SpanKind.SERVER)
+    if outcome is not None:
+        status, org = outcome
+        attributes["http.response.status_code"] = status
+        if org is not None:
+            attributes["ranch.org"] = org  # the organization, never a key or a name
+    name = _NAMES.get((method, call.entry)) or f"{method} {_ROUTES.get(call.entry, 'other')}"
+    if len(_described) >= 4096 or len(call.path) > 256:
+        if len(call.path) > 256:
+            return name, attributes  # (a long path is not kept: the cache stays small whatever comes)
+        _described.clear()
+    described = _described[key] = (name, attributes)
+    return described
 
 
 def _end_server_span(span: Span, scope: Scope, status: int) -> None:
-    span.set_attribute("http.response.status_code", status)
     principal = scope.get(PRINCIPAL_KEY)
-    if principal is not None:
-        span.set_attribute("ranch.org", principal.org_id)  # the organization, never a key or a name
+    org = None if principal is None else principal.org_id
     if status >= 500:
         span.set_status(Status(StatusCode.ERROR, f"HTTP {status}"))
+    if type(span) is RequestSpan:
+        span.answered((status, org))  # read by `_describe` when the span is exported
+        return
+    span.set_attribute("http.response.status_code", status)
+    if org is not None:
+        span.set_attribute("ranch.org", org)
     span.end()
 
 

@@ -19,7 +19,6 @@ Configured by the standard variables: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (the 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 import os
 import random
@@ -30,18 +29,20 @@ import traceback
 import urllib.parse
 import urllib.request
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-import httpx
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, Context
+from opentelemetry.context import Context
+from opentelemetry.trace import INVALID_SPAN_CONTEXT as INVALID
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
+from opentelemetry.trace.propagation import _SPAN_KEY
 from opentelemetry.util._decorator import _agnosticcontextmanager
 from opentelemetry.util.types import Attributes, AttributeValue
 
 from ranch.observe import otlp
+from ranch.observe.collector import Collector, CollectorError
 
 logger = logging.getLogger(__name__)
 
@@ -49,32 +50,66 @@ SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 UNSET = Status(StatusCode.UNSET)
 NO_STATE = TraceState()
 """Shared by every span that has no status and no trace state yet: nothing made per span."""
+SPAN_KEY = _SPAN_KEY
+"""Where opentelemetry keeps the current span in a context (`trace.set_span_in_context`'s key)."""
 Scope = tuple[str, str | None, str | None]
 """An instrumentation scope: (name, version, schema url)."""
+MAX_ATTRIBUTES = 128
+MAX_EVENTS = 128
+"""A span's attributes and events past these are dropped (the SDK's default limits): with each value
+`bounded`, a queued span's size is bounded whatever a caller sends."""
+
+
+def bounded(value: Any) -> Any:
+    """`value` as a span keeps it: a string cut to what is exported, a sequence as a tuple of at most
+    MAX_ATTRIBUTES such items."""
+    if type(value) is str:
+        return value if len(value) <= otlp.MAX_VALUE_CHARS else value[: otlp.MAX_VALUE_CHARS]
+    if isinstance(value, (list, tuple)):
+        return tuple(bounded(item) for item in value[:MAX_ATTRIBUTES])
+    return value
+
+
+def bounded_all(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """At most MAX_ATTRIBUTES of `attributes`, each value `bounded`."""
+    kept: dict[str, Any] = {}
+    for key, value in attributes.items():
+        if len(kept) >= MAX_ATTRIBUTES:
+            break
+        kept[key] = bounded(value)
+    return kept
 
 
 class LeanSpan(trace.Span):
-    """A recording span: what the exporter needs, nothing more."""
+    """A recording span: what the exporter needs, nothing more. Its ids are plain ints; the API's
+    `SpanContext` is made only when something asks for it (a child span, a propagator): the span a
+    request makes is read by nothing but the exporter, most of the time."""
 
-    __slots__ = ("_context", "_parent", "_exporter", "_scope", "name", "kind", "start", "end_time",
-                 "attributes", "events", "status")  # fmt: skip
+    __slots__ = ("trace_id", "span_id", "_state", "_context", "_parent", "_exporter", "_scope", "name",
+                 "kind", "start", "end_time", "attributes", "events", "status")  # fmt: skip
 
     def __init__(
         self,
         name: str,
-        context: SpanContext,
-        parent: SpanContext | None,
+        trace_id: int,
+        span_id: int,
+        state: TraceState,
+        parent: SpanContext | LeanSpan | None,
         kind: SpanKind,
-        attributes: Attributes,
+        attributes: dict[str, AttributeValue],
         start: int,
         scope: Scope,
         exporter: BatchExporter,
     ) -> None:
         self.name = name
-        self._context = context
+        self.trace_id = trace_id
+        self.span_id = span_id
+        self._state = state
+        self._context: SpanContext | None = None
         self._parent = parent
+        """The parent's context, or the parent itself when it is a span of this tracer."""
         self.kind = kind
-        self.attributes: dict[str, AttributeValue] = dict(attributes) if attributes else {}
+        self.attributes = attributes
         self.start = start
         self.end_time: int | None = None
         self.events: list[tuple[str, int, Mapping[str, Any] | None]] | None = None
@@ -83,18 +118,23 @@ class LeanSpan(trace.Span):
         self._exporter = exporter
 
     def get_span_context(self) -> SpanContext:
-        return self._context
+        context = self._context
+        if context is None:
+            context = self._context = SpanContext(self.trace_id, self.span_id, False, SAMPLED, self._state)
+        return context
 
     @property
     def parent(self) -> SpanContext | None:
-        return self._parent
+        parent = self._parent
+        return parent.get_span_context() if isinstance(parent, LeanSpan) else parent
 
     def is_recording(self) -> bool:
         return self.end_time is None
 
     def set_attribute(self, key: str, value: AttributeValue) -> None:
-        if self.end_time is None:
-            self.attributes[key] = tuple(value) if isinstance(value, list) else value
+        attributes = self.attributes
+        if self.end_time is None and (len(attributes) < MAX_ATTRIBUTES or key in attributes):
+            attributes[key] = bounded(value)
 
     def set_attributes(self, attributes: Mapping[str, AttributeValue]) -> None:
         for key, value in attributes.items():
@@ -104,7 +144,9 @@ class LeanSpan(trace.Span):
         if self.end_time is None:
             if self.events is None:
                 self.events = []
-            self.events.append((name, timestamp or time.time_ns(), dict(attributes) if attributes else None))
+            if len(self.events) < MAX_EVENTS:
+                values = bounded_all(attributes) if attributes else None
+                self.events.append((name, timestamp or time.time_ns(), values))
 
     def add_link(self, context: SpanContext, attributes: Attributes = None) -> None:
         return  # links are not exported by this tracer
@@ -136,29 +178,28 @@ class LeanSpan(trace.Span):
         self.add_event("exception", values, timestamp)
 
     def end(self, end_time: int | None = None) -> None:
-        if self.end_time is not None:
-            return
-        self.end_time = end_time or time.time_ns()
-        self._exporter.add(self)
+        if self.end_time is None:
+            self.end_time = end_time or time.time_ns()
+            self._exporter.add(self)
 
     def encoded(self) -> bytes:
         parent = self._parent
-        context = self._context
         status = self.status
+        state = self._state
         return otlp.span(
-            trace_id=context.trace_id,
-            span_id=context.span_id,
-            trace_state=",".join(f"{key}={value}" for key, value in context.trace_state.items()),
-            parent_id=parent.span_id if parent is not None else None,
-            parent_remote=parent is not None and parent.is_remote,
-            name=self.name,
-            kind=self.kind.value,
-            start=self.start,
-            end=self.end_time or self.start,
-            values=self.attributes,
-            events=self.events or (),
-            status_code=status.status_code.value,
-            status_message=status.description,
+            self.trace_id.to_bytes(16, "big"),
+            self.span_id,
+            ",".join(f"{key}={value}" for key, value in state.items()) if state else "",
+            None if parent is None else parent.span_id,
+            parent is not None and not isinstance(parent, LeanSpan) and parent.is_remote,
+            self.name,
+            self.kind.value,
+            self.start,
+            self.end_time or self.start,
+            self.attributes,
+            self.events,
+            status.status_code.value,
+            status.description,
         )
 
     @property
@@ -166,10 +207,87 @@ class LeanSpan(trace.Span):
         return self._scope
 
 
-class LeanTracer(trace.Tracer):
-    def __init__(self, scope: Scope, exporter: BatchExporter) -> None:
+Describe = Callable[[Any, Any], tuple[str, dict[str, Any]]]
+"""What a `RequestSpan`'s owner reads off its request, when the span is encoded: (name, attributes)."""
+
+
+class RequestSpan(LeanSpan):
+    """The SERVER span of a request that came with no trace of its own, made with as little as a
+    request can pay: its ids (the trace id the request already has, in hex), its start, and the
+    request it describes. Its name and attributes are read off `subject` (with the `outcome` its
+    owner sets as it ends) by `describe` when it is encoded, off the request's path; a `describe`
+    that answers equal requests with the same tuple gets that tuple's bytes encoded once.
+
+    Why: building the attributes, the name and the parent's lookup cost a request about 3 µs of its
+    ~20 in process (the code and data cold in the CPU's caches each time), most of what tracing
+    cost it (bench/README, "Tracing")."""
+
+    __slots__ = ("trace_hex", "_subject", "_describe")
+    # What every request's span starts with, as class attributes rather than nine writes per request
+    # (a span has an instance dict besides its slots: what is set later on one span goes there).
+    kind = SpanKind.SERVER
+    name = ""  # (`describe` names it; `update_name` may still)
+    events = None
+    status = UNSET
+    outcome: Any = None
+    _context = None
+    _state = NO_STATE
+    _parent = None
+
+    def __init__(
+        self, trace_hex: str, subject: Any, describe: Describe, scope: Scope, exporter: BatchExporter
+    ) -> None:
+        self.trace_hex = trace_hex
+        self.span_id = _span_id()
+        self.start = time.time_ns()
+        self.end_time = None
+        self.attributes = {}  # what others set on it: added to what `describe` reads
+        self._subject = subject
+        self._describe = describe
         self._scope = scope
         self._exporter = exporter
+
+    def answered(self, outcome: Any) -> None:
+        """End the span with its request's `outcome` (what `describe` reads with the request)."""
+        if self.end_time is None:
+            self.outcome = outcome
+            self.end_time = time.time_ns()
+            self._exporter.add(self)
+
+    @property
+    def trace_id(self) -> int:  # type: ignore[override]  # (a child, or a propagator, asks for it: rare next to the requests)
+        return int(self.trace_hex, 16)
+
+    def encoded(self) -> bytes:
+        described = self._describe(self._subject, self.outcome)
+        if self.attributes or self.events or self.name or self.status is not UNSET:
+            name, attributes = described  # something was set on it: encoded the general way
+            self.name = self.name or name
+            self.attributes = {**attributes, **self.attributes}
+            return otlp.span(bytes.fromhex(self.trace_hex), self.span_id, "", None, False, self.name,
+                             SpanKind.SERVER.value, self.start, self.end_time or self.start, self.attributes,
+                             self.events, self.status.status_code.value, self.status.description)  # fmt: skip
+        kept = _described.get(id(described))
+        if kept is None or kept[0] is not described:  # (the tuple is held: its id is not reused meanwhile)
+            if len(_described) >= otlp.KEPT_ATTRIBUTES:
+                _described.clear()
+            name, attributes = described
+            kept = _described[id(described)] = (
+                described,
+                otlp.description(name, SpanKind.SERVER.value, attributes),
+            )
+        return otlp.described_span(bytes.fromhex(self.trace_hex), self.span_id, self.start,
+                                   self.end_time or self.start, kept[1])  # fmt: skip
+
+
+_described: dict[int, tuple[tuple[str, dict[str, Any]], bytes]] = {}
+"""A `describe` answer's encoded name, kind and attributes, by the answer's identity."""
+
+
+class LeanTracer(trace.Tracer):
+    def __init__(self, scope: Scope, exporter: BatchExporter) -> None:
+        self.scope = scope
+        self.exporter = exporter
 
     def start_span(
         self,
@@ -182,16 +300,40 @@ class LeanTracer(trace.Tracer):
         record_exception: bool = True,
         set_status_on_exception: bool = True,
     ) -> trace.Span:
-        current = trace.get_current_span(context).get_span_context()
-        parent: SpanContext | None = current if current.is_valid else None
-        if parent is not None and not parent.trace_flags.sampled:
-            return trace.NonRecordingSpan(parent)  # the caller chose not to sample this trace: follow it
-        if parent is not None:
-            ids = SpanContext(parent.trace_id, _span_id(), False, SAMPLED, parent.trace_state)
+        values = bounded_all(attributes) if attributes else {}
+        return self.start_owned(name, context, kind, values, start_time)
+
+    def start_owned(
+        self,
+        name: str,
+        parent: trace.Span | Context | None,
+        kind: SpanKind,
+        attributes: dict[str, AttributeValue],
+        start_time: int | None = None,
+    ) -> trace.Span:
+        """`start_span` under `parent` (a span, a context, or None for the current span), keeping
+        `attributes` (a dict the caller made for this span, its values within `bounded`'s limits)
+        rather than a copy."""
+        if parent is None or isinstance(parent, dict):  # a Context is a dict
+            current = (otel_context.get_current() if parent is None else parent).get(SPAN_KEY)
         else:
-            ids = SpanContext(_trace_id(), _span_id(), False, SAMPLED, NO_STATE)
-        start = start_time or time.time_ns()
-        return LeanSpan(name, ids, parent, kind, attributes, start, self._scope, self._exporter)
+            current = parent
+        at = start_time or time.time_ns()
+        if current is None:
+            return LeanSpan(name, _trace_id(), _span_id(), NO_STATE, None, kind, attributes, at,
+                            self.scope, self.exporter)  # fmt: skip
+        if isinstance(current, LeanSpan):  # a span of this process: no context to make or read
+            return LeanSpan(name, current.trace_id, _span_id(), current._state, current, kind, attributes, at,
+                            self.scope, self.exporter)  # fmt: skip
+        context: SpanContext = current.get_span_context() if isinstance(current, trace.Span) else INVALID
+        if not context.is_valid:
+            return LeanSpan(name, _trace_id(), _span_id(), NO_STATE, None, kind, attributes, at,
+                            self.scope, self.exporter)  # fmt: skip
+        if not context.trace_flags.sampled:
+            return trace.NonRecordingSpan(context)  # the caller chose not to sample this trace: follow it
+        state = context.trace_state
+        return LeanSpan(name, context.trace_id, _span_id(), state, context, kind, attributes, at,
+                        self.scope, self.exporter)  # fmt: skip
 
     @_agnosticcontextmanager
     def start_as_current_span(
@@ -244,14 +386,14 @@ class LeanTracerProvider(trace.TracerProvider):
 
 
 class BatchExporter:
-    """Ended spans, queued as encoded bytes (bounded in count and bytes), sent in batches from the
-    event loop they ended on.
+    """Ended spans, queued (bounded in count, each span's values by `bounded`), encoded and sent in
+    batches from the event loop they ended on.
 
-    `add` is all a request pays: encoding and a list append (the first of a batch also sets a
-    timer). The loop sends a batch `delay` seconds later or as soon as one is full, with an httpx
-    client whose own instrumentation is suppressed (the export is not traced), at most
+    `add` is all a request pays: a list append (the first of a batch also sets a timer). The loop
+    encodes and sends a batch `delay` seconds later or as soon as one is full, over a connection
+    kept to the collector (`observe.collector`; not httpx, so the export is not traced), at most
     MAX_IN_FLIGHT batches at a time: a slow or absent collector leaves spans in the queue, where
-    the queue's bounds drop (and count) what does not fit, and the warnings say so at most once a
+    the queue's bound drops (and counts) what does not fit, and the warnings say so at most once a
     minute. No export thread: a second thread on a server's core cost more in GIL hand-overs than
     the encoding itself (bench/README, "Tracing"). Spans that end with no running loop (start-up,
     shutdown, other threads) are sent by `flush`, or with the next batch.
@@ -269,7 +411,6 @@ class BatchExporter:
         delay: float = 5.0,
         max_queue: int = 2048,
         max_batch: int = 512,
-        max_queue_bytes: int = 8 * 1024 * 1024,
     ) -> None:
         self.url = url
         self.resource = dict(resource)
@@ -278,21 +419,21 @@ class BatchExporter:
         self.delay = delay
         self.max_queue = max_queue
         self.max_batch = max_batch
-        self.max_queue_bytes = max_queue_bytes
         self.dropped = 0
-        """Spans not exported: the queue was full, or a span could not be encoded."""
+        """Spans not exported: the queue was full, a span could not be encoded, or its batch was lost."""
         self.exported = 0
-        self._queue: list[tuple[Scope, bytes]] = []
-        """Spans encoded as they ended: only bytes wait for the batch (no objects for the GC to walk)."""
-        self._queued_bytes = 0
+        self._queue: list[LeanSpan] = []
+        """Ended spans, encoded when their batch is taken: one tight loop of encoding is cheaper than
+        the same work spread over the requests, whose code it would push out of the CPU's caches."""
         self._take_lock = threading.Lock()
         """`flush` (any thread) and the loop may take batches at once: each span goes out once."""
         self._timer: asyncio.TimerHandle | None = None
         self._timer_loop: asyncio.AbstractEventLoop | None = None
         self._sending: set[asyncio.Task[None]] = set()
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+        self._collectors: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Collector] = (
             weakref.WeakKeyDictionary()
         )
+        """The connection kept to the collector, per event loop (a loop's streams are its own)."""
         self._warned = 0.0
 
     @classmethod
@@ -321,17 +462,10 @@ class BatchExporter:
 
     def add(self, span: LeanSpan) -> None:
         queue = self._queue
-        if len(queue) >= self.max_queue or self._queued_bytes >= self.max_queue_bytes:
+        if len(queue) >= self.max_queue:
             self.dropped += 1
             return
-        try:
-            encoded = span.encoded()
-        except (TypeError, ValueError, OverflowError, UnicodeError, struct.error) as exc:
-            self.dropped += 1  # a value OTLP cannot carry: the span is dropped, never the caller's work
-            self._warn("traces: a span could not be encoded and was dropped: %s", exc)
-            return
-        queue.append((span.scope, encoded))
-        self._queued_bytes += len(encoded)
+        queue.append(span)
         if len(queue) >= self.max_batch:
             self._send_soon(0.0)
         elif self._timer is None or self._timer_loop is None or self._timer_loop.is_closed():
@@ -352,8 +486,8 @@ class BatchExporter:
         while self._queue and len(self._sending) < self.MAX_IN_FLIGHT:
             body, count = self._take()
             if not count:
-                break
-            task = loop.create_task(self._post(loop, body, count), context=_unobserved())
+                continue  # (every span of that batch was dropped)
+            task = loop.create_task(self._post(loop, body, count))
             self._sending.add(task)
             task.add_done_callback(self._sent)
         if self._queue:  # what is left goes once a batch in flight is done, or after `delay`
@@ -365,33 +499,41 @@ class BatchExporter:
             self._send_soon(0.0)
 
     def _take(self) -> tuple[bytes, int]:
+        """The next batch as one export request, and how many spans it holds."""
         with self._take_lock:
             queue = self._queue
             batch = queue[: self.max_batch]
             del queue[: self.max_batch]  # a span another thread appends meanwhile stays, at the end
-            self._queued_bytes -= sum(len(encoded) for _, encoded in batch)
         scopes: dict[Scope, list[bytes]] = {}
-        for scope, encoded in batch:
-            scopes.setdefault(scope, []).append(encoded)
-        return otlp.request(self.resource, scopes), len(batch)
+        count = 0
+        for span in batch:
+            try:
+                encoded = span.encoded()
+            except (TypeError, ValueError, OverflowError, UnicodeError, struct.error) as exc:
+                self.dropped += 1  # a value OTLP cannot carry: that span is dropped, never the batch
+                self._warn("traces: a span could not be encoded and was dropped: %s", exc)
+                continue
+            scopes.setdefault(span.scope, []).append(encoded)
+            count += 1
+        return otlp.request(self.resource, scopes), count
 
     async def _post(self, loop: asyncio.AbstractEventLoop, body: bytes, count: int) -> None:
-        client = self._clients.get(loop)
-        if client is None:
-            client = self._clients[loop] = httpx.AsyncClient(timeout=self.timeout, trust_env=False)
+        collector = self._collectors.get(loop)
+        if collector is None:
+            collector = self._collectors[loop] = Collector(self.url, self.headers, self.timeout)
         for attempt in range(3):
             try:
-                answer = await client.post(self.url, content=body, headers=self.headers)
-            except httpx.HTTPError as exc:
+                status = await collector.post(body)
+            except (CollectorError, TimeoutError) as exc:
                 if attempt == 2:
                     self._lost(count, f"{type(exc).__name__}: {exc}")
                     return
             else:
-                if answer.status_code < 300:
+                if status < 300:
                     self.exported += count
                     return
-                if answer.status_code not in (429, 502, 503, 504):
-                    self._lost(count, f"HTTP {answer.status_code}")
+                if status not in (429, 502, 503, 504):
+                    self._lost(count, f"HTTP {status}")
                     return
             await asyncio.sleep(0.5 * 2**attempt)
         self._lost(count, "3 attempts failed")
@@ -415,7 +557,7 @@ class BatchExporter:
         while self._queue:
             body, count = self._take()
             if not count:
-                break
+                continue  # (every span of that batch was dropped)
             request = urllib.request.Request(self.url, data=body, headers=self.headers, method="POST")
             try:
                 with opener.open(request, timeout=min(timeout, self.timeout)) as answer:
@@ -438,14 +580,3 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
-
-
-def _unobserved() -> contextvars.Context:
-    """A context in which outbound calls make no spans: the export of spans is not itself traced."""
-    context = contextvars.copy_context()
-    context.run(_suppress)
-    return context
-
-
-def _suppress() -> None:
-    otel_context.attach(otel_context.set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))

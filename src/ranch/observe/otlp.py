@@ -41,6 +41,7 @@ _KINDS = {kind: b"\x30" + bytes((kind + 1,)) for kind in range(5)}  # field 6: S
 _EMPTY_STATUS = b"\x7a\x00"  # field 15, an empty Status (the SDK's encoder always sets one)
 _FLAGS_LOCAL = b"\x85\x01" + _fixed32(HAS_IS_REMOTE)  # field 16, fixed32
 _FLAGS_REMOTE = b"\x85\x01" + _fixed32(HAS_IS_REMOTE | IS_REMOTE)
+_END_LOCAL = _EMPTY_STATUS + _FLAGS_LOCAL
 _names: dict[str, bytes] = {}
 """Encoded span names (a route, not a path: few of them), dropped all at once when full."""
 
@@ -125,8 +126,7 @@ def attributes(number: int, values: Mapping[str, Any] | None) -> bytes:
 
 
 def span(
-    *,
-    trace_id: int,
+    trace_id: bytes,
     span_id: int,
     trace_state: str,
     parent_id: int | None,
@@ -136,11 +136,12 @@ def span(
     start: int,
     end: int,
     values: Mapping[str, Any] | None,
-    events: Iterable[tuple[str, int, Mapping[str, Any] | None]],
+    events: Iterable[tuple[str, int, Mapping[str, Any] | None]] | None,
     status_code: int,
     status_message: str | None,
 ) -> bytes:
-    """One `Span` message; `kind` is opentelemetry's `SpanKind` value (the proto's is one more).
+    """One `Span` message (`trace_id`: its 16 bytes); `kind` is opentelemetry's `SpanKind` value
+    (the proto's is one more).
 
     The fixed parts are bytes made once (the ids' tags and lengths, the kind, the flags, an empty
     status), and a span's name is kept like an attribute: a span is mostly joins."""
@@ -153,7 +154,7 @@ def span(
             _names[name] = named
     body = [
         _TRACE_ID,
-        trace_id.to_bytes(16, "big"),
+        trace_id,
         _SPAN_ID,
         span_id.to_bytes(8, "big"),
     ]
@@ -164,7 +165,7 @@ def span(
     body += (named, _KINDS[kind], b"\x39", _fixed64(start), b"\x41", _fixed64(end))
     if values:
         body.append(attributes(9, values))
-    for event_name, at, event_values in events:
+    for event_name, at, event_values in events or ():
         event = b"\x09" + _fixed64(at) + text(2, event_name) + attributes(3, event_values)
         body.append(field(11, event))
     if status_code or status_message:
@@ -174,6 +175,21 @@ def span(
         body.append(_EMPTY_STATUS)
     body.append(_FLAGS_REMOTE if parent_remote else _FLAGS_LOCAL)
     return b"".join(body)
+
+
+def description(name: str, kind: int, values: Mapping[str, Any]) -> bytes:
+    """A span's name, kind and attributes, as `described_span` takes them (made once for spans that
+    share all three)."""
+    return text(5, name) + _KINDS[kind] + attributes(9, values)
+
+
+def described_span(trace_id: bytes, span_id: int, start: int, end: int, described: bytes) -> bytes:
+    """A root span with no events and no status, its name, kind and attributes `description`'s bytes.
+    (Protobuf takes fields in any order: these come after the ids, where the name would.)"""
+    ids = (_TRACE_ID, trace_id, _SPAN_ID, span_id.to_bytes(8, "big"))
+    return b"".join(
+        (*ids, described, b"\x39", _fixed64(start), b"\x41", _fixed64(end), _EMPTY_STATUS, _FLAGS_LOCAL)
+    )
 
 
 def scope(name: str, version: str | None) -> bytes:
@@ -188,11 +204,15 @@ def request(
     the encoded spans of that instrumentation scope, in the order they should appear."""
     scope_spans = []
     for (name, version, schema_url), spans in scopes.items():
-        body = (
-            field(1, scope(name, version))
-            + b"".join(field(2, one) for one in spans)
-            + text(3, schema_url or "")
-        )
-        scope_spans.append(field(2, body))
+        pieces = [field(1, scope(name, version))]
+        for one in spans:  # each span as field 2: its tag, its length, itself (one join for them all)
+            size = len(one)
+            pieces += (b"\x12", _LENGTHS[size] if size < len(_LENGTHS) else varint(size), one)
+        pieces.append(text(3, schema_url or ""))
+        scope_spans.append(field(2, b"".join(pieces)))
     resource_spans = field(1, attributes(1, resource)) + b"".join(scope_spans)
     return field(1, resource_spans)
+
+
+_LENGTHS = [varint(size) for size in range(4096)]
+"""The varints of the lengths most spans have, made once."""

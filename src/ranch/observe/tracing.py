@@ -19,23 +19,36 @@ import logging
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import httpx
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
+from opentelemetry.context.contextvars_context import ContextVarsRuntimeContext
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from ranch._version import __version__
-from ranch.observe.lean import BatchExporter, LeanTracerProvider
+from ranch.observe.lean import (
+    SPAN_KEY,
+    BatchExporter,
+    Describe,
+    LeanSpan,
+    LeanTracer,
+    LeanTracerProvider,
+    RequestSpan,
+    bounded_all,
+)
+from ranch.observe.otlp import MAX_VALUE_CHARS
 
 logger = logging.getLogger(__name__)
 
 SERVICE_NAME = "ranch"
 """The `service.name` spans carry unless `OTEL_SERVICE_NAME` or `OTEL_RESOURCE_ATTRIBUTES` say otherwise."""
 _PROPAGATOR = TraceContextTextMapPropagator()
+__all__ = ["MAX_VALUE_CHARS"]  # (the longest string value a span exports: call sites cut theirs to it)
 _tracer: Tracer | None = None
 _installed = False
 _trace_url: str | None = None
@@ -179,16 +192,36 @@ def resumed(parent: str | None) -> Context | None:
     return _PROPAGATOR.extract({"traceparent": parent}) if parent else None
 
 
+def request_span(trace_hex: str, subject: Any, describe: Describe) -> Span | None:
+    """A new trace's SERVER span (trace id `trace_hex`, 32 hex digits) for a request that came with no
+    `traceparent`, when the lean tracer can make it cheaply (`lean.RequestSpan`:
+    `describe(subject, span.outcome)` names it and gives its attributes when it is exported); None
+    when tracing is off or another tracer is in use."""
+    active = _tracer
+    if type(active) is LeanTracer:
+        return RequestSpan(trace_hex, subject, describe, active.scope, active.exporter)
+    return None
+
+
 def trace_id_of(span: Span) -> str:
-    return format(span.get_span_context().trace_id, "032x")
+    if type(span) is RequestSpan:
+        return span.trace_hex
+    if isinstance(span, LeanSpan):
+        return "%032x" % span.trace_id  # noqa: UP031 (the fastest of Python's ways to write it)
+    return "%032x" % span.get_span_context().trace_id  # noqa: UP031
 
 
-def start(name: str, attributes: Mapping[str, Any] | None = None, *, parent: Span | Context | None = None,
-          kind: SpanKind = SpanKind.INTERNAL) -> Span | None:  # fmt: skip
-    """A span under `parent` (a span, a context, or the current span), or None while tracing is off."""
+def start(name: str, attributes: dict[str, Any] | None = None, *, parent: Span | Context | None = None,
+          kind: SpanKind = SpanKind.INTERNAL, bounded: bool = False) -> Span | None:  # fmt: skip
+    """A span under `parent` (a span, a context, or the current span), or None while tracing is off.
+    `attributes` are a dict made for this span; `bounded`: its values are already within
+    `lean.bounded`'s limits, so the lean tracer keeps the dict as it is (a request's span)."""
     active = _tracer
     if active is None:
         return None
+    if type(active) is LeanTracer:
+        values = attributes if bounded and attributes is not None else bounded_all(attributes or {})
+        return active.start_owned(name, parent, kind, values)
     # a Context is a dict: that check is cheap, where one against the abstract Span is not
     context = parent if parent is None or isinstance(parent, dict) else trace.set_span_in_context(parent)
     return active.start_span(name, context=context, kind=kind, attributes=attributes)
@@ -197,11 +230,32 @@ def start(name: str, attributes: Mapping[str, Any] | None = None, *, parent: Spa
 def attach(span: Span) -> object:
     """Make `span` current until `detach` with the token this returns (a request's span: no
     context manager on the hottest path)."""
-    return otel_context.attach(trace.set_span_in_context(span))
+    current = _CURRENT
+    if current is not None:  # opentelemetry's own variable, without the two calls around it
+        return current.set(Context({**current.get(), SPAN_KEY: span}))
+    return otel_context.attach(Context({**otel_context.get_current(), SPAN_KEY: span}))
 
 
 def detach(token: object) -> None:
-    otel_context.detach(token)  # type: ignore[arg-type]
+    current = _CURRENT
+    if current is not None:
+        current.reset(token)  # type: ignore[arg-type]
+    else:
+        otel_context.detach(token)  # type: ignore[arg-type]
+
+
+def _current_variable() -> ContextVar[Context] | None:
+    """The context variable opentelemetry keeps the current context in, when its runtime context is
+    the standard one (`OTEL_PYTHON_CONTEXT` may name another: then its API is used)."""
+    runtime = getattr(otel_context, "_RUNTIME_CONTEXT", None)
+    if type(runtime) is ContextVarsRuntimeContext:
+        variable = getattr(runtime, "_current_context", None)
+        if isinstance(variable, ContextVar):
+            return variable
+    return None
+
+
+_CURRENT = _current_variable()
 
 
 @contextmanager
