@@ -205,9 +205,9 @@ def _describe(call: Call, outcome: tuple[int, str | None] | None) -> tuple[str, 
         if org is not None:
             attributes["ranch.org"] = org  # the organization, never a key or a name
     name = _NAMES.get((method, call.entry)) or f"{method} {_ROUTES.get(call.entry, 'other')}"
-    if len(_described) >= 4096 or len(call.path) > 256:
-        if len(call.path) > 256:
-            return name, attributes  # (a long path is not kept: the cache stays small whatever comes)
+    if len(call.path) > 256:
+        return name, attributes  # (a long path is not kept: the cache stays small whatever comes)
+    if len(_described) >= 4096:
         _described.clear()
     described = _described[key] = (name, attributes)
     return described

@@ -264,9 +264,7 @@ class RequestSpan(LeanSpan):
             name, attributes = described  # something was set on it: encoded the general way
             self.name = self.name or name
             self.attributes = {**attributes, **self.attributes}
-            return otlp.span(bytes.fromhex(self.trace_hex), self.span_id, "", None, False, self.name,
-                             SpanKind.SERVER.value, self.start, self.end_time or self.start, self.attributes,
-                             self.events, self.status.status_code.value, self.status.description)  # fmt: skip
+            return super().encoded()
         kept = _described.get(id(described))
         if kept is None or kept[0] is not described:  # (the tuple is held: its id is not reused meanwhile)
             if len(_described) >= otlp.KEPT_ATTRIBUTES:
@@ -318,22 +316,19 @@ class LeanTracer(trace.Tracer):
             current = (otel_context.get_current() if parent is None else parent).get(SPAN_KEY)
         else:
             current = parent
-        at = start_time or time.time_ns()
-        if current is None:
-            return LeanSpan(name, _trace_id(), _span_id(), NO_STATE, None, kind, attributes, at,
-                            self.scope, self.exporter)  # fmt: skip
+        parent_span: SpanContext | LeanSpan | None
         if isinstance(current, LeanSpan):  # a span of this process: no context to make or read
-            return LeanSpan(name, current.trace_id, _span_id(), current._state, current, kind, attributes, at,
-                            self.scope, self.exporter)  # fmt: skip
-        context: SpanContext = current.get_span_context() if isinstance(current, trace.Span) else INVALID
-        if not context.is_valid:
-            return LeanSpan(name, _trace_id(), _span_id(), NO_STATE, None, kind, attributes, at,
-                            self.scope, self.exporter)  # fmt: skip
-        if not context.trace_flags.sampled:
-            return trace.NonRecordingSpan(context)  # the caller chose not to sample this trace: follow it
-        state = context.trace_state
-        return LeanSpan(name, context.trace_id, _span_id(), state, context, kind, attributes, at,
-                        self.scope, self.exporter)  # fmt: skip
+            trace_id, state, parent_span = current.trace_id, current._state, current
+        else:
+            context: SpanContext = current.get_span_context() if isinstance(current, trace.Span) else INVALID
+            if not context.is_valid:
+                trace_id, state, parent_span = _trace_id(), NO_STATE, None  # a new trace
+            elif not context.trace_flags.sampled:
+                return trace.NonRecordingSpan(context)  # the caller chose not to sample this trace: follow it
+            else:
+                trace_id, state, parent_span = context.trace_id, context.trace_state, context
+        return LeanSpan(name, trace_id, _span_id(), state, parent_span, kind, attributes,
+                        start_time or time.time_ns(), self.scope, self.exporter)  # fmt: skip
 
     @_agnosticcontextmanager
     def start_as_current_span(
