@@ -29,7 +29,15 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from ranch.observe import otlp, tracing
-from ranch.observe.lean import MAX_ATTRIBUTES, MAX_EVENTS, BatchExporter, LeanSpan, LeanTracerProvider
+from ranch.observe.lean import (
+    MAX_ATTRIBUTES,
+    MAX_EVENTS,
+    BatchExporter,
+    LeanSpan,
+    LeanTracer,
+    LeanTracerProvider,
+    RequestSpan,
+)
 from ranch.observe.otlp import MAX_VALUE_CHARS
 
 RESOURCE = Resource.create({"service.name": "ranch-test"})
@@ -276,3 +284,107 @@ def test_outbound_urls_lose_their_query_in_client_spans() -> None:
     span.set_attribute("url.full", "https://hooks.example.com/in?token=secret")
     tracing._no_query(span, SimpleNamespace(url=httpx.URL("https://hooks.example.com/in?token=secret")))
     assert isinstance(span, LeanSpan) and span.attributes["url.full"] == "https://hooks.example.com/in"
+
+
+REQUEST = ("POST /a2a/agents/{agent}", {"http.request.method": "POST", "ranch.agent": "echo"})
+
+
+def described(subject: object, outcome: tuple[int, str | None]) -> tuple[str, dict[str, Any]]:
+    """A `describe` as the edge's: the same tuple for equal requests (one per outcome here)."""
+    return DESCRIBED.setdefault(
+        outcome, (REQUEST[0], {**REQUEST[1], "http.response.status_code": outcome[0]})
+    )
+
+
+DESCRIBED: dict[tuple[int, str | None], tuple[str, dict[str, Any]]] = {}
+
+
+def request_twin(span: RequestSpan) -> ReadableSpan:
+    """The SDK's span for a request span: what `describe` said of it, with what was set on it."""
+    name, values = described(None, span.outcome)  # type: ignore[arg-type]  # (set as it was answered)
+    context = trace.SpanContext(
+        span.trace_id, span.span_id, False, trace.TraceFlags(trace.TraceFlags.SAMPLED)
+    )
+    return ReadableSpan(
+        name=span.name or name, context=context, parent=None, resource=RESOURCE, kind=SpanKind.SERVER,
+        attributes={**values, **span.attributes}, status=span.status, start_time=span.start,
+        end_time=span.end_time, instrumentation_scope=InstrumentationScope(*span.scope),
+    )  # fmt: skip
+
+
+def test_request_spans_encode_as_the_sdk_encodes_them(provider: LeanTracerProvider) -> None:
+    """Plain ones from their description's bytes, one pack each; one with more set on it, and a
+    failed one, the general way; in one batch with the tracer's other spans."""
+    tracer = provider.get_tracer("ranch")
+    assert isinstance(tracer, LeanTracer)
+    requests = []
+    for number in range(4):
+        span = RequestSpan(f"{number + 1:032x}", None, described, tracer.scope, tracer.exporter)
+        if number == 2:
+            span.set_attribute("ranch.org", "acme")
+        if number == 3:
+            span.set_status(Status(StatusCode.ERROR, "HTTP 500"))
+        span.answered((500 if number == 3 else 200, None))
+        requests.append(span)
+    other = tracer.start_span("other", attributes={"n": 1})
+    other.end()
+    assert [span.plain() for span in requests] == [True, True, False, False]
+    assert ours(provider.exporter) == encode_spans(
+        [*map(request_twin, requests), sdk_twin(queued(provider)[-1])]
+    )
+    assert otlp.unframed(requests[0].framed()) == requests[0].encoded()
+
+
+def test_request_spans_answered_on_a_loop_are_sent_by_it_in_batches() -> None:
+    async def serve(endpoint: str) -> BatchExporter:
+        exporter = BatchExporter(endpoint + "/v1/traces", RESOURCE.attributes, delay=0.05, max_batch=10)
+        tracer = LeanTracerProvider(exporter).get_tracer("ranch")
+        assert isinstance(tracer, LeanTracer)
+        for number in range(25):
+            RequestSpan(f"{number + 1:032x}", None, described, tracer.scope, exporter).answered((200, None))
+        for _ in range(200):
+            if exporter.exported == 25:
+                break
+            await asyncio.sleep(0.02)
+        return exporter
+
+    with receiving() as receiver:
+        exporter = asyncio.run(serve(receiver.endpoint))
+        spans = receiver.wait_for(lambda spans: len(spans) == 25)
+    assert sorted(int(span.trace_id, 16) for span in spans) == list(range(1, 26))
+    assert {span.name for span in spans} == {REQUEST[0]} and receiver.requests == 3
+    assert exporter.dropped == 0
+
+
+def test_a_request_span_entered_is_the_parent_of_what_starts_under_it() -> None:
+    """`tracing.enter` makes it current without a context built for it: spans started with no
+    parent nest under it, a span made current in OpenTelemetry's context wins while it is, and a
+    request served inside another span (an in-process call) still parents its own spans."""
+    exporter = Recording("http://127.0.0.1:9/v1/traces", RESOURCE.attributes, delay=3600)
+    tracing.enable(LeanTracerProvider(exporter))
+    try:
+        request = tracing.request_span("ab" * 16, None, described)
+        assert isinstance(request, RequestSpan)
+        token = tracing.enter(request)
+        child = tracing.start("child")
+        assert isinstance(child, LeanSpan) and child.parent is not None
+        assert child.parent.span_id == request.span_id
+        assert tracing.traceparent() == f"00-{'ab' * 16}-{request.span_id:016x}-01"
+        with tracing.current(child):
+            grandchild = tracing.start("grandchild")
+            assert isinstance(grandchild, LeanSpan) and grandchild.parent == child.get_span_context()
+        tracing.detach(token)
+        assert tracing.start("after") is not None and tracing.traceparent() is None
+
+        outer = tracing.start("outer")
+        assert outer is not None
+        with tracing.current(outer):
+            inner = tracing.request_span("cd" * 16, None, described)
+            assert isinstance(inner, RequestSpan)
+            token = tracing.enter(inner)
+            nested = tracing.start("nested")
+            assert isinstance(nested, LeanSpan) and nested.parent is not None
+            assert nested.parent.span_id == inner.span_id
+            tracing.detach(token)
+    finally:
+        tracing.disable()

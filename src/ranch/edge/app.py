@@ -60,9 +60,16 @@ class EdgeApp(Starlette):
         started = time.perf_counter()
         call = self.guards.read(scope)
         trace_id = trace_id_from(call.traceparent)
-        span = None if tracing.tracer() is None else _server_span(call, scope, trace_id)
-        if span is not None and call.traceparent:
-            trace_id = tracing.trace_id_of(span)  # the caller's, unless its traceparent was not valid
+        if tracing.tracer() is None:
+            span = None  # tracing off
+        elif not call.traceparent:  # a new trace: the lean tracer's request span, described later
+            span = tracing.request_span(trace_id, call, _describe)
+            if span is None:
+                span = _server_span(call, scope, trace_id)  # (another tracer)
+        else:
+            span = _server_span(call, scope, trace_id)
+            if span is not None:
+                trace_id = tracing.trace_id_of(span)  # the caller's, unless its traceparent was not valid
         scope[TRACE_KEY] = trace_id
         token = TRACE_ID.set(trace_id)
         tap = DebugTap(call.method, call.path, receive, send) if self.debug else None
@@ -73,7 +80,7 @@ class EdgeApp(Starlette):
             if span is None:  # tracing off: not even a context manager on the request's path
                 status = await self._serve(call, scope, receive, send, trace_id.encode())
             else:
-                attached = tracing.attach(span)  # its children: the turn, the hops, outbound calls
+                attached = tracing.enter(span)  # its children: the turn, the hops, outbound calls
                 try:
                     status = await self._serve(call, scope, receive, send, trace_id.encode())
                 finally:
@@ -82,7 +89,10 @@ class EdgeApp(Starlette):
             if tap is not None:
                 tap.done()
             TRACE_ID.reset(token)
-            if span is not None:
+            if type(span) is RequestSpan and status < 500:  # (`_end_server_span`'s usual case, inline)
+                principal = scope.get(PRINCIPAL_KEY)
+                span.answered((status, None if principal is None else principal.org_id))
+            elif span is not None:
                 _end_server_span(span, scope, status)
             if metrics.enabled():
                 metrics.request(call.entry.value, _method(call.method), status)
@@ -168,11 +178,8 @@ def _method(method: str) -> str:
 
 
 def _server_span(call: Call, scope: Scope, trace_id: str) -> Span | None:
-    """The request's SERVER span, continuing the caller's trace when it sent a `traceparent`."""
-    if not call.traceparent:
-        quick = tracing.request_span(trace_id, call, _describe)  # the lean tracer's: described later
-        if quick is not None:
-            return quick
+    """The request's SERVER span made the general way, continuing the caller's trace when it sent a
+    `traceparent` (the lean tracer's `request_span` is the quick way for a new trace)."""
     name, attributes = _describe(call, None)
     parent = tracing.incoming(scope["headers"]) if call.traceparent else None
     return tracing.start(name, dict(attributes), parent=parent, kind=SpanKind.SERVER, bounded=True)

@@ -26,11 +26,13 @@ import struct
 import threading
 import time
 import traceback
+import types
 import urllib.parse
 import urllib.request
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from contextvars import ContextVar
+from typing import Any, NamedTuple
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -73,10 +75,12 @@ def bounded(value: Any) -> Any:
 def bounded_all(attributes: Mapping[str, Any]) -> dict[str, Any]:
     """At most MAX_ATTRIBUTES of `attributes`, each value `bounded`."""
     kept: dict[str, Any] = {}
+    room = len(attributes) <= MAX_ATTRIBUTES
     for key, value in attributes.items():
-        if len(kept) >= MAX_ATTRIBUTES:
+        if not room and len(kept) >= MAX_ATTRIBUTES:
             break
-        kept[key] = bounded(value)
+        short = type(value) is not str or len(value) <= otlp.MAX_VALUE_CHARS  # (`bounded` inline)
+        kept[key] = value if short and type(value) not in (list, tuple) else bounded(value)
     return kept
 
 
@@ -85,7 +89,7 @@ class LeanSpan(trace.Span):
     `SpanContext` is made only when something asks for it (a child span, a propagator): the span a
     request makes is read by nothing but the exporter, most of the time."""
 
-    __slots__ = ("trace_id", "span_id", "_state", "_context", "_parent", "_exporter", "_scope", "name",
+    __slots__ = ("trace_id", "span_id", "_state", "_context", "_parent", "_exporter", "scope", "name",
                  "kind", "start", "end_time", "attributes", "events", "status")  # fmt: skip
 
     def __init__(
@@ -114,7 +118,8 @@ class LeanSpan(trace.Span):
         self.end_time: int | None = None
         self.events: list[tuple[str, int, Mapping[str, Any] | None]] | None = None
         self.status = UNSET
-        self._scope = scope
+        self.scope = scope
+        """The instrumentation scope (name, version, schema url) whose tracer made it."""
         self._exporter = exporter
 
     def get_span_context(self) -> SpanContext:
@@ -134,7 +139,8 @@ class LeanSpan(trace.Span):
     def set_attribute(self, key: str, value: AttributeValue) -> None:
         attributes = self.attributes
         if self.end_time is None and (len(attributes) < MAX_ATTRIBUTES or key in attributes):
-            attributes[key] = bounded(value)
+            short = type(value) is not str or len(value) <= otlp.MAX_VALUE_CHARS  # (`bounded` inline)
+            attributes[key] = value if short and type(value) not in (list, tuple) else bounded(value)
 
     def set_attributes(self, attributes: Mapping[str, AttributeValue]) -> None:
         for key, value in attributes.items():
@@ -182,30 +188,41 @@ class LeanSpan(trace.Span):
             self.end_time = end_time or time.time_ns()
             self._exporter.add(self)
 
+    def framed(self) -> bytes:
+        """The span as its batch holds it (`otlp.framed`)."""
+        return otlp.framed(self.encoded())
+
     def encoded(self) -> bytes:
         parent = self._parent
         status = self.status
         state = self._state
+        # (`_value_`, the enums' own attribute: `.value` is a Python property; so are a trace state's
+        # length and a status's fields, read only when the span has them)
         return otlp.span(
             self.trace_id.to_bytes(16, "big"),
             self.span_id,
-            ",".join(f"{key}={value}" for key, value in state.items()) if state else "",
+            ""
+            if state is NO_STATE or not state
+            else ",".join(f"{key}={value}" for key, value in state.items()),
             None if parent is None else parent.span_id,
             parent is not None and not isinstance(parent, LeanSpan) and parent.is_remote,
             self.name,
-            self.kind.value,
+            self.kind._value_,
             self.start,
             self.end_time or self.start,
             self.attributes,
             self.events,
-            status.status_code.value,
-            status.description,
+            0 if status is UNSET else status.status_code._value_,
+            None if status is UNSET else status.description,
         )
 
-    @property
-    def scope(self) -> Scope:
-        return self._scope
 
+_NO_VALUES: Mapping[str, Any] = types.MappingProxyType({})
+"""A request span's attributes until something sets one: nothing made per request."""
+
+REQUEST_SPAN: ContextVar[RequestSpan | None] = ContextVar("ranch_request_span", default=None)
+"""The request's span, made current without a context built for it (`tracing.enter`): spans started
+with no parent while OpenTelemetry's context holds no span are its children."""
 
 Describe = Callable[[Any, Any], tuple[str, dict[str, Any]]]
 """What a `RequestSpan`'s owner reads off its request, when the span is encoded: (name, attributes)."""
@@ -222,14 +239,16 @@ class RequestSpan(LeanSpan):
     ~20 in process (the code and data cold in the CPU's caches each time), most of what tracing
     cost it (bench/README, "Tracing")."""
 
-    __slots__ = ("trace_hex", "_subject", "_describe")
-    # What every request's span starts with, as class attributes rather than nine writes per request
+    __slots__ = ("trace_hex", "outcome", "_subject", "_describe")
+    # What every request's span starts with, as class attributes rather than ten writes per request
     # (a span has an instance dict besides its slots: what is set later on one span goes there).
+    # Each object a queued span holds is one more for the garbage collector's youngest generation
+    # to count and scan until its batch goes: the span holds its request and its outcome, no more.
     kind = SpanKind.SERVER
     name = ""  # (`describe` names it; `update_name` may still)
+    attributes: dict[str, AttributeValue] = _NO_VALUES  # type: ignore[assignment]  # (a dict once set)
     events = None
     status = UNSET
-    outcome: Any = None
     _context = None
     _state = NO_STATE
     _parent = None
@@ -238,48 +257,78 @@ class RequestSpan(LeanSpan):
         self, trace_hex: str, subject: Any, describe: Describe, scope: Scope, exporter: BatchExporter
     ) -> None:
         self.trace_hex = trace_hex
-        self.span_id = _span_id()
+        self.span_id = _random_bits(64) or 1  # (`_span_id`, without its call)
         self.start = time.time_ns()
         self.end_time = None
-        self.attributes = {}  # what others set on it: added to what `describe` reads
+        self.outcome = None
         self._subject = subject
         self._describe = describe
-        self._scope = scope
+        self.scope = scope
         self._exporter = exporter
+
+    def set_attribute(self, key: str, value: AttributeValue) -> None:
+        if self.attributes is _NO_VALUES:
+            self.attributes = {}  # what others set on it: added to what `describe` reads
+        super().set_attribute(key, value)
 
     def answered(self, outcome: Any) -> None:
         """End the span with its request's `outcome` (what `describe` reads with the request)."""
-        if self.end_time is None:
-            self.outcome = outcome
-            self.end_time = time.time_ns()
-            self._exporter.add(self)
+        if self.end_time is not None:
+            return
+        self.end_time = time.time_ns()
+        self.outcome = outcome
+        exporter = self._exporter
+        queue, timer = exporter._queue, exporter._timer
+        if timer is not None and timer.loop is asyncio._get_running_loop() and len(queue) < exporter.room:
+            queue.append(self)  # (what `add` does when no timer needs setting, without its call)
+        else:
+            exporter.add(self)
+
+    def plain(self) -> bool:
+        """Nothing but `describe` says what it is: it is encoded from its description's bytes."""
+        return (
+            self.attributes is _NO_VALUES and self.events is None and not self.name and self.status is UNSET
+        )
 
     @property
     def trace_id(self) -> int:  # type: ignore[override]  # (a child, or a propagator, asks for it: rare next to the requests)
         return int(self.trace_hex, 16)
 
+    def framed(self) -> bytes:
+        if not self.plain():
+            return super().framed()
+        described = _encoded(self._describe(self._subject, self.outcome))
+        return otlp.framed_span(
+            described, self.trace_hex, self.span_id, self.start, self.end_time or self.start
+        )
+
     def encoded(self) -> bytes:
-        described = self._describe(self._subject, self.outcome)
-        if self.attributes or self.events or self.name or self.status is not UNSET:
-            name, attributes = described  # something was set on it: encoded the general way
-            self.name = self.name or name
-            self.attributes = {**attributes, **self.attributes}
-            return super().encoded()
-        kept = _described.get(id(described))
-        if kept is None or kept[0] is not described:  # (the tuple is held: its id is not reused meanwhile)
-            if len(_described) >= otlp.KEPT_ATTRIBUTES:
-                _described.clear()
-            name, attributes = described
-            kept = _described[id(described)] = (
-                described,
-                otlp.description(name, SpanKind.SERVER.value, attributes),
-            )
-        return otlp.described_span(bytes.fromhex(self.trace_hex), self.span_id, self.start,
-                                   self.end_time or self.start, kept[1])  # fmt: skip
+        if self.plain():
+            return otlp.unframed(self.framed())
+        name, attributes = self._describe(self._subject, self.outcome)  # something was set on it
+        self.name = self.name or name
+        self.attributes = {**attributes, **self.attributes}
+        return super().encoded()
 
 
-_described: dict[int, tuple[tuple[str, dict[str, Any]], bytes]] = {}
+def _encoded(described: tuple[str, dict[str, Any]]) -> otlp.Described:
+    """A `describe` answer, encoded once (kept by the answer's identity)."""
+    kept = _described.get(id(described))
+    if kept is None or kept[0] is not described:  # (the tuple is held: its id is not reused meanwhile)
+        if len(_described) >= otlp.KEPT_ATTRIBUTES:
+            _described.clear()
+        name, attributes = described
+        kept = _described[id(described)] = (
+            described,
+            otlp.Described(name, SpanKind.SERVER.value, attributes),
+        )
+    return kept[1]
+
+
+_described: dict[int, tuple[tuple[str, dict[str, Any]], otlp.Described]] = {}
 """A `describe` answer's encoded name, kind and attributes, by the answer's identity."""
+_UNENCODABLE = (TypeError, ValueError, OverflowError, UnicodeError, struct.error)
+"""What encoding a value OTLP cannot carry raises: that span is dropped, never its batch."""
 
 
 class LeanTracer(trace.Tracer):
@@ -312,8 +361,10 @@ class LeanTracer(trace.Tracer):
         """`start_span` under `parent` (a span, a context, or None for the current span), keeping
         `attributes` (a dict the caller made for this span, its values within `bounded`'s limits)
         rather than a copy."""
-        if parent is None or isinstance(parent, dict):  # a Context is a dict
-            current = (otel_context.get_current() if parent is None else parent).get(SPAN_KEY)
+        if parent is None:
+            current = otel_context.get_current().get(SPAN_KEY) or REQUEST_SPAN.get()
+        elif isinstance(parent, dict):  # a Context is a dict
+            current = parent.get(SPAN_KEY)
         else:
             current = parent
         parent_span: SpanContext | LeanSpan | None
@@ -353,7 +404,10 @@ def _trace_id() -> int:
 
 
 def _span_id() -> int:
-    return random.getrandbits(64) or 1
+    return _random_bits(64) or 1
+
+
+_random_bits = random.getrandbits
 
 
 class LeanTracerProvider(trace.TracerProvider):
@@ -378,6 +432,13 @@ class LeanTracerProvider(trace.TracerProvider):
 
     def shutdown(self) -> None:
         self.exporter.shutdown()
+
+
+class _Timer(NamedTuple):
+    """The exporter's pending send and the loop it is set on."""
+
+    handle: asyncio.TimerHandle
+    loop: asyncio.AbstractEventLoop
 
 
 class BatchExporter:
@@ -414,6 +475,8 @@ class BatchExporter:
         self.delay = delay
         self.max_queue = max_queue
         self.max_batch = max_batch
+        self.room = min(max_queue, max_batch) - 1
+        """Queued spans below which one more sets no timer and drops nothing: `add` may be skipped."""
         self.dropped = 0
         """Spans not exported: the queue was full, a span could not be encoded, or its batch was lost."""
         self.exported = 0
@@ -422,8 +485,9 @@ class BatchExporter:
         the same work spread over the requests, whose code it would push out of the CPU's caches."""
         self._take_lock = threading.Lock()
         """`flush` (any thread) and the loop may take batches at once: each span goes out once."""
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_loop: asyncio.AbstractEventLoop | None = None
+        self._timer: _Timer | None = None
+        self._now = False
+        """The timer set is for a batch due now (a full one): more spans need not set it again."""
         self._sending: set[asyncio.Task[None]] = set()
         self._collectors: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Collector] = (
             weakref.WeakKeyDictionary()
@@ -461,23 +525,28 @@ class BatchExporter:
             self.dropped += 1
             return
         queue.append(span)
+        timer = self._timer
         if len(queue) >= self.max_batch:
-            self._send_soon(0.0)
-        elif self._timer is None or self._timer_loop is None or self._timer_loop.is_closed():
+            due = self._now and timer is not None and not timer.loop.is_closed()
+            if not due and len(self._sending) < self.MAX_IN_FLIGHT:
+                self._send_soon(0.0)  # (else a batch is due already, or `_sent` sends one)
+        elif timer is None or timer.loop.is_closed():
             self._send_soon(self.delay)  # (a timer on a loop that closed would never fire)
 
     def _send_soon(self, delay: float) -> None:
         loop = _running_loop()
         if loop is None:
             return  # no loop here: `flush`, or the next batch on a loop, sends these
-        if self._timer is not None and self._timer_loop is loop and not loop.is_closed():
-            if delay > 0:
+        timer = self._timer
+        if timer is not None and timer.loop is loop and not loop.is_closed():
+            if delay > 0 or self._now:
                 return
-            self._timer.cancel()
-        self._timer, self._timer_loop = loop.call_later(delay, self._send_batches, loop), loop
+            timer.handle.cancel()
+        self._timer = _Timer(loop.call_later(delay, self._send_batches, loop), loop)
+        self._now = delay <= 0
 
     def _send_batches(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._timer = self._timer_loop = None
+        self._timer, self._now = None, False
         while self._queue and len(self._sending) < self.MAX_IN_FLIGHT:
             body, count = self._take()
             if not count:
@@ -501,16 +570,29 @@ class BatchExporter:
             del queue[: self.max_batch]  # a span another thread appends meanwhile stays, at the end
         scopes: dict[Scope, list[bytes]] = {}
         count = 0
+        described, pack = _described, otlp.framed_span
         for span in batch:
             try:
-                encoded = span.encoded()
-            except (TypeError, ValueError, OverflowError, UnicodeError, struct.error) as exc:
-                self.dropped += 1  # a value OTLP cannot carry: that span is dropped, never the batch
-                self._warn("traces: a span could not be encoded and was dropped: %s", exc)
+                if type(span) is RequestSpan and span.plain():  # most spans: `framed`'s way, inline
+                    description = span._describe(span._subject, span.outcome)
+                    kept = described.get(id(description))
+                    shape = kept[1] if kept is not None and kept[0] is description else _encoded(description)
+                    encoded = pack(
+                        shape, span.trace_hex, span.span_id, span.start, span.end_time or span.start
+                    )
+                else:
+                    encoded = span.framed()
+            except _UNENCODABLE as exc:
+                self.unencodable(exc)
                 continue
             scopes.setdefault(span.scope, []).append(encoded)
             count += 1
         return otlp.request(self.resource, scopes), count
+
+    def unencodable(self, error: Exception) -> None:
+        """A span held a value OTLP cannot carry: it is dropped (never its batch), and counted."""
+        self.dropped += 1
+        self._warn("traces: a span could not be encoded and was dropped: %s", error)
 
     async def _post(self, loop: asyncio.AbstractEventLoop, body: bytes, count: int) -> None:
         collector = self._collectors.get(loop)
@@ -565,8 +647,8 @@ class BatchExporter:
 
     def shutdown(self) -> None:
         if self._timer is not None:
-            self._timer.cancel()
-            self._timer = self._timer_loop = None
+            self._timer.handle.cancel()
+            self._timer, self._now = None, False
         self.flush(self.timeout)
 
 

@@ -60,8 +60,10 @@ def varint(value: int) -> bytes:
 
 
 def field(number: int, payload: bytes) -> bytes:
-    """A length-delimited field (string, bytes, submessage)."""
-    return varint(number << 3 | 2) + varint(len(payload)) + payload
+    """A length-delimited field (string, bytes, submessage); its tag and length from tables."""
+    size = len(payload)
+    tag = _TAGS[number] if number < 32 else varint(number << 3 | 2)
+    return tag + (_LENGTHS[size] if size < _TABLED else varint(size)) + payload
 
 
 def text(number: int, value: str) -> bytes:
@@ -86,7 +88,7 @@ def any_value(value: Any) -> bytes:
         return b"\x21" + _double(value)
     if isinstance(value, bytes):
         return field(7, value)
-    if isinstance(value, Sequence):
+    if type(value) in (tuple, list) or isinstance(value, Sequence):  # (the ABC's check is slow)
         return field(5, b"".join(field(1, any_value(item)) for item in value))
     if isinstance(value, Mapping):
         return field(6, b"".join(field(1, key_value(str(key), item)) for key, item in value.items()))
@@ -101,7 +103,9 @@ def attribute(number: int, key: str, value: Any) -> bytes:
     """Field `number` holding the KeyValue (`key`, `value`); a short scalar's bytes are kept for the
     next span (most repeat on every request), anything else is encoded each time."""
     kind = type(value)
-    if kind not in _SCALARS or (kind is str and len(value) > KEPT_CHARS) or len(key) > KEPT_CHARS:
+    if len(key) > KEPT_CHARS or (kind is str and len(value) > KEPT_CHARS):
+        return field(number, key_value(key, value))
+    if kind not in _SCALARS and not (kind is tuple and _short_texts(value)):
         return field(number, key_value(key, value))
     # the field number is in the bytes (a span's 9, an event's 3); the type, since True == 1 == 1.0
     cached = (number, key, kind, value)
@@ -111,6 +115,12 @@ def attribute(number: int, key: str, value: Any) -> bytes:
             _kept.clear()
         kept = _kept[cached] = field(number, key_value(key, value))
     return kept
+
+
+def _short_texts(value: tuple[Any, ...]) -> bool:
+    """A tuple worth keeping the bytes of: a few short strings (the peers a hop offered), whose
+    equality is their type's (unlike (1,) == (True,))."""
+    return 0 < len(value) <= 32 and all(type(item) is str and len(item) <= 64 for item in value)
 
 
 def attributes(number: int, values: Mapping[str, Any] | None) -> bytes:
@@ -177,18 +187,42 @@ def span(
     return b"".join(body)
 
 
-def description(name: str, kind: int, values: Mapping[str, Any]) -> bytes:
-    """A span's name, kind and attributes, as `described_span` takes them (made once for spans that
-    share all three)."""
-    return text(5, name) + _KINDS[kind] + attributes(9, values)
+def framed(span: bytes) -> bytes:
+    """`span` as a `ScopeSpans` holds it: field 2, its length, itself."""
+    size = len(span)
+    return b"\x12" + (_LENGTHS[size] if size < _TABLED else varint(size)) + span
 
 
-def described_span(trace_id: bytes, span_id: int, start: int, end: int, described: bytes) -> bytes:
-    """A root span with no events and no status, its name, kind and attributes `description`'s bytes.
-    (Protobuf takes fields in any order: these come after the ids, where the name would.)"""
-    ids = (_TRACE_ID, trace_id, _SPAN_ID, span_id.to_bytes(8, "big"))
-    return b"".join(
-        (*ids, described, b"\x39", _fixed64(start), b"\x41", _fixed64(end), _EMPTY_STATUS, _FLAGS_LOCAL)
+def unframed(span: bytes) -> bytes:
+    """The `Span` message that `framed` (or a `Described`) wrapped."""
+    at = 1
+    while span[at] & 0x80:
+        at += 1
+    return span[at + 1 :]
+
+
+class Described:
+    """A request span's name, kind and attributes encoded once, for every span that shares them
+    (`framed_span` packs one: its ids and times are all that differ).
+
+    A request's span is then one `struct` pack: its frame, its field tags and these bytes are fixed,
+    and protobuf takes fields in any order (name, kind, attributes, status and flags come first
+    here, then the ids and times)."""
+
+    __slots__ = ("head", "pack")
+
+    def __init__(self, name: str, kind: int, values: Mapping[str, Any]) -> None:
+        fixed = text(5, name) + _KINDS[kind] + attributes(9, values) + _END_LOCAL
+        size = len(fixed) + len(_TRACE_ID) + 16 + len(_SPAN_ID) + 8 + 1 + 8 + 1 + 8
+        self.head = b"\x12" + varint(size) + fixed + _TRACE_ID
+        """The frame (field 2, the span's length), the fixed fields, the trace id's tag."""
+        self.pack = struct.Struct(f"<{len(self.head)}s16s2s8sBQBQ").pack
+
+
+def framed_span(described: Described, trace_hex: str, span_id: int, start: int, end: int) -> bytes:
+    """A root span with no events and no status, `framed`: its ids, its times and `described`."""
+    return described.pack(
+        described.head, bytes.fromhex(trace_hex), _SPAN_ID, span_id.to_bytes(8, "big"), 0x39, start, 0x41, end
     )
 
 
@@ -201,18 +235,17 @@ def request(
     resource: Mapping[str, Any], scopes: Mapping[tuple[str, str | None, str | None], list[bytes]]
 ) -> bytes:
     """An `ExportTraceServiceRequest` of one resource: `scopes` maps (name, version, schema url) to
-    the encoded spans of that instrumentation scope, in the order they should appear."""
+    the `framed` spans of that instrumentation scope, in the order they should appear."""
     scope_spans = []
     for (name, version, schema_url), spans in scopes.items():
-        pieces = [field(1, scope(name, version))]
-        for one in spans:  # each span as field 2: its tag, its length, itself (one join for them all)
-            size = len(one)
-            pieces += (b"\x12", _LENGTHS[size] if size < len(_LENGTHS) else varint(size), one)
-        pieces.append(text(3, schema_url or ""))
-        scope_spans.append(field(2, b"".join(pieces)))
+        body = field(1, scope(name, version)) + b"".join(spans) + text(3, schema_url or "")
+        scope_spans.append(field(2, body))
     resource_spans = field(1, attributes(1, resource)) + b"".join(scope_spans)
     return field(1, resource_spans)
 
 
-_LENGTHS = [varint(size) for size in range(4096)]
-"""The varints of the lengths most spans have, made once."""
+_TABLED = 4096
+_LENGTHS = [varint(size) for size in range(_TABLED)]
+"""The varints of the lengths most spans and values have, made once."""
+_TAGS = [varint(number << 3 | 2) for number in range(32)]
+"""The tags of length-delimited fields 0-31, made once."""

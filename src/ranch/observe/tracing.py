@@ -19,7 +19,7 @@ import logging
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import Any
 
 import httpx
@@ -32,6 +32,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from ranch._version import __version__
 from ranch.observe.lean import (
+    REQUEST_SPAN,
     SPAN_KEY,
     BatchExporter,
     Describe,
@@ -179,7 +180,7 @@ def incoming(headers: Iterable[tuple[bytes, bytes]]) -> Context | None:
 def traceparent() -> str | None:
     """The W3C `traceparent` of the current span, to store with work that another task or replica
     picks up later; None when there is none."""
-    current = trace.get_current_span()
+    current = current_span()
     if not current.get_span_context().is_valid:
         return None
     carrier: dict[str, str] = {}
@@ -228,20 +229,42 @@ def start(name: str, attributes: dict[str, Any] | None = None, *, parent: Span |
 
 
 def attach(span: Span) -> object:
-    """Make `span` current until `detach` with the token this returns (a request's span: no
-    context manager on the hottest path)."""
+    """Make `span` current until `detach` with the token this returns (no context manager)."""
     current = _CURRENT
     if current is not None:  # opentelemetry's own variable, without the two calls around it
-        return current.set(Context({**current.get(), SPAN_KEY: span}))
+        base = current.get()
+        return current.set(Context({**base, SPAN_KEY: span} if base else {SPAN_KEY: span}))
     return otel_context.attach(Context({**otel_context.get_current(), SPAN_KEY: span}))
 
 
-def detach(token: object) -> None:
+def enter(span: Span) -> object:
+    """Make a request's span current for the request, until `detach` with the token this returns.
+
+    The lean tracer's request span goes in `REQUEST_SPAN` when nothing is current in
+    OpenTelemetry's context (a server's request, always): no context is built for it, and spans
+    started without a parent while no other span is current take it as theirs (`LeanTracer`), as
+    outbound calls and `traceparent` do. Any other span, or a request served inside a span (an
+    in-process call), is attached to OpenTelemetry's context."""
     current = _CURRENT
-    if current is not None:
-        current.reset(token)  # type: ignore[arg-type]
+    if type(span) is RequestSpan and current is not None and not current.get():
+        return REQUEST_SPAN.set(span)
+    return attach(span)
+
+
+def detach(token: object) -> None:
+    """Undo the `attach` or `enter` that returned `token`."""
+    if type(token) is Token and (token.var is _CURRENT or token.var is REQUEST_SPAN):
+        token.var.reset(token)
     else:
-        otel_context.detach(token)  # type: ignore[arg-type]
+        otel_context.detach(token)  # type: ignore[arg-type]  # (another runtime context's token)
+
+
+def current_span() -> Span:
+    """The span current here: OpenTelemetry's, else the request's (`enter`); INVALID_SPAN if none."""
+    current = trace.get_current_span()
+    if current.get_span_context().is_valid:
+        return current
+    return REQUEST_SPAN.get() or current
 
 
 def _current_variable() -> ContextVar[Context] | None:
