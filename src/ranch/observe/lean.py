@@ -4,11 +4,11 @@ and exporting it over OTLP/HTTP, at a fraction of the SDK's cost.
 Why: with the SDK, a span costs about 19 µs to make and 22 µs to encode, and one SendMessage makes
 one span of about 60 µs of work; tracing everything took 0.41x the throughput (bench/README,
 "Tracing"). Here a span is a slotted object that keeps its attributes in a plain dict, ends into a
-list, and is encoded in a background thread by `observe.otlp` (bytes checked against the SDK's
-encoder). Same API, so the call sites, the httpx instrumentation and the a2a-sdk's own spans use
-it unchanged; what it leaves out is what ranch does not use: samplers (every span is recorded,
-`OTEL_TRACES_SAMPLER` makes `tracing` choose the SDK instead), span processors, links and limits
-beyond a bounded queue.
+list, and is encoded with its batch on the event loop by `observe.otlp` (bytes checked against the
+SDK's encoder); a request's own span is leaner still (`RequestSpan`). Same API, so the call sites,
+the httpx instrumentation and the a2a-sdk's own spans use it unchanged; what it leaves out is what
+ranch does not use: samplers (every span is recorded, `OTEL_TRACES_SAMPLER` makes `tracing` choose
+the SDK instead), span processors, links and limits beyond a bounded queue.
 
 Configured by the standard variables: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (the full URL) or
 `OTEL_EXPORTER_OTLP_ENDPOINT` (+ `/v1/traces`), `OTEL_EXPORTER_OTLP_HEADERS`,
