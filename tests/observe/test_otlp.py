@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 from typing import Any
 
 import httpx
 import pytest
-from bench.otlp import receiving
+from bench.otlp import ReceivedSpan, receiving
 from hypothesis import example, given
 from hypothesis import strategies as st
 from opentelemetry import trace
@@ -160,12 +160,16 @@ def test_any_attributes_encode_as_the_sdk_encodes_them(attributes: dict[str, Any
     assert ours(exporter) == encode_spans([sdk_twin(recorded)])
 
 
-def test_spans_ended_on_a_loop_are_sent_by_it_in_batches() -> None:
+def sent_from_a_loop(end: Callable[[LeanTracer, int], None]) -> tuple[BatchExporter, list[ReceivedSpan], int]:
+    """25 spans ended on a loop (`end(tracer, number)`), sent in batches of 10 to a receiver: the
+    exporter, the spans received and how many requests brought them."""
+
     async def serve(endpoint: str) -> BatchExporter:
         exporter = BatchExporter(endpoint + "/v1/traces", RESOURCE.attributes, delay=0.05, max_batch=10)
         tracer = LeanTracerProvider(exporter).get_tracer("ranch")
+        assert isinstance(tracer, LeanTracer)
         for number in range(25):
-            tracer.start_span(f"span {number}", attributes={"n": number}).end()
+            end(tracer, number)
         for _ in range(200):  # the loop sends them: two full batches at once, the rest after `delay`
             if exporter.exported == 25:
                 break
@@ -175,8 +179,16 @@ def test_spans_ended_on_a_loop_are_sent_by_it_in_batches() -> None:
     with receiving() as receiver:
         exporter = asyncio.run(serve(receiver.endpoint))
         spans = receiver.wait_for(lambda spans: len(spans) == 25)
+    return exporter, spans, receiver.requests
+
+
+def test_spans_ended_on_a_loop_are_sent_by_it_in_batches() -> None:
+    def end(tracer: LeanTracer, number: int) -> None:
+        tracer.start_span(f"span {number}", attributes={"n": number}).end()
+
+    exporter, spans, requests = sent_from_a_loop(end)
     assert sorted(span.attributes["n"] for span in spans) == list(range(25))
-    assert {span.service for span in spans} == {"ranch-test"} and receiver.requests == 3
+    assert {span.service for span in spans} == {"ranch-test"} and requests == 3
     assert exporter.exported == 25 and exporter.dropped == 0
     assert not any(span.name.startswith("POST") for span in spans)  # the export is not traced
 
@@ -336,24 +348,25 @@ def test_request_spans_encode_as_the_sdk_encodes_them(provider: LeanTracerProvid
 
 
 def test_request_spans_answered_on_a_loop_are_sent_by_it_in_batches() -> None:
-    async def serve(endpoint: str) -> BatchExporter:
-        exporter = BatchExporter(endpoint + "/v1/traces", RESOURCE.attributes, delay=0.05, max_batch=10)
-        tracer = LeanTracerProvider(exporter).get_tracer("ranch")
-        assert isinstance(tracer, LeanTracer)
-        for number in range(25):
-            RequestSpan(f"{number + 1:032x}", None, described, tracer.scope, exporter).answered((200, None))
-        for _ in range(200):
-            if exporter.exported == 25:
-                break
-            await asyncio.sleep(0.02)
-        return exporter
+    def end(tracer: LeanTracer, number: int) -> None:
+        RequestSpan(f"{number + 1:032x}", None, described, tracer.scope, tracer.exporter).answered(
+            (200, None)
+        )
 
-    with receiving() as receiver:
-        exporter = asyncio.run(serve(receiver.endpoint))
-        spans = receiver.wait_for(lambda spans: len(spans) == 25)
+    exporter, spans, requests = sent_from_a_loop(end)
     assert sorted(int(span.trace_id, 16) for span in spans) == list(range(1, 26))
-    assert {span.name for span in spans} == {REQUEST[0]} and receiver.requests == 3
-    assert exporter.dropped == 0
+    assert {span.name for span in spans} == {REQUEST[0]} and requests == 3
+    assert exporter.exported == 25 and exporter.dropped == 0
+
+
+def entered_and_started(trace_hex: str, name: str) -> tuple[RequestSpan, object, LeanSpan]:
+    """A request span entered (`tracing.enter`), its token, and a span then started with no parent."""
+    request = tracing.request_span(trace_hex, None, described)
+    assert isinstance(request, RequestSpan)
+    token = tracing.enter(request)
+    child = tracing.start(name)
+    assert isinstance(child, LeanSpan)
+    return request, token, child
 
 
 def test_a_request_span_entered_is_the_parent_of_what_starts_under_it() -> None:
@@ -363,12 +376,8 @@ def test_a_request_span_entered_is_the_parent_of_what_starts_under_it() -> None:
     exporter = Recording("http://127.0.0.1:9/v1/traces", RESOURCE.attributes, delay=3600)
     tracing.enable(LeanTracerProvider(exporter))
     try:
-        request = tracing.request_span("ab" * 16, None, described)
-        assert isinstance(request, RequestSpan)
-        token = tracing.enter(request)
-        child = tracing.start("child")
-        assert isinstance(child, LeanSpan) and child.parent is not None
-        assert child.parent.span_id == request.span_id
+        request, token, child = entered_and_started("ab" * 16, "child")
+        assert child.parent is not None and child.parent.span_id == request.span_id
         assert tracing.traceparent() == f"00-{'ab' * 16}-{request.span_id:016x}-01"
         with tracing.current(child):
             grandchild = tracing.start("grandchild")
@@ -379,12 +388,8 @@ def test_a_request_span_entered_is_the_parent_of_what_starts_under_it() -> None:
         outer = tracing.start("outer")
         assert outer is not None
         with tracing.current(outer):
-            inner = tracing.request_span("cd" * 16, None, described)
-            assert isinstance(inner, RequestSpan)
-            token = tracing.enter(inner)
-            nested = tracing.start("nested")
-            assert isinstance(nested, LeanSpan) and nested.parent is not None
-            assert nested.parent.span_id == inner.span_id
+            inner, token, nested = entered_and_started("cd" * 16, "nested")
+            assert nested.parent is not None and nested.parent.span_id == inner.span_id
             tracing.detach(token)
     finally:
         tracing.disable()
