@@ -112,12 +112,12 @@ def main(argv: list[str] | None = None) -> str:
         note,
     )
     pairs = [
-        [label, concurrency, f"{median(ratios):.2f}x", f"{min(ratios):.2f}-{max(ratios):.2f}x"]
-        for (label, _, concurrency), ratios in zip(OPERATIONS, paired.values(), strict=True)
+        [label, concurrency, f"{median(ratios):.2f}x", f"{min(ratios):.2f}-{max(ratios):.2f}x", errors]
+        for (label, _, concurrency), (ratios, errors) in zip(OPERATIONS, paired.values(), strict=True)
     ]
     section += "\n" + table(
         "Tracing, side by side",
-        ["operation", "c (both servers)", "on/off req/s, median", "rounds' range"],
+        ["operation", "c (both servers)", "on/off req/s, median", "rounds' range", "errors"],
         pairs,
         f"Both servers on one core at once, each loaded at c/2, {rounds} rounds of {seconds:g} s: the "
         "ratio of their req/s is the ratio of a request's cost. Target: on >= 0.85x off.",
@@ -128,15 +128,16 @@ def main(argv: list[str] | None = None) -> str:
 
 def side_by_side(
     servers: dict[str, tuple[str, int]], agent: str, concurrency: int, seconds: float, rounds: int
-) -> list[float]:
-    """Each round: both servers loaded at once (c/2 each), on their shared core; on's req/s / off's."""
+) -> tuple[list[float], int]:
+    """Each round: both servers loaded at once (c/2 each), on their shared core; on's req/s / off's
+    for each round, and the errors of all rounds."""
     body = rpc("SendMessage", MESSAGE)
-    ratios = []
+    ratios, errors = [], 0
     for _ in range(rounds + 1):
-        rps: dict[str, float] = {}
+        rows: dict[str, dict[str, float]] = {}
         threads = [
             threading.Thread(
-                target=_drive, args=(f"{base}/a2a/agents/{agent}", body, concurrency, seconds, rps, name)
+                target=_drive, args=(f"{base}/a2a/agents/{agent}", body, concurrency, seconds, rows, name)
             )
             for name, (base, _pid) in servers.items()
         ]
@@ -144,13 +145,14 @@ def side_by_side(
             thread.start()
         for thread in threads:
             thread.join()
-        ratios.append(rps["on"] / max(rps["off"], 1.0))
-    return ratios[1:]  # the first round warms both up
+        ratios.append(rows["on"]["rps"] / max(rows["off"]["rps"], 1.0))
+        errors += int(rows["on"]["errors"] + rows["off"]["errors"])
+    return ratios[1:], errors  # (the first round's ratio is left out: it warms both up)
 
 
-def _drive(url: str, body: dict[str, object], concurrency: int, seconds: float, into: dict[str, float],
-           name: str) -> None:  # fmt: skip
-    into[name] = load(url, body, max(1, concurrency // 2), seconds, HEADERS)["rps"]
+def _drive(url: str, body: dict[str, object], concurrency: int, seconds: float,
+           into: dict[str, dict[str, float]], name: str) -> None:  # fmt: skip
+    into[name] = load(url, body, max(1, concurrency // 2), seconds, HEADERS)
 
 
 def posts(count: int = 300, rounds: int = 5) -> str:

@@ -92,6 +92,10 @@ def test_cluster_measures_events_failover_and_workers() -> None:
 
 
 def test_tracing_compares_off_and_on_with_no_errors() -> None:
-    table = rows(run_bench("bench.tracing", "0.5", "1"), "Tracing, off and on")
+    output = run_bench("bench.tracing", "0.5", "1")
+    table = rows(output, "Tracing, off and on")
     assert [row["server"] for row in table] == ["tracing off", "tracing on"] * 2
     assert all(row["errors"] == "0" and float(row["req/s"].replace(",", "")) > 0 for row in table), table
+    paired = rows(output, "Tracing, side by side")  # both servers on one core at once
+    assert [row["operation"] for row in paired] == ["SendMessage to echo", "team turn, 3 hops"]
+    assert all(row["errors"] == "0" and float(row["on/off req/s, median"].rstrip("x")) > 0 for row in paired)
