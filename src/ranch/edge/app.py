@@ -89,10 +89,7 @@ class EdgeApp(Starlette):
             if tap is not None:
                 tap.done()
             TRACE_ID.reset(token)
-            if type(span) is RequestSpan and status < 500:  # (`_end_server_span`'s usual case, inline)
-                principal = scope.get(PRINCIPAL_KEY)
-                span.answered((status, None if principal is None else principal.org_id))
-            elif span is not None:
+            if span is not None:
                 _end_server_span(span, scope, status)
             if metrics.enabled():
                 metrics.request(call.entry.value, _method(call.method), status)

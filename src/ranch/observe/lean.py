@@ -277,12 +277,7 @@ class RequestSpan(LeanSpan):
             return
         self.end_time = time.time_ns()
         self.outcome = outcome
-        exporter = self._exporter
-        queue, timer = exporter._queue, exporter._timer
-        if timer is not None and timer.loop is asyncio._get_running_loop() and len(queue) < exporter.room:
-            queue.append(self)  # (what `add` does when no timer needs setting, without its call)
-        else:
-            exporter.add(self)
+        self._exporter.add(self)
 
     def plain(self) -> bool:
         """Nothing but `describe` says what it is: it is encoded from its description's bytes."""
@@ -476,7 +471,7 @@ class BatchExporter:
         self.max_queue = max_queue
         self.max_batch = max_batch
         self.room = min(max_queue, max_batch) - 1
-        """Queued spans below which one more sets no timer and drops nothing: `add` may be skipped."""
+        """Queued spans below which one more needs no timer set and drops nothing (`add`'s quick case)."""
         self.dropped = 0
         """Spans not exported: the queue was full, a span could not be encoded, or its batch was lost."""
         self.exported = 0
@@ -520,12 +515,14 @@ class BatchExporter:
         )
 
     def add(self, span: LeanSpan) -> None:
-        queue = self._queue
+        queue, timer = self._queue, self._timer
+        if len(queue) < self.room and timer is not None and timer.loop is asyncio._get_running_loop():
+            queue.append(span)  # the usual case: a timer set on this loop, room left in the batch
+            return
         if len(queue) >= self.max_queue:
             self.dropped += 1
             return
         queue.append(span)
-        timer = self._timer
         if len(queue) >= self.max_batch:
             due = self._now and timer is not None and not timer.loop.is_closed()
             if not due and len(self._sending) < self.MAX_IN_FLIGHT:
@@ -570,18 +567,9 @@ class BatchExporter:
             del queue[: self.max_batch]  # a span another thread appends meanwhile stays, at the end
         scopes: dict[Scope, list[bytes]] = {}
         count = 0
-        described, pack = _described, otlp.framed_span
         for span in batch:
             try:
-                if type(span) is RequestSpan and span.plain():  # most spans: `framed`'s way, inline
-                    description = span._describe(span._subject, span.outcome)
-                    kept = described.get(id(description))
-                    shape = kept[1] if kept is not None and kept[0] is description else _encoded(description)
-                    encoded = pack(
-                        shape, span.trace_hex, span.span_id, span.start, span.end_time or span.start
-                    )
-                else:
-                    encoded = span.framed()
+                encoded = span.framed()
             except _UNENCODABLE as exc:
                 self.unencodable(exc)
                 continue
