@@ -97,3 +97,52 @@ async def test_a_listener_is_told_when_the_redis_connection_drops() -> None:
             await one.publish("catalog", b"after")
             with anyio.fail_after(5):
                 assert await again.receive() == b"after"
+
+
+QUIET = 6.0
+"""Seconds nothing happens: longer than redis-py's default reply timeout (5 s in 8.1)."""
+
+
+async def test_a_reader_waiting_longer_than_the_reply_timeout_gets_what_comes_after_a_quiet_spell() -> None:
+    """A replica following another's task waits up to 30 s for its next event: a quiet spell longer
+    than the client's reply timeout is not a dead connection, and the event after it arrives."""
+    async with replicas("redis") as (one, other):
+        position = await one.append("task:quiet", b"working", ttl=60)
+        async with other.listen("catalog") as heard:
+
+            async def later() -> None:
+                await anyio.sleep(QUIET)
+                await one.append("task:quiet", b"completed", ttl=60)
+                await one.publish("catalog", b"after the quiet spell")
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(later)
+                with anyio.fail_after(QUIET + 10):
+                    records = await other.read("task:quiet", position, wait=QUIET + 8)
+                    message = await heard.receive()
+        assert [record.data for record in records] == [b"completed"]
+        assert message == b"after the quiet spell"
+
+
+async def test_a_log_entry_or_message_not_signed_with_the_secret_is_dropped() -> None:
+    """With a cluster secret, what someone else writes into Redis (no signature, or another
+    secret's) never reaches a listener or a reader; what the replicas write does."""
+    prefix = f"ranch-test-{uuid.uuid4().hex[:8]}"
+    secret = "the-replicas-shared-secret"
+    async with AsyncExitStack() as stack:
+        one = await stack.enter_async_context(RedisFanout(REDIS, prefix=prefix, secret=secret))
+        other = await stack.enter_async_context(RedisFanout(REDIS, prefix=prefix, secret=secret))
+        stranger = await stack.enter_async_context(RedisFanout(REDIS, prefix=prefix, secret="x" * 20))
+        outsider = await stack.enter_async_context(Redis.from_url(REDIS))
+        async with other.listen("rooms.events") as heard:
+            await anyio.sleep(0.1)
+            await outsider.publish(f"{prefix}:topic:rooms.events", b'{"kind":"live"}')
+            await stranger.publish("rooms.events", b"from another secret")
+            await one.publish("rooms.events", b"genuine")
+            with anyio.fail_after(5):
+                assert await heard.receive() == b"genuine"
+        await outsider.xadd(f"{prefix}:log:task:t", {"d": b"forged event"})
+        await stranger.append("task:t", b"another secret's event", ttl=60)
+        await one.append("task:t", b"genuine event", ttl=60)
+        assert [record.data for record in await other.read("task:t")] == [b"genuine event"]
+        assert other.seal.refused == 4

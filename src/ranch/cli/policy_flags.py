@@ -6,6 +6,7 @@ import argparse
 import os
 from typing import Any
 
+from ranch.fanout.signing import MIN_SECRET
 from ranch.hub.app import Settings
 from ranch.identity.sessions import DEFAULT_SESSION_TTL
 from ranch.policy.limits import DEFAULT_MAX_MESSAGE_BYTES
@@ -36,6 +37,15 @@ def _ttl(text: str) -> float | None:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"a session TTL is > 0 seconds, not {text}")
     return value
+
+
+def _secret(text: str) -> str | None:
+    """The replicas' shared secret; empty = none."""
+    if not text:
+        return None
+    if len(text) < MIN_SECRET:
+        raise argparse.ArgumentTypeError(f"at least {MIN_SECRET} characters, not {len(text)}")
+    return text
 
 
 def _positive(text: str) -> float:
@@ -88,6 +98,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--redis-prefix",
         default=env("RANCH_REDIS_PREFIX", "ranch"),
         help="what this hub's Redis keys and channels start with (env RANCH_REDIS_PREFIX; default ranch)",
+    )
+    group.add_argument(
+        "--cluster-secret",
+        type=_secret,
+        default=env("RANCH_CLUSTER_SECRET", ""),
+        metavar="SECRET",
+        help="a secret every replica shares (16+ characters): what they write to Redis is signed with it "
+        "and what is not is dropped (env RANCH_CLUSTER_SECRET, preferred: flags show in ps); docs/deploy.md",
     )
     group.add_argument(
         "--allow-private-outbound",
@@ -149,6 +167,7 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         **{name: getattr(args, name) for name in RATE_FIELDS + FAILURE_FIELDS},
         "redis_url": args.redis_url,
         "redis_prefix": args.redis_prefix,
+        "cluster_secret": args.cluster_secret,
         "allow_private_outbound": args.allow_private_outbound,
         "card_timeout": args.card_timeout,
         "max_card_bytes": args.max_card_bytes,

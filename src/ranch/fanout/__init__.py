@@ -20,6 +20,6 @@ from ranch.fanout.redis import RedisFanout
 __all__ = ["Fanout", "Listening", "MemoryFanout", "Record", "RedisFanout", "open_fanout"]
 
 
-def open_fanout(redis_url: str | None, *, prefix: str = "ranch") -> Fanout:
-    """Redis when a URL is given (shared by replicas), else this process's memory."""
-    return RedisFanout(redis_url, prefix=prefix) if redis_url else MemoryFanout()
+def open_fanout(redis_url: str | None, *, prefix: str = "ranch", secret: str | None = None) -> Fanout:
+    """Redis when a URL is given (shared by replicas, signing with `secret`), else this process's memory."""
+    return RedisFanout(redis_url, prefix=prefix, secret=secret) if redis_url else MemoryFanout()

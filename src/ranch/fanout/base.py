@@ -33,6 +33,11 @@ class Fanout(Protocol):
     shared: bool
     """True when other processes hear what this one publishes (Redis)."""
 
+    @property
+    def connected(self) -> bool:
+        """True while this process hears what the others publish (always, in one process)."""
+        ...
+
     async def __aenter__(self) -> Fanout: ...
 
     async def __aexit__(self, *exc_info: object) -> None: ...
@@ -49,7 +54,8 @@ class Fanout(Protocol):
         """Add an entry to `log` (kept `ttl` seconds after its last entry); its position."""
 
     async def read(self, log: str, after: str = "", *, wait: float = 0.0) -> list[Record]:
-        """The entries after position `after` ("" = from the start), waiting up to `wait` s for one."""
+        """The entries after position `after` ("" = from the start), waiting up to `wait` s for one.
+        A log that cannot be read (Redis not answering) reads as empty, once `wait` is over."""
 
     def tail(self, log: str, after: str = "", *, idle: float) -> AsyncIterator[Record]:
         """Every entry after `after`, as they come, until none came for `idle` seconds."""

@@ -3,7 +3,8 @@
 Every listener of a topic has the same needs: start listening before the hub serves (so nothing
 published after start-up is missed), apply each message, and when messages may have been missed
 (the stream ended: a dropped connection, a listener that fell behind; or the fan-out failed),
-catch up from the database (`on_gap`) and listen again.
+listen again and then catch up from the database (`on_gap`): in that order, so nothing published
+between the two is missed. While Redis is down, listening again waits for the fan-out to reconnect.
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ async def hear(
     while True:
         try:
             async with fanout.listen(topic) as messages:
-                if not started:
+                if started:  # listening again: what was missed meanwhile is read now, not lost
+                    await _catch_up(topic, on_gap)
+                else:
                     task_status.started()
                     started = True
                 async for data in messages:
@@ -50,8 +53,12 @@ async def hear(
                 raise  # at start: a hub that cannot hear its replicas does not start
             logger.warning("lost the messages of other replicas on %s; listening again", topic, exc_info=True)
             await anyio.sleep(LISTEN_AGAIN)
-        if on_gap is not None:
-            try:
-                await on_gap()
-            except Exception:  # the database is busy: the next gap, or a restart, tries again
-                logger.warning("could not catch up after missing messages on %s", topic, exc_info=True)
+
+
+async def _catch_up(topic: str, on_gap: Callable[[], Awaitable[None]] | None) -> None:
+    if on_gap is None:
+        return
+    try:
+        await on_gap()
+    except Exception:  # the database is busy: the next gap, or a restart, tries again
+        logger.warning("could not catch up after missing messages on %s", topic, exc_info=True)

@@ -17,6 +17,7 @@ class MemoryFanout:
     """Topics and logs for one process; nothing leaves it."""
 
     shared = False
+    connected = True
 
     def __init__(self) -> None:
         self._listeners: dict[str, set[MemoryObjectSendStream[bytes]]] = {}

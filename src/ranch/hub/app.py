@@ -10,6 +10,8 @@ agent under /a2a/agents/{id}, and every agent and team as MCP tools at /mcp.
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
@@ -49,7 +51,7 @@ from ranch.edge.context import ContextBuilder, call_context, request_context
 from ranch.edge.guards import AGENT_KEY, Guards
 from ranch.edge.sdk import check_list_query, first_event_first, well_formed, with_clearer_sdk_errors
 from ranch.exceptions import ConfigError, Forbidden, RanchError
-from ranch.fanout import open_fanout
+from ranch.fanout import Fanout, open_fanout
 from ranch.hub.mcp import mcp_routes
 from ranch.hub.serving import RanchRequestHandler
 from ranch.identity.principal import PRINCIPAL_KEY
@@ -113,6 +115,9 @@ class Settings:
     through this Redis instead of keeping them in this process."""
     redis_prefix: str = "ranch"
     """Keys and channels this hub uses in Redis start with it (hubs sharing one Redis pick their own)."""
+    cluster_secret: str | None = None
+    """The secret every replica shares: what they write to Redis is signed with it, and what is not
+    is dropped (docs/deploy.md). None = unsigned, with a warning at start when `redis_url` is set."""
     allow_private_outbound: bool = False
     """Let what tenants steer (push webhooks, their agents' URLs, cards, model providers and MCP
     servers) reach loopback and private addresses; local development only. Config agents always may."""
@@ -148,6 +153,10 @@ class Settings:
     """Seconds a SQLite write waits for another connection's lock before it fails (and is retried)."""
     lease: float = DEFAULT_LEASE
     """Seconds a replica may stay silent before another takes its work over (docs/deploy.md)."""
+    exit_on_failure: bool = False
+    """When the hub's background work fails while serving, stop the process (SIGTERM to itself:
+    uvicorn stops serving, and `ranch serve` exits 1) so a supervisor restarts it. Off when
+    embedded: the hub then only stops serving (`/healthz` answers 503)."""
     # -- observability (docs/observability.md) --
     metrics: bool = False
     """Serve Prometheus metrics at GET /metrics (behind the superuser's key with `auth="keys"`)."""
@@ -221,6 +230,9 @@ class Hub:
         self._core: TaskEngine | None = None
         self._rooms: RoomsRuntime | None = None
         self._gateway: Gateway | None = None
+        self._fanout: Fanout | None = None
+        self.failure: BaseException | None = None
+        """What stopped the hub's background work while it served (then it serves no more)."""
 
     @property
     def core(self) -> TaskEngine:
@@ -238,8 +250,49 @@ class Hub:
             raise RuntimeError("the ranch app was not started (its lifespan did not run)")
         return self._rooms
 
+    def unavailable(self) -> str | None:
+        """Why the hub cannot serve now (for /healthz), or None when it can."""
+        if self.failure is not None:
+            return f"the hub's background work failed: {_kinds(self.failure)}; it is stopping"
+        if self._core is None:
+            return "the hub is not running (starting or stopped)"
+        return None
+
+    def fanout_state(self) -> str:
+        """`local` (one process), `connected`, or `reconnecting` (Redis's pub/sub connection is down)."""
+        if self._fanout is None or not self._fanout.shared:
+            return "local"
+        return "connected" if self._fanout.connected else "reconnecting"
+
     @asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        """Run the hub; when its background work fails while serving, say so (`failed`) and fail."""
+        serving = stopping = False
+        try:
+            async with self._running() as running:
+                serving = True
+                yield running
+                stopping = True
+        except Exception as exc:
+            if serving and not stopping:
+                self._failed(exc)
+            raise
+
+    def _failed(self, exc: Exception) -> None:
+        """The task group's work failed while serving: every request would fail from now on."""
+        self.failure = exc
+        logger.critical("the hub's background work failed; it stops serving", exc_info=exc)
+        if self.settings.exit_on_failure:
+            logger.critical("stopping the process: a supervisor restarts it")
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    @asynccontextmanager
+    async def _running(self) -> AsyncIterator[None]:
+        if self.settings.redis_url and not self.settings.cluster_secret:
+            logger.warning(
+                "no --cluster-secret: replicas act on anything written to Redis, unsigned; "
+                "set the same secret on every replica (docs/deploy.md)"
+            )
         async with AsyncExitStack() as stack:
             stack.callback(tracing.flush)
             stack.push_async_callback(self.pool.aclose)
@@ -255,8 +308,12 @@ class Hub:
             store = SqlTaskStore(engine, owner_resolver=owner_of, commits=commits)
             await migrate.upgrade(engine)
             replicas = await stack.enter_async_context(Replicas(engine, lease=self.settings.lease))
-            shared = open_fanout(self.settings.redis_url, prefix=self.settings.redis_prefix)
-            fanout = await stack.enter_async_context(shared)
+            shared = open_fanout(
+                self.settings.redis_url,
+                prefix=self.settings.redis_prefix,
+                secret=self.settings.cluster_secret,
+            )
+            fanout = self._fanout = await stack.enter_async_context(shared)
             conversations = ConversationStore(engine, shared=fanout.shared, commits=commits)
             await conversations.open()
             self.registry.keep_state(conversations)
@@ -298,6 +355,7 @@ class Hub:
                 self._core = None
                 self._rooms = None
                 self._gateway = None
+                self._fanout = None
 
     async def _resync(self) -> None:
         """Serve what the agents table holds now, and know every room (other replicas changed them)."""
@@ -350,7 +408,7 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
     jsonrpc = endpoint.__call__ if lean else sdk_jsonrpc  # a method: Starlette passes it a Request
     card = _card(hub)
     routes: list[BaseRoute] = [
-        Route("/healthz", _healthz, methods=["GET"]),
+        Route("/healthz", _healthz(hub), methods=["GET"]),
         Route(AGENTS_PATH, _list_agents(hub), methods=["GET"]),
         Route("/.well-known/jwks.json", _jwks(hub), methods=["GET"]),
         Route(f"{AGENTS_PATH}/{{agent_id}}/.well-known/agent-card.json", card, methods=["GET"]),
@@ -454,8 +512,23 @@ def _metrics(hub: Hub):  # type: ignore[no-untyped-def]
     return serve_metrics
 
 
-async def _healthz(request: Request) -> Response:
-    return JSONResponse({"status": "ok", "version": __version__})
+def _kinds(exc: BaseException) -> str:
+    """The kinds of error in `exc` (a task group's are in its group), without their messages."""
+    if isinstance(exc, BaseExceptionGroup):
+        return ", ".join(_kinds(inner) for inner in exc.exceptions)
+    return type(exc).__name__
+
+
+def _healthz(hub: Hub):  # type: ignore[no-untyped-def]
+    async def healthz(request: Request) -> Response:
+        """200 while the hub serves; 503 with the reason when it cannot (a load balancer's check).
+        Redis reconnecting is told, not failed: every replica shares it (docs/deploy.md)."""
+        reason = hub.unavailable()
+        if reason is not None:
+            return JSONResponse({"status": "unavailable", "reason": reason, "version": __version__}, 503)
+        return JSONResponse({"status": "ok", "version": __version__, "fanout": hub.fanout_state()})
+
+    return healthz
 
 
 def _base_url(request: Request) -> str:

@@ -17,9 +17,9 @@ from collections.abc import Callable
 from typing import Protocol
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
 from ranch.exceptions import SessionExpired
+from ranch.policy.redis_client import forget_connections, open_redis
 
 logger = logging.getLogger(__name__)
 
@@ -128,13 +128,14 @@ class RedisSessions:
 
     @classmethod
     def from_url(cls, url: str, ttl: float, *, prefix: str = "ranch") -> RedisSessions:
-        return cls(Redis.from_url(url), ttl, prefix=prefix)
+        return cls(open_redis(url, name=f"{prefix}:sessions"), ttl, prefix=prefix)
 
     async def touch(self, caller: str, context_id: str) -> bool:
         key = f"{self._prefix}{len(caller)}:{caller}:{context_id}"  # the length keeps the two apart
         try:
             said = await self._touch(keys=[key], args=[repr(self._clock()), repr(self.ttl), self._keep_ms])
-        except (RedisError, OSError) as exc:
+        except Exception as exc:  # any failure of the client is Redis's (policy/redis_client.py)
+            await forget_connections(self._client, exc)
             self._unanswered(exc)
             return False
         if self._skipped:

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
+
+from ranch.policy.redis_client import forget_connections, open_redis
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +133,7 @@ class RedisBuckets:
 
     @classmethod
     def from_url(cls, url: str, rate: Rate, prefix: str = "ranch:ratelimit:") -> RedisBuckets:
-        return cls(Redis.from_url(url), rate, prefix)
+        return cls(open_redis(url, name=f"{prefix}buckets"), rate, prefix)
 
     async def check(self, key: str) -> Decision:
         return await self._spend(key, 1)
@@ -145,7 +146,8 @@ class RedisBuckets:
             allowed, wait = await self._take(
                 keys=[self.prefix + key], args=[self.rate.per_second, self.rate.burst, cost]
             )
-        except (RedisError, OSError) as exc:
+        except Exception as exc:  # any failure of the client is Redis's (policy/redis_client.py)
+            await forget_connections(self.client, exc)
             now = time.monotonic()
             if now - self._warned_at > 30:
                 self._warned_at = now
@@ -202,5 +204,5 @@ def build_policy(
     rates = (caller, agent, failures)
     if redis_url is None or all(rate is None for rate in rates):
         return RatePolicy(*(MemoryBuckets(rate, clock) if rate else None for rate in rates))
-    client: Redis = Redis.from_url(redis_url)
+    client = open_redis(redis_url, name=f"{prefix}buckets")
     return RatePolicy(*(RedisBuckets(client, rate, prefix) if rate else None for rate in rates))
