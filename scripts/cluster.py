@@ -2,13 +2,16 @@
 
 Starts N `ranch serve` processes on one PostgreSQL database and one Redis prefix (the first one
 applies the migrations before the others start), then HAProxy in front of them (round robin,
-health checks on /healthz every half second, WebSockets and streams passed through), prints the
-one URL to use and each replica's own, and stops everything on Ctrl-C or SIGTERM. A replica that
+health checks on /healthz every half second, WebSockets and streams passed through; it sets the
+client's address in X-Forwarded-For, which the replicas believe from it only, gives a request head
+--head-timeout seconds and caps the connections of one address), prints the one URL to use and
+each replica's own, and stops everything on Ctrl-C or SIGTERM. A replica that
 dies (kill -9 one of the printed pids to watch failover) is left dead: HAProxy stops sending it
 requests and the others take over its work (docs/deploy.md).
 
     python scripts/cluster.py [CONFIG] [--replicas 3] [--port 8100] [--db URL] [--redis-url URL]
-        [--redis-prefix P] [--lease S] [-- ARGS FOR EVERY ranch serve]
+        [--redis-prefix P] [--lease S] [--head-timeout S] [--max-connections-per-address N]
+        [-- ARGS FOR EVERY ranch serve]
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -42,7 +46,12 @@ global
 defaults
     mode http
     timeout connect 2s
-    timeout client 1h
+    # what a client owes: a request head within {head_timeout}s (408 otherwise), the next request
+    # of a kept-alive connection within 5 s, and no stall longer than 30 s while it sends a body
+    timeout http-request {head_timeout}s
+    timeout http-keep-alive 5s
+    timeout client 30s
+    # the long waits are for answers and streams (a turn, SSE) and for WebSockets (a tunnel)
     timeout server 1h
     timeout tunnel 1h
     # a request that could not reach a replica at all goes to another (never one that reached it)
@@ -51,6 +60,15 @@ defaults
 
 frontend ranch
     bind {host}:{port}
+    # one address holds at most {per_address} connections at once; more are refused at once
+    stick-table type ip size 100k expire 30s store conn_cur
+    tcp-request connection track-sc0 src
+    tcp-request connection reject if {{ sc_conn_cur(0) gt {per_address} }}
+    # the client's address and scheme are the balancer's to say: what a client sent is replaced
+    # (the replicas believe these headers from the balancer only: --forwarded-allow-ips)
+    http-request del-header X-Forwarded-For
+    option forwardfor
+    http-request set-header X-Forwarded-Proto %[ssl_fc,iif(https,http)]
     default_backend replicas
 
 backend replicas
@@ -59,6 +77,10 @@ backend replicas
     default-server inter 500ms fall 2 rise 1
 {servers}
 """
+HEAD_TIMEOUT = 10.0
+"""Seconds a client may take to send a request's head, at the balancer and at each replica."""
+PER_ADDRESS = 256
+"""Connections one client address may hold at the balancer."""
 
 
 def parse(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str]]:
@@ -74,6 +96,18 @@ def parse(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--redis-prefix", default="ranch-cluster")
     parser.add_argument("--lease", type=float, default=None, help="passed to every replica")
     parser.add_argument(
+        "--head-timeout",
+        type=float,
+        default=HEAD_TIMEOUT,
+        help=f"seconds a request's head may take, at HAProxy and at each replica (default {HEAD_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--max-connections-per-address",
+        type=int,
+        default=PER_ADDRESS,
+        help=f"connections one client address may hold at HAProxy (default {PER_ADDRESS})",
+    )
+    parser.add_argument(
         "--logs", default="", help="folder for the replicas' and HAProxy's logs (default: a new one)"
     )
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -84,6 +118,10 @@ def parse(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str]]:
     args = parser.parse_args(argv)
     if args.replicas < 1:
         parser.error(f"--replicas {args.replicas}: at least 1")
+    if not args.head_timeout > 0:
+        parser.error(f"--head-timeout {args.head_timeout:g}: more than 0 seconds")
+    if args.max_connections_per_address < 1:
+        parser.error(f"--max-connections-per-address {args.max_connections_per_address}: at least 1")
     if not args.db.startswith("postgresql"):
         parser.error(
             f"--db {args.db}: replicas on several machines share PostgreSQL (a postgresql+asyncpg:// URL)"
@@ -119,7 +157,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         servers = "\n".join(
             f"    server replica-{n} {HOST}:{port} check" for n, port in enumerate(ports, start=1)
         )
-        (logs / "haproxy.cfg").write_text(HAPROXY_CONFIG.format(host=HOST, port=args.port, servers=servers))
+        (logs / "haproxy.cfg").write_text(
+            HAPROXY_CONFIG.format(
+                host=HOST,
+                port=args.port,
+                servers=servers,
+                head_timeout=f"{args.head_timeout:g}",
+                per_address=args.max_connections_per_address,
+            )
+        )
         balancer = spawn([haproxy, "-db", "-f", str(logs / "haproxy.cfg")], logs / "haproxy.log")
         children.append(balancer)
         wait_healthy(f"http://{HOST}:{args.port}/healthz", balancer, logs / "haproxy.log")
@@ -167,8 +213,11 @@ def replica(args: argparse.Namespace, extra: list[str], port: int, log: Path) ->
     command = [sys.executable, "-m", "ranch", "serve", *([args.config] if args.config else [])]
     command += ["--host", HOST, "--port", str(port), "--db", args.db]
     command += ["--redis-url", args.redis_url, "--redis-prefix", args.redis_prefix]
+    # X-Forwarded-For is believed from HAProxy only, which sets it; HAProxy caps addresses itself
+    command += ["--forwarded-allow-ips", HOST, "--header-timeout", f"{args.head_timeout:g}"]
     if args.lease is not None:
         command += ["--lease", str(args.lease)]
+    os.environ.setdefault("RANCH_CLUSTER_SECRET", secrets.token_hex(32))  # one per cluster, inherited
     return spawn([*command, *extra], log)
 
 

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,9 +51,17 @@ class Cluster:
 
 @contextlib.contextmanager
 def running_cluster(
-    config: str, database_url: str, logs: Path, *, replicas: int = 3, lease: float = 2.0
+    config: str,
+    database_url: str,
+    logs: Path,
+    *,
+    replicas: int = 3,
+    lease: float = 2.0,
+    options: Sequence[str] = (),
+    serve: Sequence[str] = (),
 ) -> Iterator[Cluster]:
-    """The cluster `make cluster` starts, serving `config` on `database_url` (PostgreSQL)."""
+    """The cluster `make cluster` starts, serving `config` on `database_url` (PostgreSQL);
+    `options` are scripts/cluster.py's own, `serve` are given to every `ranch serve`."""
     if shutil.which("haproxy") is None and not Path("/usr/sbin/haproxy").exists():
         pytest.fail("this test needs HAProxy (Debian's package; `make haproxy` installs it)")
     logs.mkdir(parents=True, exist_ok=True)
@@ -62,7 +70,9 @@ def running_cluster(
     command = [sys.executable, str(SCRIPT), str(logs / "team.yaml"), "--port", str(ports[0])]
     command += ["--replica-ports", ",".join(map(str, ports[1:])), "--db", database_url]
     command += ["--redis-url", REDIS, "--redis-prefix", f"ranch-test-{uuid.uuid4().hex[:8]}"]
-    command += ["--lease", str(lease), "--logs", str(logs)]
+    command += ["--lease", str(lease), "--logs", str(logs), *options]
+    if serve:
+        command += ["--", *serve]
     env = {**os.environ, "PYTHONPATH": str(TESTS), "RANCH_ADMIN_KEY": ADMIN_KEY}
     out = (logs / "cluster.out").open("wb")
     process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)

@@ -9,6 +9,7 @@ import socket
 import pytest
 
 from ranch.edge.coalesce import ENV, GatheredWrites, GatheringHttpToolsProtocol, http_protocol
+from ranch.edge.connections import GuardedHttpToolsProtocol
 
 
 async def connected() -> tuple[asyncio.Transport, socket.socket]:
@@ -63,9 +64,9 @@ def test_abort_drops_what_was_gathered() -> None:
 
 
 def test_ranch_serve_uses_it_unless_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert http_protocol() == {"http": GatheringHttpToolsProtocol}
-    monkeypatch.setenv(ENV, "off")
-    assert http_protocol() == {}
+    assert http_protocol()["http"].func is GatheringHttpToolsProtocol
+    monkeypatch.setenv(ENV, "off")  # uvicorn's own writes, its connections still guarded
+    assert http_protocol()["http"].func is GuardedHttpToolsProtocol
 
 
 def test_a_large_write_goes_at_once_so_flow_control_sees_it() -> None:

@@ -5,11 +5,14 @@ Redis prefix, with `--lease 2`, behind HAProxy from Debian's packages. Through t
 room's events reach a WebSocket on any replica in order; under a bounded load, one replica is
 killed with SIGKILL: no task a caller was told about is lost, every task ends in a final state,
 and the dead replica's running tasks are taken over within the lease. PostgreSQL, Redis and
-HAProxy are needed; without them these tests fail, saying so.
+HAProxy are needed; without them these tests fail, saying so. Behind the balancer, a client's
+address is the one HAProxy saw, whatever X-Forwarded-For it sends, and a half-sent request is
+timed out.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -22,6 +25,7 @@ import httpx
 
 from _support.cluster import Cluster, running_cluster
 from _support.hubkit import ADMIN_KEY, Api, Live, wait_until
+from _support.sockets import client_from, connect_from, read_to_end
 
 CONFIG = """
 agents:
@@ -188,3 +192,73 @@ def _final_task(cluster: Cluster, task_id: str) -> dict[str, Any] | None:
     """The sleeper's task once it has ended."""
     task = get_task(cluster, task_id, "sleeper")
     return None if task["status"]["state"] in {"TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"} else task
+
+
+BUDGET = 3
+"""Refused keys one client address may present (`--auth-failure-burst`), refilled too slowly to matter."""
+CAP = 5
+"""Connections one client address may hold at the balancer (`--max-connections-per-address`)."""
+HEAD_TIMEOUT = 2.0
+
+
+def test_the_balancer_says_who_the_client_is_and_times_out_half_sent_requests(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """Clients are loopback addresses other than 127.0.0.1 (HAProxy's, which the replicas trust)."""
+    serve = ["--auth", "keys", "--auth-failure-burst", str(BUDGET), "--auth-failure-rate", "0.001"]
+    options = ["--head-timeout", f"{HEAD_TIMEOUT:g}", "--max-connections-per-address", str(CAP)]
+    with running_cluster(
+        CONFIG, postgres_url, tmp_path / "cluster", replicas=2, options=options, serve=serve
+    ) as cluster:
+        port = int(cluster.url.rsplit(":", 1)[1])
+        # a client that forges X-Forwarded-For still spends its own address's budget ...
+        forged = [f"203.0.113.{n}" for n in range(BUDGET + 2)]
+        assert _refused_keys(cluster.url, "127.0.0.20", forged) == [401] * BUDGET + [429] * 2
+        # ... and cannot spend another's: naming 127.0.0.21 locks out nobody but itself
+        assert _refused_keys(cluster.url, "127.0.0.20", ["127.0.0.21"] * BUDGET) == [429] * BUDGET
+        assert _refused_keys(cluster.url, "127.0.0.21", ["127.0.0.20"], key=ADMIN_KEY) == [200]
+        with client_from("127.0.0.21") as other:  # on A2A too
+            answer = other.post(
+                f"{cluster.url}/a2a/agents/scribe",
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "SendMessage",
+                    "params": {"message": message("hi")},
+                },
+                headers={"A2A-Version": "1.0", "X-API-Key": ADMIN_KEY},
+            )
+            assert answer.json()["result"]["message"]["parts"][0]["text"] == "noted: hi"
+
+        # a half-sent request is answered 408 and closed after the head timeout; others are served
+        half_sent = connect_from("127.0.0.22", port)
+        half_sent.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        with client_from("127.0.0.23") as client:
+            assert client.get(f"{cluster.url}/healthz").status_code == 200
+        assert (read_to_end(half_sent, HEAD_TIMEOUT + 15) or b"").startswith(b"HTTP/1.1 408 ")
+        half_sent.close()
+
+        # one address holds at most CAP connections at the balancer; another is still served
+        held = [connect_from("127.0.0.24", port) for _ in range(CAP)]
+        for sock in held:  # each answered, and kept alive
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
+        over = connect_from("127.0.0.24", port)
+        with contextlib.suppress(OSError):  # it may be closed already
+            over.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert read_to_end(over, 10) == b"", "the balancer closes the connection over the cap, unanswered"
+        with client_from("127.0.0.25") as client:
+            assert client.get(f"{cluster.url}/healthz").status_code == 200
+        for sock in [*held, over]:
+            sock.close()
+
+
+def _refused_keys(url: str, source: str, forwarded_for: list[str], key: str = "rk_wrong") -> list[int]:
+    """The statuses of REST calls from `source`, one per X-Forwarded-For value, each with `key`."""
+    with client_from(source) as client:
+        return [
+            client.get(
+                f"{url}/api/v1/rooms", headers={"X-API-Key": key, "X-Forwarded-For": forged}
+            ).status_code
+            for forged in forwarded_for
+        ]

@@ -7,16 +7,17 @@ the writes made in one tick of the event loop and sends them as one, at the end 
 (before the loop waits for anything), so a response costs one system call and nothing waits
 longer than the tick that wrote it. Closing or aborting sends what is gathered first (abort
 drops it, as abort drops the transport's own buffer). `ranch serve` runs with it unless
-`RANCH_COALESCE_WRITES=off`.
+`RANCH_COALESCE_WRITES=off`; either way its connections are guarded (`ranch.edge.connections`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+from functools import partial
 from typing import Any
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from ranch.edge.connections import ConnectionLimits, GuardedHttpToolsProtocol
 
 ENV = "RANCH_COALESCE_WRITES"
 FLUSH_BYTES = 65_536
@@ -73,15 +74,16 @@ class GatheredWrites:
         return getattr(self._transport, name)
 
 
-class GatheringHttpToolsProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol on a `GatheredWrites` transport."""
+class GatheringHttpToolsProtocol(GuardedHttpToolsProtocol):
+    """uvicorn's httptools protocol, guarded, on a `GatheredWrites` transport."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(GatheredWrites(transport, asyncio.get_running_loop()))  # type: ignore[arg-type]
 
 
-def http_protocol() -> dict[str, Any]:
-    """The `uvicorn.run` option that serves with it (none when switched off)."""
-    if os.environ.get(ENV, "on").lower() in ("off", "0", "false", "no"):
-        return {}
-    return {"http": GatheringHttpToolsProtocol}
+def http_protocol(limits: ConnectionLimits = ConnectionLimits()) -> dict[str, Any]:  # noqa: B008
+    """The `uvicorn.run` option that serves with it, guarded by `limits` (only guarded when
+    switched off). A partial, not a class made here: `--workers` hands it to other processes."""
+    off = os.environ.get(ENV, "on").lower() in ("off", "0", "false", "no")
+    protocol = GuardedHttpToolsProtocol if off else GatheringHttpToolsProtocol
+    return {"http": partial(protocol, limits=limits)}
