@@ -152,9 +152,8 @@ def test_a_vision_model_sees_the_image_posted_and_a_text_model_refuses_it(
         pictures = server.url
         admin = Api(hub.url, ADMIN_KEY)
         common = {"kind": "llm", "base_url": base_url}
-        admin.post(
-            "/agents", {"id": "seer", "model": "seer", "input_modes": ["text/plain", "image/*"], **common}
-        )
+        seer = {"id": "seer", "model": "seer", "input_modes": ["text/plain", "image/*"], **common}
+        admin.post("/agents", {**seer, "fetch_private_urls": True})  # the pictures are on 127.0.0.1
         admin.post("/agents", {"id": "reader", "model": "reader", **common})
         participants = [{"kind": "agent", "id": "seer"}, {"kind": "agent", "id": "reader"}]
         room = admin.post("/rooms", {"title": "Pictures", "participants": participants})["id"]

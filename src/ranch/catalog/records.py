@@ -320,6 +320,12 @@ async def _tenant_safe(request: Registration, guard: UrlGuard) -> None:
                 "api_key_env must name a RANCH_KEY_* variable (the server's operator provides those)",
                 "api_key_env",
             )
+        if request.fetch_private_urls:
+            raise InvalidInput(
+                "fetch_private_urls lets callers' image URLs reach the server's network; "
+                "only the server's superuser may set it",
+                "fetch_private_urls",
+            )
         if "base_url" in request.model_fields_set:  # the default is the public OpenAI API
             urls.append(("base_url", request.base_url))
         for index, entry in enumerate(request.remote_agents):

@@ -7,11 +7,11 @@ The contract is `docs/routing.md` (section 1): peers travel router -> agent in
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from a2a.types import AgentCard, AgentExtension, Message, Task
-from google.protobuf.json_format import MessageToDict
-from google.protobuf.struct_pb2 import ListValue, Struct
+from google.protobuf.struct_pb2 import ListValue, Struct, Value
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
@@ -209,14 +209,19 @@ def read_usage(reply: Message | Task) -> int | None:
         data = _field(metadata, URI)
         usage = data.get("usage") if isinstance(data, dict) else None
         if isinstance(usage, dict):
-            total = usage.get("totalTokens")
-            if not isinstance(total, int | float):
-                total = sum(
-                    v
-                    for k, v in usage.items()
-                    if k in ("inputTokens", "outputTokens") and isinstance(v, int | float)
-                )
-            return max(0, int(total))
+            total = _count(usage.get("totalTokens"))
+            if total is not None:
+                return total
+            counts = [_count(usage.get(key)) for key in ("inputTokens", "outputTokens")]
+            parts = [count for count in counts if count is not None]
+            return sum(parts) if parts else None  # nothing to count: as if nothing was reported
+    return None
+
+
+def _count(value: Any) -> int | None:
+    """A number of tokens, from JSON numbers only (a member's `NaN` and `Infinity` were read as None)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return max(0, int(value))
     return None
 
 
@@ -260,4 +265,21 @@ def parse_recipient(value: Any) -> str | None:
 
 def _field(metadata: Struct, key: str) -> Any:
     value = metadata.fields.get(key)
-    return None if value is None else MessageToDict(value)
+    return None if value is None else _plain(value)
+
+
+def _plain(value: Value) -> Any:
+    """A protobuf Value as JSON data. A number JSON has no room for (`NaN`, `Infinity`: Python's
+    JSON reader took them from a member) is None, so what is read can always be written again."""
+    kind = value.WhichOneof("kind")
+    if kind == "struct_value":
+        return {key: _plain(item) for key, item in value.struct_value.fields.items()}
+    if kind == "list_value":
+        return [_plain(item) for item in value.list_value.values]
+    if kind == "number_value":
+        return value.number_value if math.isfinite(value.number_value) else None
+    if kind == "string_value":
+        return value.string_value
+    if kind == "bool_value":
+        return value.bool_value
+    return None

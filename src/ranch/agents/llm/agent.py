@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 from a2a.types import (
@@ -59,6 +61,10 @@ MEMORY_BYTES = 32_000_000
 MAX_IMAGE_BYTES = 5_000_000
 """Largest image the agent reads from a URL for its model."""
 IMAGE_TIMEOUT_S = 20.0
+IMAGE_FAILURES = (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError, ValueError)
+"""What reading an image URL may raise: a refused address, a closed or silent port, an HTTP error..."""
+
+logger = logging.getLogger(__name__)
 
 
 class LlmAgent(Agent):
@@ -74,13 +80,15 @@ class LlmAgent(Agent):
         *,
         system_prompt: str = "You are a helpful assistant.",
         max_tool_rounds: int = 8,
-        fetch: httpx.AsyncClient | None = None,
+        fetch: Callable[[], httpx.AsyncClient] | None = None,
     ) -> None:
         self.id = info.id
         self._info = info
-        self.fetch = fetch
-        """Reads the images a message gives by URL (its pool's kind of connection: a tenant's are
-        guarded); None: such images are named in the text, not shown."""
+        self._fetch = fetch
+        """Opens the client that reads the images a message gives by URL: a guarded one
+        (policy/egress.py), since the URL is the caller's; None: such images are named, not shown."""
+        self._fetcher: httpx.AsyncClient | None = None
+        """That client, opened on the first image URL and closed with the agent."""
         self.provider = provider
         self.toolbox = toolbox
         self.system_prompt = system_prompt
@@ -106,8 +114,8 @@ class LlmAgent(Agent):
     async def _asking(self, message: Message, asked: str) -> dict[str, Any]:
         """The user's chat message: the text, with the images a vision model takes (its input modes
         list their type) as `image_url` items. An image given by URL is read by the agent, through
-        its own connections (a tenant's are guarded against inward addresses), and sent as bytes:
-        a provider is never handed a URL to fetch from wherever it runs."""
+        guarded connections (the URL is the caller's), and sent as bytes: a provider is never handed
+        a URL to fetch from wherever it runs."""
         items: list[dict[str, Any]] = []
         notes: list[str] = []
         for part in message.parts:
@@ -118,8 +126,11 @@ class LlmAgent(Agent):
                 continue
             try:
                 url = await self._image_url(part, media_type)
-            except (httpx.HTTPError, ValueError) as exc:
-                notes.append(f"[the image {part.url} could not be read: {exc}]")
+            except IMAGE_FAILURES as exc:
+                # one note for every failure: the model (and through it the caller) never learns
+                # whether a port is closed, open, or refused by the guard
+                logger.debug("agent %s: the image at %s was not read: %s", self.id, *_failure(part.url, exc))
+                notes.append(f"[the image {part.url} could not be read]")
                 continue
             items.append({"type": "image_url", "image_url": {"url": url}})
         text = "\n\n".join([asked, *notes]) if notes else asked
@@ -131,9 +142,7 @@ class LlmAgent(Agent):
         """An image part as a chat model reads it: its bytes as a `data:` URL."""
         data = part.raw
         if part.HasField("url"):
-            if self.fetch is None:
-                raise ValueError("this agent reads no image URLs")
-            async with self.fetch.stream("GET", part.url, timeout=IMAGE_TIMEOUT_S) as response:
+            async with self._image_client().stream("GET", part.url, timeout=IMAGE_TIMEOUT_S) as response:
                 response.raise_for_status()
                 data = b""
                 async for chunk in response.aiter_bytes():
@@ -142,12 +151,22 @@ class LlmAgent(Agent):
                         raise ValueError(f"larger than {MAX_IMAGE_BYTES} bytes")
         return f"data:{media_type};base64,{base64.b64encode(data).decode()}"
 
+    def _image_client(self) -> httpx.AsyncClient:
+        if self._fetch is None:
+            raise ValueError("this agent reads no image URLs")
+        if self._fetcher is None:
+            self._fetcher = self._fetch()
+        return self._fetcher
+
     async def open(self) -> None:
         await self.toolbox.open()
 
     async def aclose(self) -> None:
         await self.toolbox.aclose()
         await self.provider.aclose()
+        if self._fetcher is not None:
+            await self._fetcher.aclose()
+            self._fetcher = None
 
     async def __aenter__(self) -> LlmAgent:
         await self.open()
@@ -343,6 +362,18 @@ def _render(message: Message) -> str:
         elif part.filename or part.url:
             pieces.append(f"[file: {part.filename or part.url}]")
     return "\n\n".join(pieces)
+
+
+def _failure(url: str, exc: Exception) -> tuple[str, str]:
+    """The unread image's URL and why, for the server's log: without its query or credentials (they
+    may hold a token)."""
+    try:
+        parts = urlsplit(url)
+        shown = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
+    except ValueError:
+        shown = "an unreadable URL"
+    why = f"HTTP {exc.response.status_code}" if isinstance(exc, httpx.HTTPStatusError) else str(exc)
+    return shown, f"{type(exc).__name__}: {why.replace(url, shown)}"
 
 
 def _chat(role: str, content: str) -> dict[str, Any]:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+
+import httpx
 
 from ranch.agents.base import AgentInfo
 from ranch.agents.llm.agent import LlmAgent
@@ -11,6 +14,8 @@ from ranch.agents.llm.provider import ChatProvider, Sampling
 from ranch.agents.llm.remote_tool import RemoteAgentTool, RemoteTarget
 from ranch.agents.llm.tools import Toolbox
 from ranch.config import LlmAgentConfig
+from ranch.policy.egress import guarded_client
+from ranch.policy.ssrf import UrlGuard
 from ranch.wire.client import ClientPool
 
 
@@ -46,5 +51,16 @@ def build_llm_agent(config: LlmAgentConfig, info: AgentInfo, pool: ClientPool) -
         toolbox,
         system_prompt=config.system_prompt,
         max_tool_rounds=config.max_tool_rounds,
-        fetch=pool.http,
+        fetch=image_fetcher(config, pool),
     )
+
+
+def image_fetcher(config: LlmAgentConfig, pool: ClientPool) -> Callable[[], httpx.AsyncClient]:
+    """Opens the client that reads a message's image URLs. The URL is the caller's, whoever owns the
+    agent, so every connection is judged: a tenant's agent through its pool's guard, the operator's
+    (config, superuser) through a guard of its own that lets loopback and private addresses through
+    only when the config says `fetch_private_urls`."""
+    if pool.guarded:
+        return pool.new_client
+    guard = UrlGuard(allow_loopback=config.fetch_private_urls)
+    return lambda: guarded_client(guard)
