@@ -7,9 +7,11 @@ from pathlib import Path
 import pytest
 from a2a.types import Task, TaskState, TaskStatus
 from sqlalchemy import inspect, text
+from sqlalchemy.ext.asyncio import async_sessionmaker
 
 from ranch.db import migrate
 from ranch.db.engine import open_engine
+from ranch.db.models import ApiKey
 from ranch.tasks.store import SqlTaskStore, owner_of
 from ranch.tasks.store import owner_context as _ctx
 
@@ -44,4 +46,33 @@ async def test_a_database_from_ranch_0_1_is_upgraded_with_its_tasks(tmp_path: Pa
     assert {"rooms", "messages", "executions", "events", "deliveries", "agents", "ranch_tasks"} <= tables
     assert "ranch_push_configs" in tables
     assert await store.get("t1", _ctx("someone")) == task
+    await engine.dispose()
+
+
+async def test_keys_from_before_0011_are_kept_and_made_by_no_key(database_url: str) -> None:
+    """0011 adds `api_keys.parent_id`: a key that existed already keeps working, made by no key."""
+    engine = open_engine(database_url)
+    await migrate.upgrade(engine, "0010")
+    async with engine.begin() as connection:
+        await connection.execute(
+            text(
+                "INSERT INTO organizations (id, name, allowed_agent_urls, created_at)"
+                " VALUES ('o', 'O', '[]', 0)"
+            )
+        )
+        await connection.execute(
+            text(
+                "INSERT INTO api_keys (id, digest, prefix, org_id, owner_kind, owner_id, created_at, revoked)"
+                " VALUES ('k1', 'd1', 'rk_abcd', 'o', 'user', 'u1', 0, false)"
+            )
+        )
+
+    await migrate.upgrade(engine)
+
+    async with async_sessionmaker(engine)() as session:
+        key = await session.get(ApiKey, "k1")
+    assert key is not None and key.parent_id is None and not key.revoked
+    async with engine.connect() as connection:
+        indexes = await connection.run_sync(lambda sync: inspect(sync).get_indexes("api_keys"))
+    assert {"ix_api_keys_parent_id", "api_keys_owner"} <= {index["name"] for index in indexes}
     await engine.dispose()

@@ -192,3 +192,86 @@ def test_a_bad_expiry_or_owner_is_refused_naming_the_field(
     answer = Api(hub.url, ADMIN_KEY).call("POST", "/keys", body)
     assert answer.status_code == 400, answer.text
     assert answer.json()["error"]["field"] == field
+
+
+# -- keys made with keys (audit 2, N5), and the keys of a removed agent (N16) ---------------------------
+
+MOST_LIVE_KEYS = 20
+"""The cap on one principal's live keys (docs/api.md)."""
+
+
+def seconds(at: str) -> float:
+    return datetime.fromisoformat(at).timestamp()
+
+
+def a2a_mcp_rest(hub: RunningRanch, key: str) -> dict[str, int]:
+    """The entries that keep a key's principal cached (A2A, /mcp), and REST, which never does."""
+    return {"rest": rest(hub, key), "a2a": a2a(hub, key), "mcp": mcp(hub, key)}
+
+
+def test_a_key_made_with_a_key_never_outlives_it_and_is_revoked_with_it(database_url: str) -> None:
+    with serve_ranch(CONFIG, database_url, auth="keys") as hub:
+        owner = acme(hub)
+        mia = Api(hub.url, owner.post("/users", {"id": "mia", "name": "Mia"})["api_key"])
+        short = owner.post("/keys", {"owner": {"kind": "user", "id": "mia"}, "expires_in": 60})
+        short_key, short_id = short["api_key"], short["key"]["id"]
+        with_short = Api(hub.url, short_key)
+
+        minted = with_short.post("/keys", {})  # no expiry asked: the key making it is the limit
+        assert minted["key"]["expires_at"] == short["key"]["expires_at"]
+        sooner = Api(hub.url, minted["api_key"]).post("/keys", {"expires_in": 30})  # and a key made with that
+        assert seconds(sooner["key"]["expires_at"]) <= seconds(short["key"]["expires_at"])
+        for later in ({"expires_in": 3600}, {"expires_at": "2030-01-01T00:00:00Z"}):
+            refused = with_short.call("POST", "/keys", later)
+            assert refused.status_code == 400, refused.text
+            field = next(iter(later))
+            assert (
+                refused.json()["error"]["field"] == field
+                and "never outlives" in refused.json()["error"]["message"]
+            )
+
+        for key in (short_key, minted["api_key"], sooner["api_key"]):
+            assert a2a_mcp_rest(hub, key) == {"rest": 200, "a2a": 200, "mcp": 200}  # now cached on A2A, /mcp
+        owner.post(f"/keys/{short_id}/revoke", None, status=200)
+        for key in (short_key, minted["api_key"], sooner["api_key"]):
+            assert a2a_mcp_rest(hub, key) == {"rest": 401, "a2a": 401, "mcp": 401}
+        listed = {k["id"]: k for k in owner.get("/keys")["items"]}
+        assert listed[minted["key"]["id"]]["revoked"] and listed[sooner["key"]["id"]]["revoked"]
+        assert mia.get("/me")["id"] == "acme.mia"  # her key from the owner is not one of them
+        revoked = Api(hub.url, minted["api_key"]).call("POST", "/keys", {})
+        assert revoked.status_code == 401  # nor can a revoked key make one
+        assert owner.post("/keys", {})["key"]["expires_at"] is None  # a key that never expires: no limit
+        lasting = owner.post("/keys", {"expires_in": 3600})
+        assert seconds(lasting["key"]["expires_at"]) == pytest.approx(time.time() + 3600, abs=60)
+
+
+def test_no_one_holds_more_than_twenty_live_keys(hub: RunningRanch) -> None:
+    owner = acme(hub)
+    mia = Api(hub.url, owner.post("/users", {"id": "mia", "name": "Mia"})["api_key"])  # her first key
+    made = [mia.post("/keys", {}) for _ in range(MOST_LIVE_KEYS - 1)]
+    assert len(mia.get("/keys")["items"]) == MOST_LIVE_KEYS
+
+    refused = mia.call("POST", "/keys", {})
+    assert refused.status_code == 409, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "CONFLICT" and f"({MOST_LIVE_KEYS})" in error["message"]
+    for_her = owner.call("POST", "/keys", {"owner": {"kind": "user", "id": "mia"}})  # an admin neither
+    assert for_her.status_code == 409 and for_her.json()["error"]["field"] == "owner"
+
+    mia.post(f"/keys/{made[0]['key']['id']}/revoke", None, status=200)  # a revoked key is not live
+    assert mia.post("/keys", {"expires_in": 60})["key"]["expires_at"]
+    assert mia.call("POST", "/keys", {}).status_code == 409
+
+
+def test_a_removed_agents_keys_answer_401_at_once_on_every_entry(hub: RunningRanch) -> None:
+    owner = acme(hub)
+    first = owner.post("/agents", {"id": "ext", "kind": "external"})["api_key"]
+    second = owner.post("/keys", {"owner": {"kind": "agent", "id": "ext"}})["api_key"]
+    for key in (first, second):
+        assert a2a_mcp_rest(hub, key) == {"rest": 200, "a2a": 200, "mcp": 200}  # now cached on A2A, /mcp
+    assert owner.call("DELETE", "/agents/acme.ext").status_code == 204
+    for key in (first, second):
+        assert a2a_mcp_rest(hub, key) == {"rest": 401, "a2a": 401, "mcp": 401}
+    assert all(k["revoked"] for k in owner.get("/keys")["items"] if k["owner"]["id"] == "acme.ext")
+    owner.post("/agents", {"id": "ext", "kind": "external"})  # an agent of the same id: not its keys
+    assert a2a_mcp_rest(hub, first) == {"rest": 401, "a2a": 401, "mcp": 401}

@@ -74,6 +74,24 @@ def test_a_key_revoked_on_one_replica_is_refused_by_another_at_once(database_url
         assert send(first, "greeter", key) == 401
 
 
+def test_keys_made_with_a_revoked_key_and_a_removed_agents_keys_are_refused_by_another_at_once(
+    database_url: str,
+) -> None:
+    first_server, second_server = replicas(database_url)
+    with first_server as first, second_server as second:
+        owner_key = Api(first.url, ADMIN_KEY).post("/organizations", {"id": "acme"})["owner"]["api_key"]
+        owner = Api(first.url, owner_key)
+        parent = owner.post("/keys", {})
+        child = Api(first.url, parent["api_key"]).post("/keys", {})["api_key"]
+        agent_key = owner.post("/agents", {"id": "ext", "kind": "external"})["api_key"]
+        for key in (child, agent_key):  # the second replica now holds both in its cache
+            assert send(second, "greeter", key) == 200
+        owner.post(f"/keys/{parent['key']['id']}/revoke", None, status=200)
+        assert owner.call("DELETE", "/agents/acme.ext").status_code == 204
+        within(PROMPTLY, lambda: send(second, "greeter", child) == send(second, "greeter", agent_key) == 401)
+        assert send(first, "greeter", child) == send(first, "greeter", agent_key) == 401
+
+
 def test_an_agent_registered_or_removed_on_one_replica_is_served_or_gone_on_another(
     database_url: str,
 ) -> None:

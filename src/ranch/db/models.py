@@ -187,6 +187,11 @@ class ApiKey(Base):
     revoked_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     expires_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     """Past this time the key answers 401 on every entry; None = it does not expire."""
+    parent_id: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
+    """The key its holder made this one with: it never outlives that key and is revoked with it.
+    None for a key made by an owner or admin, at sign-up or at an agent's registration."""
+
+    __table_args__ = (Index("api_keys_owner", "owner_kind", "owner_id"),)
 
 
 class AgentRecord(Base):
