@@ -18,6 +18,7 @@ from starlette.responses import JSONResponse, Response
 
 from ranch.api import errors
 from ranch.api.services import ApiServices
+from ranch.db.engine import unavailable
 from ranch.edge.guards import principal_of
 from ranch.exceptions import InvalidInput, RanchError
 from ranch.identity.principal import Principal
@@ -103,7 +104,8 @@ async def json_body(request: Request) -> dict[str, Any]:
 
 
 def endpoint(operation: Operation, services: ApiServices) -> Callable[[Request], Awaitable[Response]]:
-    """Authenticate, run the handler, and answer its result (or a RanchError) as JSON."""
+    """Authenticate, run the handler, and answer its result (or a RanchError, or the database being
+    unavailable: STORE_UNAVAILABLE) as JSON."""
 
     async def answer(request: Request) -> Response:
         try:
@@ -111,6 +113,11 @@ def endpoint(operation: Operation, services: ApiServices) -> Callable[[Request],
             result = await operation.handler(Call(request, caller, services, operation))
         except RanchError as exc:
             return errors.response(exc, debug=services.debug)
+        except Exception as exc:  # a database that cannot be used is the caller's 503, not a 500
+            failure = unavailable(exc, f"{request.method} {request.url.path}")
+            if failure is None:
+                raise
+            return errors.response(failure, debug=services.debug)
         if isinstance(result, Response):
             return result
         content = result.model_dump(mode="json") if isinstance(result, BaseModel) else result

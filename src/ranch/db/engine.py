@@ -1,23 +1,37 @@
-"""One async engine per server, shared by the task store and the rooms."""
+"""One async engine per server, shared by the task store and the rooms.
+
+A database that cannot be used (locked, unreachable, its connection cut) is one kind of failure
+everywhere: `unavailable` tells it apart from a bug, and `cause_of` says what it was without the
+SQL statement or its parameters (which hold what callers wrote). The engine itself hides the
+parameters in its errors too (`hide_parameters`), so no traceback logs a message's text.
+"""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from sqlalchemy import event
+from sqlalchemy import exc as sa
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from ranch.exceptions import DatabaseUnavailable
+
+logger = logging.getLogger(__name__)
 SQLITE_BUSY_TIMEOUT_S = 30
 """How long a SQLite writer waits for another's lock before failing."""
+UNAVAILABLE = (sa.OperationalError, sa.InterfaceError, sa.DisconnectionError, sa.TimeoutError, OSError)
+"""What a database that cannot be used raises: locked or busy, a connection refused or cut, a pool
+that has no connection to give; a driver's connect failure (asyncpg) is a plain OSError."""
 
 
 def open_engine(url: str, *, busy_timeout: float = SQLITE_BUSY_TIMEOUT_S) -> AsyncEngine:
     """The engine for `url`; on SQLite, a writer waits up to `busy_timeout` s for another's lock."""
     if url.startswith("sqlite"):
-        engine = create_async_engine(url, connect_args={"timeout": busy_timeout})
+        engine = create_async_engine(url, connect_args={"timeout": busy_timeout}, hide_parameters=True)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
-    return create_async_engine(url, pool_pre_ping=True)
+    return create_async_engine(url, pool_pre_ping=True, hide_parameters=True)
 
 
 def _sqlite_pragmas(connection: Any, _record: Any) -> None:
@@ -27,3 +41,21 @@ def _sqlite_pragmas(connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
+
+
+def unavailable(exc: BaseException, what: str) -> DatabaseUnavailable | None:
+    """`exc` as the error a caller gets when the database cannot be used (STORE_UNAVAILABLE, 503),
+    logged with `what` failed; None when it is something else (a bug, a constraint), which stays
+    what it is. Each entry that answers callers (REST, WebSocket, the guard chain) asks here."""
+    if not (isinstance(exc, UNAVAILABLE) or (isinstance(exc, sa.DBAPIError) and exc.connection_invalidated)):
+        return None
+    failure = DatabaseUnavailable(cause_of(exc))
+    logger.error("%s: %s", what, failure, exc_info=exc)  # the engine hides the statement's parameters
+    return failure
+
+
+def cause_of(exc: BaseException) -> str:
+    """A database error in a few words: the driver's own message, without the SQL statement."""
+    cause = getattr(exc, "orig", None) or exc
+    text = str(cause).splitlines()[0] if str(cause) else ""
+    return f"{type(cause).__name__}: {text[:160]}" if text else type(cause).__name__

@@ -16,24 +16,24 @@ from typing import Annotated, Any
 
 from a2a.types import Part
 from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import Field, model_validator
 
-from ranch.config import MediaType
 from ranch.db.models import RoomMessage
-from ranch.policy.fields import Body, Text, plain
-from ranch.policy.limits import web_url
+from ranch.policy.fields import Body, Text
+from ranch.policy.limits import Limits, check_value_keys, web_url
 
-MAX_URL_CHARS = 2048
 HISTORY_DATA_CHARS = 200
 """How much of a data part's JSON the room history shows an agent (the part itself is whole)."""
 
-Url = Annotated[
-    str, Field(min_length=1, max_length=MAX_URL_CHARS, pattern=r"^https?://"), AfterValidator(plain)
-]
+Url = Annotated[str, Field(pattern=r"^https?://")]
+"""An http(s) URL (documented so in the API's schema); `check_message` checks the rest."""
 
 
 class PartBody(Body):
-    """One A2A part (the A2A JSON form): exactly one of `text`, `raw`, `url` or `data`."""
+    """One A2A part (the A2A JSON form): exactly one of `text`, `raw`, `url` or `data`.
+
+    The model checks the part's shape; its values (URL, media type, file name, data and metadata)
+    are checked by policy/limits.py `check_message`, the one validator of parts on every entry."""
 
     text: Text | None = None
     raw: str | None = None
@@ -42,8 +42,8 @@ class PartBody(Body):
     """A file the hub stores by reference and never fetches."""
     data: Any = None
     """Structured data: any JSON value."""
-    filename: Annotated[str, Field(max_length=255), AfterValidator(plain)] | None = None
-    mediaType: MediaType | None = None  # A2A's JSON name
+    filename: str | None = None
+    mediaType: str | None = None  # A2A's JSON name: `type/subtype`, RFC 6838
     metadata: dict[str, Any] | None = None
 
     @model_validator(mode="after")
@@ -68,6 +68,17 @@ class PartBody(Body):
         except ParseError as exc:  # pragma: no cover - the model's checks come first
             raise ValueError(str(exc)) from exc
         return part
+
+
+def converted(bodies: Sequence[PartBody], limits: Limits) -> list[Part]:
+    """The posted parts as A2A parts; their data and metadata are walked as JSON first (depth, keys),
+    naming `parts[i].data` or `parts[i].metadata`: protobuf's converters recurse, and fail too deep."""
+    for index, body in enumerate(bodies):
+        if body.data is not None:
+            check_value_keys(body.data, f"parts[{index}].data", limits)
+        if body.metadata is not None:
+            check_value_keys(body.metadata, f"parts[{index}].metadata", limits)
+    return [body.to_part() for body in bodies]
 
 
 def stored(parts: Sequence[Part]) -> list[dict[str, Any]] | None:

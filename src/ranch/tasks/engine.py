@@ -57,6 +57,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from ranch.agents.base import Agent, Call, Event
 from ranch.agents.fold import TaskFold, archive_status, state_name
 from ranch.agents.invoke import invoke
+from ranch.db.engine import cause_of
 from ranch.exceptions import RanchError, StoreUnavailable
 from ranch.fanout import Fanout, MemoryFanout, Record
 from ranch.fanout.hearing import hear
@@ -381,7 +382,7 @@ class TaskEngine:
                     logger.error(
                         "could not store task %s after %d attempts", task.id, SAVE_ATTEMPTS, exc_info=True
                     )
-                    raise StoreUnavailable(task.id, state_name(task.status.state), _cause(exc)) from exc
+                    raise StoreUnavailable(task.id, state_name(task.status.state), cause_of(exc)) from exc
                 logger.warning("storing task %s failed; retrying", task.id, exc_info=True)
                 await anyio.sleep(0.05 * 4**attempt)
         self.recent.put(owner, _copy(task))
@@ -687,13 +688,6 @@ def _ends(event: Event) -> bool:
     if isinstance(event, TaskStatusUpdateEvent) or (isinstance(event, Task) and event.HasField("status")):
         return event.status.state in TERMINAL or event.status.state in INTERRUPTED
     return False
-
-
-def _cause(exc: Exception) -> str:
-    """A database error in a few words: the driver's own message, without the SQL statement."""
-    cause = getattr(exc, "orig", None) or exc
-    text = str(cause).splitlines()[0] if str(cause) else ""
-    return f"{type(cause).__name__}: {text[:160]}" if text else type(cause).__name__
 
 
 def _stamp(status: TaskStatus) -> None:
