@@ -23,6 +23,7 @@ from pydantic import (
     Tag,
     TypeAdapter,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
@@ -196,6 +197,9 @@ class LlmAgentConfig(_AgentBase):
     """A2A agents callable with `call_remote_agent`: the allow-list (URLs, or {url, name})."""
     headers: dict[str, str] = Field(default_factory=dict)
     """Extra HTTP headers for the provider (e.g. OpenRouter's HTTP-Referer)."""
+    fetch_private_urls: bool = False
+    """Let the image URLs a message carries reach loopback and private addresses too (the operator's
+    own image store); off, they reach public addresses only. The config's and the superuser's only."""
 
     @model_validator(mode="after")
     def _one_key_source(self) -> LlmAgentConfig:
@@ -226,6 +230,28 @@ class MemberAccess(_Strict):
     deny: list[Who] = Field(default_factory=list)
 
 
+class Approvers(_Strict):
+    """Who answers a team's approval question instead of the default (the person who asked, or an
+    owner or admin): persons with one of these `roles` or ids (docs/routing.md, "The caller")."""
+
+    roles: list[Literal["owner", "admin", "member"]] = Field(default_factory=list)
+    users: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _someone(self) -> Approvers:
+        if not self.roles and not self.users:
+            raise ValueError("name at least one of roles or users (or leave approvers out: the default)")
+        return self
+
+
+class Approval(_Strict):
+    """A team's `approval`: the members a turn reaches only once a person approved the hop, and who
+    may approve it (`approvers`; the default when None)."""
+
+    members: list[str] = Field(default_factory=list)
+    approvers: Approvers | None = None
+
+
 class TeamConfig(_Strict):
     """A team: members, a default agent, and the Router's policies."""
 
@@ -242,8 +268,9 @@ class TeamConfig(_Strict):
     loop_repeats: int = Field(default=3, ge=2)
     access: dict[str, MemberAccess] = Field(default_factory=dict)
     """Member id -> the callers it is open to (docs/routing.md, "The caller")."""
-    approval: list[str] = Field(default_factory=list)
-    """Members a turn goes to only once its caller approved (INPUT_REQUIRED until then)."""
+    approval: Approval = Field(default_factory=Approval)
+    """Members a turn goes to only once a person approved (INPUT_REQUIRED until then), and who may:
+    `{members: [...], approvers: {roles, users}}`, or the short form `[finance]` (the default approvers)."""
     budget: TokenBudget | None = None
     """`{tokens: N}`: once a turn's members have reported N tokens, it ends FAILED (BudgetExceeded)."""
     routes: dict[str, str] = Field(default_factory=dict)
@@ -252,6 +279,16 @@ class TeamConfig(_Strict):
     timeout: float = Field(default=600.0, gt=0)
     """Seconds a whole turn may take when this team is itself a member of another team."""
     require_extensions: list[str] = Field(default_factory=list)
+
+    @field_validator("approval", mode="before")
+    @classmethod
+    def _approval_list(cls, value: Any) -> Any:
+        """The short form: a list of members, approved by the default approvers."""
+        if isinstance(value, list):
+            return {"members": value}
+        if not isinstance(value, dict):
+            raise ValueError("give a list of members, or {members: [...], approvers: {roles, users}}")
+        return value
 
     @property
     def display_name(self) -> str:
@@ -361,7 +398,7 @@ def _check_teams(config: RanchConfig, known: set[str]) -> Iterator[str]:
                 yield f"{team.id}: route from '{source}', which is not a member"
             if target not in team.members and target != "user":
                 yield f"{team.id}: route '{source}' -> '{target}': '{target}' is not a member"
-        for field, named in (("access", list(team.access)), ("approval", team.approval)):
+        for field, named in (("access", list(team.access)), ("approval", team.approval.members)):
             for member in named:
                 if member not in team.members:
                     yield f"{team.id}: {field} names '{member}', which is not a member"

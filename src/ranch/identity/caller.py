@@ -19,6 +19,8 @@ class Caller:
     """person | agent"""
     role: str | None = None
     """A person's role in the organization (owner, admin, member)."""
+    room_role: str | None = None
+    """In a room, the poster's role in that room (owner, admin, member): a team's approval reads it."""
 
     def to_json(self) -> dict[str, str]:
         data = {"id": self.id, "organization": self.organization, "kind": self.kind}

@@ -25,7 +25,7 @@ from sqlalchemy.orm import aliased
 
 from ranch.agents.base import Agent, AgentInfo, Call, Event
 from ranch.catalog.registry import Registry
-from ranch.db.models import AgentRecord, Delivery, Execution, Room, RoomMessage, User
+from ranch.db.models import AgentRecord, Delivery, Execution, Participant, Room, RoomMessage, User
 from ranch.exceptions import AgentNotFound
 from ranch.identity.caller import Caller
 from ranch.ids import new_id
@@ -196,7 +196,15 @@ class Dispatcher:
         if message.sender_kind == "user":
             async with self.bus.sessions() as session:
                 user = await session.get(User, message.sender_id)
-            return Caller(message.sender_id, room.org_id, "person", str(user.role) if user else None)
+                in_room = await session.scalar(
+                    select(Participant.role).where(
+                        Participant.room_id == room.id,
+                        Participant.kind == "user",
+                        Participant.ref == message.sender_id,
+                    )
+                )
+            role = str(user.role) if user else None
+            return Caller(message.sender_id, room.org_id, "person", role, str(in_room) if in_room else None)
         if message.sender_kind in ("agent", "team"):
             return Caller(message.sender_id, room.org_id, "agent")
         return None

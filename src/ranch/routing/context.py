@@ -64,7 +64,8 @@ class Conversation:
     waiting_on: str | None = None
     """The member whose question the caller is answering next, if any."""
     pending: dict[str, Any] | None = None
-    """A hop waiting for the caller's approval: {member, reason, sender, parts (A2A JSON)}."""
+    """A hop waiting for a person's approval: {member, reason, sender, asker (the caller who caused it,
+    as `Caller.to_json`; None: anonymous), approvers, parts (A2A JSON), trail}."""
     lock: anyio.Lock = field(default_factory=anyio.Lock)
     size: int = 0
     """UTF-8 bytes held by `entries`."""

@@ -133,7 +133,8 @@ class Turn:
                 self.check_hop_budget(target)
                 if target in self.team.approval and target != self.approved:
                     state = INPUT_REQUIRED
-                    yield self.ask_approval(target, reason, sender, parts)
+                    asker = self.caller.to_json() if self.caller is not None else None
+                    yield self.ask_approval(target, reason, sender, parts, asker)
                     return
                 self.approved = None
                 yield self.working(target, sender, reason)
@@ -234,12 +235,30 @@ class Turn:
             else f"{caller.kind} '{caller.id}' of '{caller.organization}'"
         )
 
-    def ask_approval(self, member: str, reason: str, sender: str, parts: list[Part]) -> TaskStatusUpdateEvent:
-        """Pause the turn: the caller approves or denies the hop to `member` with its next message."""
+    def ask_approval(
+        self,
+        member: str,
+        reason: str,
+        sender: str,
+        parts: list[Part],
+        asker: dict[str, str] | None,
+        refusal: str | None = None,
+    ) -> TaskStatusUpdateEvent:
+        """Pause the turn: a person approves or denies the hop to `member` with their next message
+        (`asker` caused the question: by default they may answer it). `refusal` says why the message
+        just received did not answer it."""
         text = text_of(Message(parts=parts))
-        pending = {"member": member, "reason": reason, "sender": sender, "text": text[:APPROVAL_TEXT]}
+        roles, users = self.team.approver_rule(asker)
+        pending = {
+            "member": member,
+            "reason": reason,
+            "sender": sender,
+            "text": text[:APPROVAL_TEXT],
+            "approvers": {"roles": roles, "users": users},
+        }
         self.conversation.pending = {
             **pending,
+            "asker": asker,
             "parts": [MessageToDict(part) for part in parts],
             "trail": [hop.to_json() for hop in self.trail],  # the approved turn goes on from here
         }
@@ -247,6 +266,8 @@ class Turn:
             f"Approve sending this to {member}? Why: {reason}. It would receive: {text[:APPROVAL_TEXT]}\n"
             "Answer 'approve' or 'deny'."
         )
+        if refusal is not None:
+            question = f"{refusal}\n{question}"
         event = self.final(INPUT_REQUIRED, [Part(text=question)])
         event.status.message.metadata.update({keys.APPROVAL: pending})
         return event
@@ -260,9 +281,11 @@ class Turn:
         parts = [ParseDict(item, Part()) for item in pending.get("parts", [])]
         member, sender = str(pending["member"]), str(pending.get("sender", client_routing.USER))
         self.trail = [Hop(**hop) for hop in pending.get("trail", [])]
+        asker = pending.get("asker")
         answer = approval_answer(self.message)
-        if answer is None:
-            return self.ask_approval(member, str(pending.get("reason", "")), sender, parts)
+        refusal = self.approval_refused(member, asker) if answer is not None else None
+        if answer is None or refusal is not None:  # not an answer, or not the caller's to give
+            return self.ask_approval(member, str(pending.get("reason", "")), sender, parts, asker, refusal)
         self.conversation.pending = None
         if answer:
             self.approved = member
@@ -270,6 +293,36 @@ class Turn:
         note = Part(text=f"[ranch] {self.who()} did not approve sending this to {member}.")
         default = self.team.default_agent
         return default, f"{member} denied by {self.who()}", sender, [*parts, note]
+
+    def approval_refused(self, member: str, asker: dict[str, str] | None) -> str | None:
+        """Why the caller may not answer the approval of the hop to `member`, None when they may: only
+        a person (never an agent, nor an agent's message) to whom `member` is open, and one of the
+        team's approvers. An open server's anonymous caller answers its own anonymous question."""
+        caller = self.caller
+        if caller is None and asker is None:
+            why = None if self.open_to(member) else f"{member} is not open to them"
+        elif caller is None or caller.kind != "person":
+            why = "only a person may approve"
+        elif not self.open_to(member):
+            why = f"{member} is not open to them"
+        elif not self.team.approver(caller, asker):
+            why = "they are not one of its approvers"
+        else:
+            why = None
+        if why is None:
+            return None
+        waits = self.approvers(member, asker)
+        return f"[ranch] {self.who()} may not answer this question: {why}. It waits for {waits}."
+
+    def approvers(self, member: str, asker: dict[str, str] | None) -> str:
+        """Who may answer the approval of the hop to `member`, in words."""
+        roles, users = self.team.approver_rule(asker)
+        label = "the person who asked" if self.team.approvers is None else "user"
+        named = [f"{label} '{user}'" for user in users]
+        if roles:
+            named.append(f"a person with the role {' or '.join(roles)}")
+        who = " or ".join(named) or "nobody (the team names no approvers)"
+        return f"{who}, to whom {member} is open" if member in self.team.access else who
 
     def used(self) -> int:
         """Hops made so far; a member team's count as the hops made inside it."""

@@ -13,13 +13,14 @@ import logging
 import time
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 from a2a.types import AgentSkill, Message
 from google.protobuf.struct_pb2 import ListValue
 
 from ranch.agents.base import Agent, AgentInfo, Call, Event, gather_infos
+from ranch.config import Approvers
 from ranch.identity.caller import DEFAULT_ORGANIZATION, Caller
 from ranch.ids import new_id
 from ranch.routing import context
@@ -85,6 +86,7 @@ class Team(Agent):
         budget_tokens: int | None = None,
         access: Mapping[str, tuple[list[str] | None, list[str]]] | None = None,
         approval: tuple[str, ...] = (),
+        approvers: Approvers | None = None,
         routes: Mapping[str, str] | None = None,
         history_length: int | None = None,
         timeout: float = 600.0,
@@ -105,10 +107,13 @@ class Team(Agent):
         agent once with a note and then to the user (`default`), go to the user, or fail."""
         self.loop_repeats = loop_repeats
         self.budget_tokens = budget_tokens
-        self.access = dict(access or {})
+        # an organization's team may name its members by their short names (`finance`)
+        self.access = {self.member(name) or name: rule for name, rule in (access or {}).items()}
         """Member -> (allow, deny): the callers it is open to (docs/routing.md, "The caller")."""
-        self.approval = approval
-        """Members a turn reaches only once its caller approved the hop."""
+        self.approval = tuple(self.member(name) or name for name in approval)
+        """Members a turn reaches only once a person approved the hop."""
+        self.approvers = approvers
+        """Who answers the approval question; None: the person who asked, or an owner or admin."""
         """Tokens a turn may spend (what its members report); once spent, no hop starts."""
         self.routes = dict(routes or {})
         self.history_length = history_length
@@ -125,7 +130,7 @@ class Team(Agent):
         if rule is None:
             return True
         allow, deny = rule
-        own_org = self.id.rpartition(".")[0] or DEFAULT_ORGANIZATION
+        own_org = self._own_org()
         names = set() if caller is None else {
             f"org:{caller.organization}", f"{'user' if caller.kind == 'person' else 'agent'}:{caller.id}",
             f"kind:{caller.kind}",
@@ -135,6 +140,29 @@ class Team(Agent):
         if names & set(deny):
             return False
         return allow is None or bool(names & set(allow))
+
+    def approver_rule(self, asker: Mapping[str, Any] | None) -> tuple[list[str], list[str]]:
+        """The roles and user ids that may answer an approval question `asker` caused: the team's
+        `approvers`, else an owner or admin and the person who asked."""
+        if self.approvers is not None:
+            return list(self.approvers.roles), [self._user_id(name) for name in self.approvers.users]
+        asked_by = [str(asker["id"])] if asker is not None and asker.get("kind") == "person" else []
+        return ["owner", "admin"], asked_by
+
+    def approver(self, caller: Caller, asker: Mapping[str, Any] | None) -> bool:
+        """Whether the person `caller` may answer an approval question `asker` caused. A role counts
+        in the team's own organization, or in the room the answer is posted in."""
+        roles, users = self.approver_rule(asker)  # user ids are unique across organizations
+        held = {caller.room_role, caller.role if caller.organization == self._own_org() else None}
+        return caller.id in users or bool(held & set(roles))
+
+    def _own_org(self) -> str:
+        return self.id.rpartition(".")[0] or DEFAULT_ORGANIZATION
+
+    def _user_id(self, name: str) -> str:
+        """A user an organization's team names by their short name (`ann` for `acme.ann`)."""
+        org = self.id.rpartition(".")[0]
+        return f"{org}.{name}" if org and "." not in name else name
 
     def member(self, name: str) -> str | None:
         """The member `name` names: its id, or in an organization's team (`acme.desk`) the short name

@@ -4,7 +4,9 @@ A2A cards list the media types an agent takes (`defaultInputModes`) and gives
 (`defaultOutputModes`). A text part is `text/plain`, a data part `application/json`, and a
 file part its `mediaType` (`application/octet-stream` when it names none). A listed mode
 takes a part's type when they are the same type (case and parameters aside), when it is
-`type/*` of the part's type, or when it is `*/*`.
+`type/*` of the part's type, or when it is `*/*`. The short names many agents list stand for
+what they mean: `text` is `text/plain`, `json` `application/json`, `image` `image/*`, `audio`
+`audio/*` and `video` `video/*` (`SHORT_NAMES`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ TEXT = "text/plain"
 JSON = "application/json"
 OCTETS = "application/octet-stream"
 ANY = "*/*"
+SHORT_NAMES = {"text": TEXT, "json": JSON, "image": "image/*", "audio": "audio/*", "video": "video/*"}
+"""Modes some A2A agents and samples list (`defaultInputModes: ["text"]`), as media types."""
 
 
 def media_type_of(part: Part) -> str:
@@ -32,6 +36,7 @@ def media_type_of(part: Part) -> str:
 def takes(listed: str, media_type: str) -> bool:
     """Whether the listed mode `listed` takes a part of type `media_type`."""
     listed, media_type = _essence(listed), _essence(media_type)
+    listed = SHORT_NAMES.get(listed, listed)
     if listed in (ANY, media_type):
         return True
     return listed.endswith("/*") and media_type.split("/", 1)[0] == listed[:-2]
