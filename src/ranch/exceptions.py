@@ -23,9 +23,11 @@
     - Conflict                   an id already taken, a closed room, a finished execution
     - Unprocessable              well-formed but refused (an unreadable remote card, a URL not allowed)
     - SessionExpired             the session's TTL has passed
+    - ServerBusy                 a server-wide limit of concurrent work is reached; try again shortly
   - ExtensionSupportRequired     an agent requires an extension the request did not name
   - ToolError                    a tool server (MCP) could not be reached or listed
   - StoreUnavailable             the task store did not take a write; that outcome is not reported
+    - DatabaseUnavailable        a request could not read or write the database; nothing was changed
 
 "You used ranch wrongly" (ConfigError, AgentNotFound, PolicyError) is kept apart from
 "a peer misbehaved" (AgentError). wire/errors.py maps each to one JSON-RPC code and
@@ -220,6 +222,13 @@ class SessionExpired(PolicyError):
     """The session's time to live has passed; start a new one."""
 
 
+class ServerBusy(PolicyError):
+    """The process is at a limit of concurrent work over every caller (page reads): try again soon."""
+
+    retry_after: float = 1
+    """Seconds to wait before asking again (`Retry-After`)."""
+
+
 class ExtensionSupportRequired(RanchError):
     """An agent requires extensions the request did not name in `A2A-Extensions`."""
 
@@ -241,9 +250,23 @@ class StoreUnavailable(RanchError):
     A task's state is reported only once it is stored, so the caller gets this error instead.
     """
 
+    retry_after: float = 1
+    """Seconds to wait before sending again (`Retry-After`): a lock is held briefly, a database restarts."""
+
     def __init__(self, task_id: str, state: str, cause: str) -> None:
         self.task_id, self.state = task_id, state
         super().__init__(
             f"task {task_id} could not be stored as {state} ({cause}); "
             "its outcome is not reported because it was not kept: send the message again"
         )
+
+
+class DatabaseUnavailable(StoreUnavailable):
+    """A request could not read or write the database (locked, unreachable, its connection cut).
+
+    Its transaction was rolled back, so nothing it asked for was changed: it may be sent again.
+    """
+
+    def __init__(self, cause: str) -> None:
+        self.task_id, self.state, self.cause = "", "", cause
+        RanchError.__init__(self, f"the database is unavailable ({cause}); nothing was changed: try again")

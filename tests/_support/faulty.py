@@ -23,8 +23,18 @@ The failures a remote member can show on a call (the audit's fault matrix):
   whose data is not JSON). `open_streams` counts the streams still being written.
 - ``redircard``: the card endpoint answers 307 to the internal service.
 
+Members that answer well but report what they cost in numbers JSON has no room for (Python's
+JSON reader takes ``NaN`` and ``Infinity``): ``usage_nan``, ``usage_inf``, ``usage_text`` (a
+string) report them as their `usage` in a message; ``trail_nan`` is a team's completed task whose
+`usage` and nested trail hold ``NaN``. Each answers "spent". ``nan_data``,
+``inf_part_metadata`` and ``nan_metadata`` answer "odd" with such numbers in a data part, a
+part's metadata or the message's metadata (`NON_FINITE_MODES`).
+
 The internal service (`Internal`) answers every request, as an A2A agent would, with "reached
-the internal service" and records it: a test asserts that nothing reached it.
+the internal service" and records it: a test asserts that nothing reached it. A path ending in
+``.png`` gets `SECRET_PNG` (an image an internal store would hold), one under ``/forbidden/`` a 403.
+
+`not_http` is a port that accepts connections and closes them without a word (a database, say).
 """
 
 from __future__ import annotations
@@ -43,7 +53,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from _support.servers import ServerThread
+from _support.servers import ServerThread, bind_socket
 
 HUGE_CARD_BYTES = 64 * 1024 * 1024
 STREAMING_MODES = frozenset(
@@ -58,8 +68,24 @@ FAULT_MODES = (
     "redircard",
     *sorted(STREAMING_MODES),
 )
+USAGE_MODES = {
+    "usage_nan": '{"usage": {"totalTokens": NaN}}',
+    "usage_inf": '{"usage": {"totalTokens": Infinity, "inputTokens": -Infinity, "outputTokens": 1e999}}',
+    "usage_text": '{"usage": {"totalTokens": "lots", "inputTokens": [1]}}',
+    "trail_nan": '{"usage": {"inputTokens": NaN, "outputTokens": 2}, '
+    '"trail": [{"agent": "inner", "hop": NaN, "tokens": Infinity, "reason": "r"}]}',
+}
+"""Mode -> the client-routing metadata (raw JSON) its answer carries."""
+NON_FINITE_MODES = {
+    "nan_data": ('[{"text": "odd"}, {"data": {"score": NaN, "range": [1, Infinity]}}]', None),
+    "inf_part_metadata": ('[{"text": "odd", "metadata": {"weight": -Infinity}}]', None),
+    "nan_metadata": ('[{"text": "odd"}]', '{"confidence": NaN, "nested": {"max": Infinity}}'),
+}
+"""Mode -> (parts, message metadata), raw JSON holding numbers JSON has no room for; each answers "odd"."""
+CLIENT_ROUTING = "https://ranch.woi.dev/extensions/client-routing/v1"
 PACE = 0.05
 """Seconds between two events of an endless stream."""
+SECRET_PNG = b"\x89PNG\r\n\x1a\nSECRET-INTERNAL-BYTES"
 
 
 class PeerDropped(Exception):
@@ -79,6 +105,10 @@ class Internal:
             body = await request.body()
             with self._lock:
                 self.hits.append((request.method, request.url.path))
+            if request.url.path.startswith("/forbidden/"):
+                return Response("no", status_code=403)
+            if request.url.path.endswith(".png"):
+                return Response(SECRET_PNG, media_type="image/png")
             rid = json.loads(body).get("id") if body.startswith(b"{") else None
             reply = {
                 "jsonrpc": "2.0",
@@ -143,6 +173,10 @@ class Faulty:
             failure = await self._failure(mode, body)
             if failure is not None:
                 return failure
+            if mode in USAGE_MODES:
+                return Response(_costly(mode, body.get("id")), media_type="application/json")
+            if mode in NON_FINITE_MODES:
+                return Response(_non_finite(mode, body.get("id")), media_type="application/json")
             if mode == "echoall":
                 parts = body["params"]["message"]["parts"]
                 text = "ECHOALL: " + " || ".join(p.get("text", "") for p in parts)
@@ -225,6 +259,27 @@ def _event(rid: Any, result: dict[str, Any]) -> bytes:
     return f"data: {json.dumps({'jsonrpc': '2.0', 'id': rid, 'result': result})}\n\n".encode()
 
 
+def _costly(mode: str, rid: Any) -> str:
+    """The raw JSON-RPC answer of a USAGE_MODES member: not JSON a strict writer would produce."""
+    metadata = f'{{"{CLIENT_ROUTING}": {USAGE_MODES[mode]}}}'
+    message = f'{{"messageId": "{uuid.uuid4()}", "role": "ROLE_AGENT", "parts": [{{"text": "spent"}}], '
+    message += f'"metadata": {metadata}, "extensions": ["{CLIENT_ROUTING}"]}}'
+    if mode.startswith("trail"):
+        status = f'{{"state": "TASK_STATE_COMPLETED", "message": {message}}}'
+        result = f'{{"task": {{"id": "t-{uuid.uuid4()}", "contextId": "c-faulty", "status": {status}}}}}'
+    else:
+        result = f'{{"message": {message}}}'
+    return f'{{"jsonrpc": "2.0", "id": {json.dumps(rid)}, "result": {result}}}'
+
+
+def _non_finite(mode: str, rid: Any) -> str:
+    """The raw JSON-RPC answer of a NON_FINITE_MODES member."""
+    parts, metadata = NON_FINITE_MODES[mode]
+    message = f'{{"messageId": "{uuid.uuid4()}", "role": "ROLE_AGENT", "parts": {parts}'
+    message += f', "metadata": {metadata}}}' if metadata else "}"
+    return f'{{"jsonrpc": "2.0", "id": {json.dumps(rid)}, "result": {{"message": {message}}}}}'
+
+
 def _message(text: str) -> dict[str, Any]:
     return {"messageId": str(uuid.uuid4()), "role": "ROLE_AGENT", "parts": [{"text": text}]}
 
@@ -250,3 +305,29 @@ def running_faulty() -> Iterator[Faulty]:
                 yield faulty
             finally:
                 faulty.stopping.set()
+
+
+@contextlib.contextmanager
+def not_http() -> Iterator[int]:
+    """A port of 127.0.0.1 that accepts every connection and closes it at once, saying nothing."""
+    listener = bind_socket()
+    listener.listen()
+    listener.settimeout(PACE)
+    stopping = threading.Event()
+
+    def serve() -> None:
+        while not stopping.is_set():
+            try:
+                connection, _ = listener.accept()
+            except OSError:  # the timeout, to look at `stopping` again
+                continue
+            connection.close()
+
+    thread = threading.Thread(target=serve, name="not-http", daemon=True)
+    thread.start()
+    try:
+        yield int(listener.getsockname()[1])
+    finally:
+        stopping.set()
+        thread.join(timeout=5)
+        listener.close()

@@ -46,7 +46,7 @@ from ranch.agents.base import Agent, AgentInfo, Call, Event
 from ranch.db.conversations import ConversationStore
 from ranch.exceptions import AgentError, AgentTimeout, AgentUnavailable, InvalidAgentReply, ReplyTooLarge
 from ranch.policy.egress import RefusedConnection
-from ranch.wire import client_routing
+from ranch.wire import client_routing, codec
 from ranch.wire.client import CardError, ClientPool, ForeignInterface, ResponseTooLarge, Verify
 from ranch.wire.events import INTERRUPTED, TERMINAL, ReplyMeter
 
@@ -160,6 +160,7 @@ class RemoteAgent(Agent):
             try:
                 async for response in stream:
                     event = _unwrap(self.id, response)
+                    _null_non_finite(self.id, event)
                     if not meter.add(event):
                         raise ReplyTooLarge(self.id, meter.limit)
                     _track(session, event)
@@ -288,6 +289,15 @@ def _running_task(event: Event, current: str) -> str:
     task_id = event.id if isinstance(event, Task) else event.task_id
     ended = event.status.state in INTERRUPTED or event.status.state in TERMINAL
     return "" if ended else task_id
+
+
+def _null_non_finite(agent: str, event: Event) -> None:
+    """A peer's NaN and Infinity (its JSON may hold them; JSON written out cannot) read as null, so
+    its answer can be passed on, stored and shown: the turn goes on, and the log names the agent."""
+    changed = codec.null_non_finite(event)
+    if changed:
+        shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+        logger.warning("agent %s answered NaN or Infinity, read as null, at %s", agent, shown)
 
 
 def _unwrap(agent: str, response: StreamResponse) -> Event:

@@ -8,48 +8,128 @@ unknown method less clearly than ranch's fast binding does.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+import logging
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
+from typing import Any
 
+import orjson
+from a2a.utils import json_utils
 from a2a.utils.error_handlers import build_rest_error_payload
 from a2a.utils.errors import A2AError, InvalidParamsError, InvalidRequestError
 from sse_starlette import EventSourceResponse
+from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from ranch.edge import v03
 from ranch.edge.guards import request_id_of
-from ranch.policy.limits import check_json
+from ranch.exceptions import InvalidInput
+from ranch.policy.limits import Limits, check_json, load_json
 from ranch.wire.codec import check_task_state
-from ranch.wire.errors import a2a_rest_error_body, error_body, http_status_for, is_jsonrpc, jsonrpc_error_body
+from ranch.wire.errors import (
+    a2a_rest_error_body,
+    error_body,
+    http_status_for,
+    is_jsonrpc,
+    jsonrpc_code_for,
+    jsonrpc_error_body,
+    to_a2a,
+)
+from ranch.wire.fastpath import replay
 from ranch.wire.jsonrpc import parse_error, unknown_method
 from ranch.wire.streams import HeldStream
 
 Endpoint = Callable[[Request], Awaitable[Response]]
+LIMITS = Limits()
+"""The depth and key rules checked on 0.3 messages before conversion (not configurable, as in `Settings`)."""
 
 
 def well_formed(endpoint: Endpoint) -> Endpoint:
     """Answer, in the binding's format, input the SDK's bindings would fail on with an internal error.
 
     The a2a-sdk parses bodies with `json.loads`, which turns invalid JSON into a parse error but
-    lets invalid UTF-8 (UnicodeDecodeError) and deep nesting (RecursionError) through as 500s
-    (HTTP+JSON) or -32603 (JSON-RPC), and its 0.3 HTTP+JSON adapter reads `historyLength` with a
-    bare `int()`; those are refused here, before it runs.
+    lets invalid UTF-8 (UnicodeDecodeError), NUL bytes (read as UTF-32, then UnicodeDecodeError)
+    and deep nesting (RecursionError) through as 500s (HTTP+JSON) or -32603 (JSON-RPC), and its
+    0.3 HTTP+JSON adapter reads `historyLength` with a bare `int()` (past int32, a 500); those are
+    refused here, before it runs. A 0.3 message is checked and mended as JSON before the 0.3
+    adapters convert it (`ranch.edge.v03`), and their answers' file bytes are mended too.
     """
 
     async def checked(request: Request) -> Response:
         if request.method == "POST":
+            body = await request.body()
             try:
-                check_json(await request.body())
+                check_json(body)
             except ValueError as exc:
                 if is_jsonrpc(request.url.path):
                     return Response(parse_error(exc), media_type="application/json")
                 return _refused(InvalidRequestError(message=f"the request body is not valid JSON: {exc}"))
-        history = request.query_params.get("historyLength") if request.method == "GET" else None
-        if history and not _is_int(history):
-            message = f"historyLength must be an integer, not {history[:40]!r}"
-            return _refused(InvalidParamsError(message=message, data={"field": "historyLength"}))
-        return await endpoint(request)
+            try:
+                request = _a2a03_message_checked(request, body)
+            except InvalidInput as exc:
+                if is_jsonrpc(request.url.path):
+                    return _refused_03(exc, request_id_of(body))
+                return _refused(exc)
+        refused = query_integers_refused(request.query_params) if request.method == "GET" else None
+        if refused is not None:
+            return _refused(refused)
+        response = await endpoint(request)
+        return _file_bytes_mended(response) if _a2a03_http(request) else response
 
     return checked
+
+
+def _a2a03_http(request: Request) -> bool:
+    """Whether the request's route is one of the SDK's A2A 0.3 HTTP+JSON routes (`.../v1/...`): the
+    route's template is read, so an agent named `v1` is not mistaken for one."""
+    template = getattr(request.scope.get("route"), "path", "")
+    return isinstance(template, str) and (template.startswith("/v1/") or "}/v1/" in template)
+
+
+def _a2a03_message_checked(request: Request, body: bytes) -> Request:
+    """The request, its A2A 0.3 message checked (InvalidInput) and, on HTTP+JSON, mended. A body
+    that is not JSON is left to the SDK, which answers it well."""
+    path = request.url.path
+    if is_jsonrpc(path):
+        if b"message/" in body:  # (a quick test first: most calls are not 0.3 sends)
+            data = _json_or_none(body)
+            if isinstance(data, dict) and data.get("method") in v03.JSONRPC_MESSAGE_METHODS:
+                v03.check_jsonrpc_params(data.get("params"), LIMITS)
+        return request
+    if not path.endswith(v03.HTTP_MESSAGE_PATHS) or not _a2a03_http(request):
+        return request
+    data = _json_or_none(body)
+    if not v03.mend_http_body(data, LIMITS):
+        return request
+    return Request(request.scope, replay(orjson.dumps(data), request.receive))
+
+
+def _json_or_none(body: bytes) -> Any:
+    try:
+        return load_json(body)
+    except ValueError:
+        return None
+
+
+def _file_bytes_mended(response: Response) -> Response:
+    """An A2A 0.3 HTTP+JSON answer with its files' bytes encoded once (`v03.answer_file_bytes`)."""
+    stream = response.stream if isinstance(response, HeldStream) else response
+    if isinstance(stream, EventSourceResponse):
+        stream.body_iterator = _events_mended(stream.body_iterator)
+        return response
+    body = getattr(response, "body", b"")
+    if not isinstance(body, bytes) or b'"fileWithBytes"' not in body or response.status_code >= 300:
+        return response
+    headers = {k: v for k, v in response.headers.items() if k not in ("content-length", "content-type")}
+    mended = v03.answer_file_bytes(json.loads(body))
+    return JSONResponse(mended, status_code=response.status_code, headers=headers)
+
+
+async def _events_mended(events: AsyncIterable[Any]) -> AsyncIterator[Any]:
+    async for event in events:
+        if isinstance(event, str) and '"fileWithBytes"' in event:
+            event = json_utils.dumps(v03.answer_file_bytes(json.loads(event)))  # as the SDK writes it
+        yield event
 
 
 def first_event_first(endpoint: Endpoint) -> Endpoint:
@@ -87,7 +167,9 @@ def check_list_query(endpoint: Endpoint) -> Endpoint:
 
 
 def with_clearer_sdk_errors(endpoint: Endpoint) -> Endpoint:
-    """Wrap an SDK dispatcher so "Method not found" / "Invalid Request" say which method or what is wrong."""
+    """Wrap an SDK dispatcher so "Method not found" / "Invalid Request" say which method or what is
+    wrong, and its log tells a caller's mistake as a warning (`ClientMistakesAsWarnings`)."""
+    ClientMistakesAsWarnings.install()
 
     async def explain_errors(request: Request) -> Response:
         response = await endpoint(request)
@@ -117,14 +199,67 @@ async def _explain(request: Request, response: Response) -> Response:
     return JSONResponse(payload, status_code=response.status_code)
 
 
-def _is_int(text: str) -> bool:
-    try:
-        int(text)
-    except ValueError:
-        return False
-    return True
+INT32_MAX = 2**31 - 1
+QUERY_INTEGERS = {"historyLength": INT32_MAX, "pageSize": INT32_MAX}
+"""The whole numbers the HTTP+JSON bindings (1.0 and 0.3) read from a query string, and the largest
+the field each goes to holds (protobuf int32s)."""
 
 
-def _refused(error: A2AError) -> Response:
+def query_integers_refused(query: QueryParams) -> InvalidParamsError | None:
+    """The error for the first whole-number parameter its field cannot hold, else None.
+
+    Digits only (`int()` would also take `+5`, ` 5`, `1_0`), from 0 to the field's largest.
+    """
+    for name, largest in QUERY_INTEGERS.items():
+        for text in query.getlist(name):
+            if not _whole(text, largest):
+                message = f"{name} must be a whole number from 0 to {largest}, not {text[:40]!r}"
+                return InvalidParamsError(message=message, data={"field": name})
+    return None
+
+
+def _whole(text: str, largest: int) -> bool:
+    return text.isascii() and text.isdigit() and len(text) <= len(str(largest)) and int(text) <= largest
+
+
+def _refused_03(error: Exception, request_id: Any) -> Response:
+    """`error` as the SDK's A2A 0.3 JSON-RPC adapter answers it (`data` as is, not 1.0's ErrorInfo)."""
+    wire = to_a2a(error)
+    body = {"code": jsonrpc_code_for(error), "message": wire.message, "data": wire.data}
+    return JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": body})
+
+
+def _refused(error: Exception) -> Response:
     """`error` in the HTTP+JSON format, with its HTTP status."""
     return JSONResponse(a2a_rest_error_body(error), status_code=http_status_for(error))
+
+
+class ClientMistakesAsWarnings(logging.Filter):
+    """The SDK's JSON-RPC dispatchers log a request that is not a valid JSON-RPC call, or whose
+    params do not validate, at ERROR with its traceback: a caller's mistake, answered -32600 or
+    -32602, that looks like a fault of the server. Here it is a WARNING line saying why."""
+
+    LOGGERS = ("a2a.server.routes.jsonrpc_dispatcher", "a2a.compat.v0_3.jsonrpc_adapter")
+    MISTAKES = frozenset(
+        {
+            "Failed to validate base JSON-RPC request",
+            "Failed to validate base JSON-RPC request for v0.3",
+            "Failed to parse request params",
+        }
+    )
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR and record.msg in self.MISTAKES:
+            problem = record.exc_info[1] if record.exc_info else None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            record.msg = f"{record.msg} (the caller's mistake): {problem}"
+            record.args, record.exc_info, record.exc_text = None, None, None
+        return True
+
+    @classmethod
+    def install(cls) -> None:
+        """On the SDK's loggers, once."""
+        for name in cls.LOGGERS:
+            logger = logging.getLogger(name)
+            if not any(isinstance(f, cls) for f in logger.filters):
+                logger.addFilter(cls())

@@ -17,7 +17,13 @@ The rules (docs/errors.md, "Limits"):
   most `max_depth` levels.
 - Ids (messageId, contextId, taskId, referenceTaskIds) are at most `max_id_length`
   characters under the same rule.
-- A file part's URL is `http://` or `https://`, at most `max_url_length` characters.
+- A message holds at most `max_parts` parts (64).
+- A part's `mediaType` is `type/subtype` of RFC 6838 names, optionally with `; name=value`
+  parameters (RFC 9110), and a file's `filename` at most `MAX_FILENAME` characters.
+- A file part's URL is `http://` or `https://` with a host, at most `max_url_length` characters,
+  without whitespace or control characters (a URL is never shown or sent with a line break).
+- Where ranch itself converts a caller's JSON parts to protobuf (REST), `check_value_keys` walks
+  their data and metadata first: protobuf's converters recurse, and too deep fails there.
 - A JSON body or frame is UTF-8 and nests at most `MAX_JSON_DEPTH` levels (`load_json`,
   `check_json`), so no parser down the line meets input that makes it recurse too deep.
 """
@@ -28,6 +34,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 from a2a.types import Message
@@ -44,6 +51,15 @@ MAX_JSON_DEPTH = 100
 
 CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 """The characters text may not hold: C0 controls except TAB, LF and CR; DEL; C1 controls."""
+MAX_FILENAME = 255
+"""Longest file name of a part, in characters."""
+_NAME = r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}"
+_TOKEN = r"[A-Za-z0-9!#$%&'*+.^_`|~-]+"
+_QUOTED = r'"(?:[\t !#-\[\]-~]|\\[\t -~])*"'
+MEDIA_TYPE = re.compile(rf"{_NAME}/{_NAME}(?:[ \t]*;[ \t]*{_TOKEN}=(?:{_TOKEN}|{_QUOTED}))*")
+"""A part's media type (`fullmatch`): RFC 6838 names, `type/subtype`, with optional parameters."""
+URL_REFUSED = re.compile(r"[\s\x00-\x1f\x7f-\x9f]")
+"""What a URL may not hold: whitespace (a line break included) or a control character."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +76,8 @@ class Limits:
     """Deepest nesting of metadata and data-part objects and lists."""
     max_url_length: int = 2048
     """Longest URL of a file part, in characters."""
+    max_parts: int = 64
+    """Most parts one message holds."""
 
 
 def check_message(message: Message, limits: Limits, field: str = "message") -> bool:
@@ -74,6 +92,12 @@ def check_message(message: Message, limits: Limits, field: str = "message") -> b
     if size > limits.max_message_bytes:
         raise PayloadTooLarge(size, limits.max_message_bytes, field or "parts")
     prefix = f"{field}." if field else ""  # "": the fields of a body holding `parts` itself
+    parts = message.parts
+    if len(parts) > limits.max_parts:
+        raise InvalidInput(
+            f"{prefix}parts holds {len(parts)} parts; at most {limits.max_parts} are allowed",
+            f"{prefix}parts",
+        )
     longest, search = limits.max_id_length, CONTROL.search
     for name, value in (
         ("messageId", message.message_id),
@@ -86,7 +110,7 @@ def check_message(message: Message, limits: Limits, field: str = "message") -> b
         for index, value in enumerate(message.reference_task_ids):
             check_id(value, f"{prefix}referenceTaskIds[{index}]", limits)
     media = False
-    for index, part in enumerate(message.parts):
+    for index, part in enumerate(parts):
         content = part.WhichOneof("content")
         if content == "text":
             text = part.text
@@ -97,6 +121,8 @@ def check_message(message: Message, limits: Limits, field: str = "message") -> b
         else:
             media = True
             _check_media(part, content, f"{prefix}parts[{index}]", limits)
+        if part.media_type:
+            check_media_type(part.media_type, f"{prefix}parts[{index}].mediaType")
         if part.HasField("metadata"):
             check_value_keys(part.metadata, f"{prefix}parts[{index}].metadata", limits)
     if message.HasField("metadata"):
@@ -115,8 +141,19 @@ def check_text(text: str, field: str) -> None:
         )
 
 
+def check_media_type(media_type: str, field: str) -> None:
+    """Refuse a media type that is not `type/subtype` (RFC 6838), with optional parameters."""
+    if MEDIA_TYPE.fullmatch(media_type) is None:
+        shown = media_type[:80].encode("unicode_escape").decode()
+        raise InvalidInput(
+            f"{field} must be a media type such as text/plain or image/png (got '{shown}')", field
+        )
+
+
 def _check_media(part: Any, content: str | None, field: str, limits: Limits) -> None:
     """A part besides text: data with good keys, an http(s) URL, raw bytes; not nothing."""
+    if part.filename:
+        check_filename(part.filename, f"{field}.filename")
     if content == "data":
         check_value_keys(part.data, f"{field}.data", limits)
     elif content == "url":
@@ -125,14 +162,34 @@ def _check_media(part: Any, content: str | None, field: str, limits: Limits) -> 
         raise InvalidInput(f"{field} has no content (text, raw, url or data)", field)
 
 
+def check_filename(filename: str, field: str) -> None:
+    if len(filename) > MAX_FILENAME:
+        raise InvalidInput(f"{field} is {len(filename)} characters; the limit is {MAX_FILENAME}", field)
+    check_text(filename, field)
+
+
 def check_file_url(url: str, field: str, limits: Limits) -> None:
-    """A file part's URL is an `http(s)://` URL of at most `max_url_length` characters without
-    control characters: other schemes (`javascript:`, `file:`) are refused, never stored or shown."""
+    """A file part's URL is an `http(s)://` URL with a host, of at most `max_url_length` characters,
+    without whitespace or control characters: other schemes (`javascript:`, `file:`) are refused,
+    never stored or shown."""
     if len(url) > limits.max_url_length:
         raise InvalidInput(f"{field} is {len(url)} characters; the limit is {limits.max_url_length}", field)
-    check_text(url, field)
-    if not web_url(url):
+    refused = URL_REFUSED.search(url)
+    if refused is not None:
+        raise InvalidInput(
+            f"{field} contains U+{ord(refused.group()):04X} at index {refused.start()}; "
+            "a URL holds no whitespace or control characters",
+            field,
+        )
+    if not url.startswith(("http://", "https://")):  # lower case, as docs/api.md writes them
         raise InvalidInput(f"{field} must be an http:// or https:// URL", field)
+    try:
+        parsed = urlsplit(url)
+        parsed.port  # noqa: B018 - reading it checks it: a port that is not a number raises
+    except ValueError as exc:
+        raise InvalidInput(f"{field} is not a valid URL: {exc}", field) from None
+    if not parsed.hostname:
+        raise InvalidInput(f"{field} names no host", field)
 
 
 def web_url(url: str) -> bool:
@@ -146,29 +203,36 @@ def check_id(value: str, field: str, limits: Limits) -> None:
     check_text(value, field)
 
 
-def check_value_keys(value: Any, field: str, limits: Limits, depth: int = 0) -> None:
-    """Walk a protobuf Struct / Value / ListValue or plain JSON data: keys are strings, within the limits."""
-    if depth > limits.max_depth:
-        raise InvalidInput(f"{field} nests deeper than {limits.max_depth} levels", field)
+def check_value_keys(value: Any, field: str, limits: Limits, depth: int = 0, root: str = "") -> None:
+    """Walk a protobuf Struct / Value / ListValue or plain JSON data: keys are strings, within the limits.
+
+    Every object and list is a level, an empty one too, the outermost included: at most `max_depth`
+    (the same count for JSON and protobuf, so every entry refuses the same input). Too deep is told
+    naming the field the walk began at (`parts[0].data`), and where it was in the message."""
+    root = root or field
     if isinstance(value, Value):
         kind = value.WhichOneof("kind")
         if kind == "struct_value":
-            check_value_keys(value.struct_value, field, limits, depth)
+            check_value_keys(value.struct_value, field, limits, depth, root)
         elif kind == "list_value":
-            check_value_keys(value.list_value, field, limits, depth)
-    elif isinstance(value, Struct):
-        _check_mapping(value.fields, field, limits, depth)
-    elif isinstance(value, ListValue):
-        for index, item in enumerate(value.values):
-            check_value_keys(item, f"{field}[{index}]", limits, depth + 1)
-    elif isinstance(value, Mapping):
-        _check_mapping(value, field, limits, depth)
-    elif isinstance(value, list | tuple):
-        for index, item in enumerate(value):
-            check_value_keys(item, f"{field}[{index}]", limits, depth + 1)
+            check_value_keys(value.list_value, field, limits, depth, root)
+        return
+    mapping = value.fields if isinstance(value, Struct) else value if isinstance(value, Mapping) else None
+    items = value.values if isinstance(value, ListValue) else None
+    if isinstance(value, list | tuple):
+        items = value
+    if mapping is None and items is None:
+        return  # a scalar: no level of its own
+    if depth >= limits.max_depth:
+        raise InvalidInput(f"{root} nests deeper than {limits.max_depth} levels (at {field})", root)
+    if mapping is not None:
+        _check_mapping(mapping, field, limits, depth, root)
+    else:
+        for index, item in enumerate(items or ()):
+            check_value_keys(item, f"{field}[{index}]", limits, depth + 1, root)
 
 
-def _check_mapping(mapping: Mapping[Any, Any], field: str, limits: Limits, depth: int) -> None:
+def _check_mapping(mapping: Mapping[Any, Any], field: str, limits: Limits, depth: int, root: str) -> None:
     for key, item in mapping.items():
         if not isinstance(key, str):
             raise InvalidInput(f"{field} has a key of type {type(key).__name__}; keys must be strings", field)
@@ -177,7 +241,7 @@ def _check_mapping(mapping: Mapping[Any, Any], field: str, limits: Limits, depth
                 f"{field} has a key of {len(key)} characters; keys have 1 to {limits.max_key_length}", field
             )
         check_text(key, f"{field} key {key[:40]!r}")
-        check_value_keys(item, f"{field}.{key}", limits, depth + 1)
+        check_value_keys(item, f"{field}.{key}", limits, depth + 1, root)
 
 
 class JsonTooDeep(ValueError):
@@ -197,9 +261,16 @@ def load_json(raw: bytes | str, max_depth: int = MAX_JSON_DEPTH) -> Any:
 
 
 def check_json(raw: bytes, max_depth: int = MAX_JSON_DEPTH) -> None:
-    """Refuse (ValueError) a body another parser would choke on: invalid UTF-8, or nesting deeper
-    than `max_depth`; anything else is left to that parser, which answers it well."""
+    """Refuse (ValueError) a body another parser would choke on or read otherwise: invalid UTF-8, a
+    NUL byte or a byte order mark (JSON text is UTF-8 and holds neither; Python's `json.loads` would
+    guess UTF-16 or UTF-32 from NULs, and fail inside its codec), or nesting deeper than `max_depth`;
+    anything else is left to that parser, which answers it well."""
     raw.decode()
+    nul = raw.find(b"\0")
+    if nul >= 0:
+        raise ValueError(f"it holds a NUL byte (at byte {nul}); JSON text is UTF-8 and never holds one")
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raise ValueError("it begins with a byte order mark; JSON text is UTF-8 without one")
     if _brackets(raw) > max_depth:
         load_json(raw, max_depth)
 

@@ -68,9 +68,15 @@ def parse(params: dict[str, Any], cls: type[P]) -> P:
         raise ParamsError(str(exc)) from exc
 
 
+NO_STATE = frozenset({"", "UNRECOGNIZED"})
+"""Task state filters that mean "no filter" besides the proto's own default (`TASK_STATE_UNSPECIFIED`,
+0): empty, and the `UNRECOGNIZED` protobuf-js clients (@a2a-js/sdk) write for an unset enum."""
+
+
 def check_task_state(value: Any, field: str = "status") -> None:
-    """Refuse a task state filter that names no state (protobuf would read it as "no filter")."""
-    if value is None or value == "":
+    """Refuse a task state filter that names no state (protobuf would read it as "no filter"); the
+    spellings of the unset state (`NO_STATE`, `TASK_STATE_UNSPECIFIED`) are no filter."""
+    if value is None or (isinstance(value, str) and value in NO_STATE):
         return
     if isinstance(value, str) and value in _STATE_NAMES:
         return
@@ -311,3 +317,51 @@ def _str(value: Any) -> str:
     if not isinstance(value, str):
         raise _Slow
     return value
+
+
+def null_non_finite(message: Proto) -> list[str]:
+    """Turn each `NaN` / `Infinity` number in `message`'s Struct and Value fields into null, in place;
+    the paths of those changed. Python's JSON reader takes them from a peer, but JSON has no room for
+    them, so an answer holding one could never be written out (`to_json`, `MessageToDict` refuse it).
+    null is what JavaScript's `JSON.stringify` writes for them."""
+    changed: list[str] = []
+    _null_in_message(message, "", changed)
+    return changed
+
+
+def _null_in_message(message: Proto, path: str, changed: list[str]) -> None:
+    for field, value in message.ListFields():
+        if field.cpp_type != FieldDescriptor.CPPTYPE_MESSAGE or field.message_type.GetOptions().map_entry:
+            continue  # (no A2A message has a map of messages)
+        name = f"{path}.{field.json_name}" if path else field.json_name
+        items = list(enumerate(value)) if field.is_repeated else [(None, value)]
+        for index, item in items:
+            where = name if index is None else f"{name}[{index}]"
+            if field.message_type.full_name in _WELL_KNOWN_VALUES:
+                _null_in_value(item, where, changed)
+            else:
+                _null_in_message(item, where, changed)
+
+
+def _null_in_value(value: Any, path: str, changed: list[str]) -> None:
+    """Walk a Struct, ListValue or Value (iteratively: nesting is bounded by protobuf, not by us)."""
+    stack = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        kind = item.DESCRIPTOR.full_name
+        if kind == "google.protobuf.Struct":
+            stack.extend((child, f"{where}.{key}") for key, child in item.fields.items())
+        elif kind == "google.protobuf.ListValue":
+            stack.extend((child, f"{where}[{i}]") for i, child in enumerate(item.values))
+        elif item.WhichOneof("kind") == "struct_value":
+            stack.append((item.struct_value, where))
+        elif item.WhichOneof("kind") == "list_value":
+            stack.append((item.list_value, where))
+        elif item.WhichOneof("kind") == "number_value" and not math.isfinite(item.number_value):
+            item.null_value = 0
+            changed.append(where)
+
+
+_WELL_KNOWN_VALUES = frozenset(
+    {"google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue"}
+)

@@ -82,6 +82,7 @@ _RANCH: dict[type[Exception], ErrorCode] = {
     ranch.Conflict: ErrorCode(-32065, 409, "CONFLICT", "FAILED_PRECONDITION"),
     ranch.Unprocessable: ErrorCode(-32066, 422, "UNPROCESSABLE", "FAILED_PRECONDITION"),
     ranch.StoreUnavailable: ErrorCode(-32056, 503, "STORE_UNAVAILABLE", "UNAVAILABLE"),
+    ranch.ServerBusy: ErrorCode(-32067, 503, "SERVER_BUSY", "UNAVAILABLE"),
 }
 
 TABLE: dict[type[Exception], ErrorCode] = {**_A2A, **_RANCH}
