@@ -2,13 +2,18 @@
 
 A task started on one connection is read back on fresh connections, whichever worker takes each;
 both workers started (their start-up lines), the admin key was made once. Without `--redis-url`
-the command refuses, saying why. Redis (127.0.0.1:6379) and, for the PostgreSQL run, PostgreSQL
-are needed; without them these tests fail, saying so.
+the command refuses, saying why. When the parent is killed outright (SIGKILL, an OOM kill), its
+workers end too and free the port, so a supervisor's restart can bind it. Redis (127.0.0.1:6379)
+and, for the PostgreSQL run, PostgreSQL are needed; without them these tests fail, saying so.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import signal
+import socket
 import subprocess
 import sys
 import uuid
@@ -17,7 +22,7 @@ from pathlib import Path
 import httpx
 
 from _support.hubkit import wait_until
-from _support.servers import ServerProcess, free_port
+from _support.servers import HOST, ServerProcess, free_port
 
 REDIS = "redis://127.0.0.1:6379/0"
 CONFIG = """
@@ -93,3 +98,64 @@ def test_workers_without_redis_are_refused_saying_why(tmp_path: Path) -> None:
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
     assert done.returncode != 0
     assert "--workers 2 needs --redis-url" in done.stderr + done.stdout, done.stderr
+
+
+def running(pid: int) -> bool:
+    """The process exists and is not a zombie (an orphan's zombie may wait long for a reaper)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def port_free(port: int) -> bool:
+    """Nothing listens on 127.0.0.1:`port`: a new server could bind it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return False
+        return True
+
+
+def kill_orphans(pids: set[int]) -> None:
+    """SIGKILL the workers still running, so a failing run leaves nothing behind."""
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            if running(pid) and b"multiprocessing" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_workers_end_with_their_parent_and_free_the_port(tmp_path: Path) -> None:
+    if not Path("/proc/self/stat").exists():
+        raise AssertionError("this test reads /proc to see the workers: Linux only")
+    port, db = free_port(), f"sqlite+aiosqlite:///{tmp_path / 'r.db'}"
+    serve = [sys.executable, "-m", "ranch", "serve", "--port", str(port), "--db", db]
+    redis = ["--redis-url", REDIS, "--redis-prefix", f"ranch-test-{uuid.uuid4().hex[:8]}"]
+    env = {"PATH": "/usr/bin:/bin"}
+    workers: set[int] = set()
+    parent = ServerProcess(
+        [*serve, "--workers", "2", *redis], port, env=env, log_path=tmp_path / "parent.log"
+    )
+    again = ServerProcess(serve, port, env=env, log_path=tmp_path / "again.log")
+    try:
+        parent.start(timeout=60)  # spawned workers import everything anew: slow on a busy machine
+        wait_until(lambda: ready(parent.output()), timeout=60, what="both workers started")
+        workers = {int(pid) for pid in workers_of(parent.output())}
+        assert all(running(pid) for pid in workers), workers
+        parent.kill()  # SIGKILL: no chance to stop its workers itself
+        wait_until(
+            lambda: not any(running(pid) for pid in workers),
+            timeout=15,
+            what=f"workers {sorted(workers)} to end after their parent was killed",
+        )
+        wait_until(lambda: port_free(port), timeout=15, what=f"port {port} to be free")
+        again.start(timeout=60)  # what a supervisor does next: start it again, on the same port
+        assert again.returncode is None, again.output()[-2000:]  # it, not an orphan, answers
+        assert httpx.get(f"{again.url}/healthz", timeout=5).status_code == 200
+    finally:
+        parent.stop()
+        again.stop()
+        kill_orphans(workers)

@@ -14,12 +14,13 @@ from typing import Any
 import anyio
 import uvicorn
 
-from ranch.cli import policy_flags
+from ranch.cli import lifeline, policy_flags
 from ranch.cli.demo import DEMO_PROMPT, DEMO_TEAM, demo_config
 from ranch.config import RanchConfig, load_config
 from ranch.db.engine import SQLITE_BUSY_TIMEOUT_S
 from ranch.db.replicas import DEFAULT_LEASE
 from ranch.edge.coalesce import http_protocol
+from ranch.edge.connections import BODY_TIMEOUT, HEAD_TIMEOUT, PER_ADDRESS, ConnectionLimits, proxy_networks
 from ranch.exceptions import ConfigError
 from ranch.hub.app import DEFAULT_DATABASE_URL, DEFAULT_MAX_BODY, Settings, create_app
 from ranch.observe import metrics
@@ -58,6 +59,39 @@ def register(commands: Any) -> None:
     )
     parser.add_argument(
         "--max-body", type=int, default=DEFAULT_MAX_BODY, help="largest request body in bytes"
+    )
+    parser.add_argument(
+        "--forwarded-allow-ips",
+        metavar="ADDRESSES",
+        default=os.environ.get("RANCH_FORWARDED_ALLOW_IPS", ""),
+        help="comma-separated addresses or networks of the proxies in front (a load balancer): only "
+        "their X-Forwarded-For and X-Forwarded-Proto are believed, and their connections are not "
+        "capped (env RANCH_FORWARDED_ALLOW_IPS; default none: the client is the TCP peer, whatever "
+        "it says); docs/deploy.md",
+    )
+    parser.add_argument(
+        "--header-timeout",
+        type=float,
+        default=os.environ.get("RANCH_HEADER_TIMEOUT", str(HEAD_TIMEOUT)),
+        metavar="S",
+        help="seconds a request's head may take to arrive, from its first byte or the connection's "
+        f"opening (env RANCH_HEADER_TIMEOUT; default {HEAD_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--body-timeout",
+        type=float,
+        default=os.environ.get("RANCH_BODY_TIMEOUT", str(BODY_TIMEOUT)),
+        metavar="S",
+        help="seconds a request body may go without sending any of itself "
+        f"(env RANCH_BODY_TIMEOUT; default {BODY_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--max-connections-per-address",
+        type=int,
+        default=os.environ.get("RANCH_MAX_CONNECTIONS_PER_ADDRESS", str(PER_ADDRESS)),
+        metavar="N",
+        help="open connections one client address may hold (per process); more are closed at once "
+        f"(env RANCH_MAX_CONNECTIONS_PER_ADDRESS; default {PER_ADDRESS})",
     )
     parser.add_argument(
         "--workers",
@@ -123,6 +157,7 @@ def register(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     tls = _tls(args)
+    connections = _connections(args)
     workers = _workers(args)
     config, settings, access_log = _hub(args)
     app = create_app(config, settings)
@@ -135,6 +170,7 @@ def run(args: argparse.Namespace) -> int:
         # migrations, the admin key and the demo room once, here, before the workers start
         anyio.run(_start_and_stop, app)
         os.environ[WORKER_ARGS] = json.dumps({k: v for k, v in vars(args).items() if k != "handler"})
+        os.environ[WORKER_PARENT] = str(os.getpid())
         print(f"  {workers} workers on {args.db}, sharing {args.redis_url}", flush=True)
         uvicorn.run(
             f"{__name__}:worker_app",
@@ -143,25 +179,28 @@ def run(args: argparse.Namespace) -> int:
             **serving,
             **QUIET_UVICORN,
             **tls,
-            **http_protocol(),
+            **connections,
         )
         return 0
     try:
-        uvicorn.run(app, **serving, **QUIET_UVICORN, **tls, **http_protocol())
+        uvicorn.run(app, **serving, **QUIET_UVICORN, **tls, **connections)
     finally:
         if access_log is not None:
             access_log.flush()  # the last tick's lines
-    return 0
+    return 1 if app.state.hub.failure is not None else 0  # its background work failed: restart it
 
 
 WORKER_ARGS = "RANCH_SERVE_WORKER_ARGS"
 """How `ranch serve --workers N` hands its arguments to the worker processes uvicorn starts."""
+WORKER_PARENT = "RANCH_SERVE_WORKER_PARENT"
+"""The pid of `ranch serve --workers N` itself, whose workers end when it does (cli/lifeline.py)."""
 
 
 def worker_app() -> Any:
     """The app of one worker of `ranch serve --workers N` (uvicorn calls this in each process)."""
     args = argparse.Namespace(**json.loads(os.environ[WORKER_ARGS]))
     config, settings, access_log = _hub(args, quiet=True)
+    lifeline.end_with_parent(int(os.environ[WORKER_PARENT]))  # no orphan holds the port after a kill -9
     if access_log is not None:
         atexit.register(access_log.flush)
     return create_app(config, settings)
@@ -185,6 +224,7 @@ def _hub(args: argparse.Namespace, *, quiet: bool = False) -> tuple[RanchConfig,
         trace_url=args.trace_url,
         demo=args.config is None,
         announce=(lambda _line: None) if quiet else (lambda line: print(line, flush=True)),
+        exit_on_failure=True,
         **policy_flags.settings_from(args),
     )
     return config, settings, access_log
@@ -207,6 +247,25 @@ async def _start_and_stop(app: Any) -> None:
     """Run the app's start-up and shut-down once (what every worker would otherwise race to do first)."""
     async with app.router.lifespan_context(app):
         pass
+
+
+def _connections(args: argparse.Namespace) -> dict[str, Any]:
+    """uvicorn's protocol and proxy arguments: forwarded headers believed from the named proxies
+    only (none by default, loopback included), and every connection guarded (edge/connections.py)."""
+    try:
+        proxies = proxy_networks(args.forwarded_allow_ips, "--forwarded-allow-ips")
+    except ValueError as exc:
+        raise ConfigError([str(exc)]) from None
+    for flag, value in (("--header-timeout", args.header_timeout), ("--body-timeout", args.body_timeout)):
+        if not value > 0:
+            raise ConfigError([f"{flag} {value:g}: more than 0 seconds"])
+    if args.max_connections_per_address < 1:
+        raise ConfigError([f"--max-connections-per-address {args.max_connections_per_address}: at least 1"])
+    limits = ConnectionLimits(
+        args.header_timeout, args.body_timeout, args.max_connections_per_address, proxies
+    )
+    trusted: dict[str, Any] = {"forwarded_allow_ips": list(proxies)} if proxies else {}
+    return {"proxy_headers": bool(proxies), **trusted, **http_protocol(limits)}
 
 
 def _tls(args: argparse.Namespace) -> dict[str, Any]:
