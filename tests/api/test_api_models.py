@@ -210,7 +210,9 @@ def test_each_response_model_reads_its_own_json_back() -> None:
            "created_at": at, "expires_at": None, "revoked": False, "revoked_at": None}  # fmt: skip
     message = {"id": "m1", "cursor": 7, "room_id": "r", "type": "text", "sender": {"kind": "team", "id": "t"},
                "text": "hi", "mentions": [], "metadata": {"a": 1}, "thread_id": None, "execution_id": None,
-               "created_at": at, "parts": [{"text": "hi"}, {"data": {"n": 1}}]}  # fmt: skip
+               "created_at": at, "parts": [{"data": {"n": 1}},
+               {"url": "/api/v1/rooms/r/messages/m1/parts/2", "mediaType": "image/png", "filename": "a.png",
+                "size": 3}]}  # fmt: skip  # text lives in `text` alone; a file's bytes behind the hub's link
     participant = {
         "kind": "agent",
         "id": "a",

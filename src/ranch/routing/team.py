@@ -20,7 +20,6 @@ from a2a.types import AgentSkill, Message
 from google.protobuf.struct_pb2 import ListValue
 
 from ranch.agents.base import Agent, AgentInfo, Call, Event, gather_infos
-from ranch.config import Approvers
 from ranch.identity.caller import DEFAULT_ORGANIZATION, Caller
 from ranch.ids import new_id
 from ranch.routing import context
@@ -28,6 +27,7 @@ from ranch.routing.router import Turn
 from ranch.wire import client_routing, modes
 
 if TYPE_CHECKING:
+    from ranch.config import Approvers  # a type only: `import ranch` stays free of the config and YAML
     from ranch.db.conversations import ConversationStore
 
 logger = logging.getLogger(__name__)
