@@ -46,7 +46,12 @@ def test_rooms_agents_and_post_with_a_file(
     assert posted.returncode == 0, posted.stderr
     message = json.loads(posted.stdout)
     assert message["mentions"] == ["helpdesk"]
-    assert message["parts"][1] == {"raw": "dGhlIHBsYW4=", "filename": "note.txt", "mediaType": "text/plain"}
+    assert message["parts"][0] == {  # the file's bytes are a link to them on the hub (part 0: the text)
+        "url": f"/api/v1/rooms/demo/messages/{message['id']}/parts/1",
+        "filename": "note.txt",
+        "mediaType": "text/plain",
+        "size": 8,
+    }
 
 
 def test_watch_draws_each_hop_and_the_route_as_they_happen(

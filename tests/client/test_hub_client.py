@@ -62,18 +62,28 @@ def test_a_script_uses_rooms_messages_files_and_executions(database_url: str, tm
                 room = await hub.create_room("Files", participants=[{"kind": "agent", "id": "echo"}])
                 assert [p.id for p in await hub.participants(room.id)] == ["admin", "echo"]
                 posted = await hub.post(room.id, "@echo look", files=[picture], metadata={"n": 1})
-                assert posted.parts[1] == {
-                    "raw": base64.b64encode(PIXEL).decode(),
+                link = f"/api/v1/rooms/{room.id}/messages/{posted.id}/parts/1"  # part 0: its text
+                assert posted.text == "@echo look" and posted.parts[0] == {
+                    "url": link,
                     "filename": "dot.png",
                     "mediaType": "image/png",
+                    "size": len(PIXEL),
                 }
+                assert await hub.part_bytes(room.id, posted.id, 1) == PIXEL
+                assert await hub.file_bytes(posted.parts[0]) == PIXEL
+                with pytest.raises(NotFound) as no_bytes:
+                    await hub.part_bytes(room.id, posted.id, 0)
+                assert no_bytes.value.field == "index"
+                with pytest.raises(InvalidInput) as elsewhere:  # never sends the key to another host
+                    await hub.file_bytes({"url": "https://files.example/api/v1/x"})
+                assert elsewhere.value.field == "url"
                 assert (posted.sender.kind, posted.sender.id, posted.metadata) == ("user", "admin", {"n": 1})
 
                 async def echoed() -> Any:
                     return next((m for m in await hub.messages(room.id) if m.sender.id == "echo"), None)
 
                 reply = await until(echoed, "echo's reply")
-                assert reply.parts[1]["filename"] == "dot.png" and reply.cursor > posted.cursor
+                assert reply.parts[0]["filename"] == "dot.png" and reply.cursor > posted.cursor
                 (execution,) = await hub.executions(room.id)
                 assert execution.agent_id == "echo" and (await hub.execution(execution.id)).turns >= 1
                 done = await hub.complete(execution.id, "thanks")

@@ -514,6 +514,12 @@ def test_attach_a_file_and_see_files_and_data_in_the_room(page: Page, hub: Serve
     expect(echoed.locator("img[alt='dot.png']")).to_be_visible()  # echo answered with the file it got
     size = echoed.locator("img").evaluate("img => img.naturalWidth")
     assert size == 1  # the bytes came back whole: a 1x1 PNG
+    # the page holds a link to the bytes on the hub, fetched with the key: shown and saved whole
+    assert (mine.locator("img").get_attribute("src") or "").startswith("blob:")
+    expect(mine.locator("figcaption")).to_contain_text("image/png, 70 B")
+    with page.expect_download() as saved:
+        mine.get_by_role("link", name="dot.png").click()
+    assert Path(saved.value.path()).read_bytes() == base64.b64decode(PIXEL)
 
     room = page.url.rsplit("/", 1)[-1]
     posted = httpx.post(

@@ -26,6 +26,7 @@ ERROR = "ErrorBody"
 PARAMETER = re.compile(r"\{(\w+)\}")
 PARAMETERS: dict[str, dict[str, Any]] = {
     "kind": {"type": "string", "enum": [kind.value for kind in ParticipantKind]},
+    "index": {"type": "integer", "minimum": 0},
 }
 """Path parameters that are not free strings."""
 ERRORS = {
@@ -38,6 +39,7 @@ ERRORS = {
     415: "CONTENT_TYPE_NOT_SUPPORTED: a part of a media type an agent it wakes does not take",
     422: "UNPROCESSABLE: well-formed but refused (an unreadable card, a URL not allowed)",
     429: "RATE_LIMITED: too many requests; Retry-After says when to retry",
+    503: "SERVER_BUSY: the server is at a limit of concurrent work; Retry-After says when to retry",
 }
 
 
@@ -112,7 +114,10 @@ def _parameters(operation: Operation) -> list[dict[str, Any]]:
 
 def _responses(operation: Operation, answer: dict[str, Any] | None) -> dict[str, Any]:
     responses: dict[str, Any] = {}
-    if answer is None:
+    if operation.response is bytes:  # a file's bytes, in its own media type
+        content = {"*/*": {"schema": {"type": "string", "format": "binary"}}}
+        responses[str(operation.status)] = {"description": operation.summary, "content": content}
+    elif answer is None:
         responses[str(operation.status)] = {"description": "No content"}
     else:
         content = {"application/json": {"schema": answer}}

@@ -7,7 +7,9 @@ OpenAPI document of the same table is served at /api/v1/openapi.json.
 
 from __future__ import annotations
 
+import base64
 from typing import Any
+from urllib.parse import quote
 
 import orjson
 from google.protobuf.json_format import MessageToDict
@@ -42,6 +44,7 @@ from ranch.api.models import (
     Window,
 )
 from ranch.api.operations import Call, Operation, endpoint
+from ranch.api.pagereads import held_page
 from ranch.api.services import ApiServices
 from ranch.api.ws import websocket_endpoint
 from ranch.catalog import records
@@ -54,8 +57,10 @@ from ranch.identity import keys
 from ranch.identity.keys import CreateKey, issue_key
 from ranch.identity.orgs import own_id
 from ranch.identity.principal import session_caller
+from ranch.identity.resolver import presented_key
 from ranch.identity.visibility import usable_agent, usable_agents
 from ranch.ids import new_id
+from ranch.policy.limits import MEDIA_TYPE
 from ranch.rooms.requests import AddParticipant, CreateRoom, PostMessage, UpdateRoom
 from ranch.rooms.views import DeliveryView, EventView, ExecutionView, MessageView, ParticipantView, RoomView
 
@@ -152,7 +157,7 @@ async def create_user(call: Call) -> NewUser:
 async def create_key(call: Call) -> NewKey:
     body = await call.body(CreateKey)
     async with call.runtime.sessions() as session, session.begin():
-        row, key = await keys.create(session, call.caller, body)
+        row, key = await keys.create(session, call.caller, body, presented_key(call.request))
     return NewKey(key=KeyView.model_validate(row), api_key=key)
 
 
@@ -164,9 +169,15 @@ async def list_keys(call: Call) -> Page[KeyView]:
 
 async def revoke_key(call: Call) -> KeyView:
     async with call.runtime.sessions() as session, session.begin():
-        row = await keys.revoke(session, call.caller, call.param("key_id"))
-    await call.services.changes.key_revoked(row.id)  # cached on A2A and /mcp, on every replica: gone at once
+        row, revoked = await keys.revoke(session, call.caller, call.param("key_id"))
+    await _forget_keys(call, revoked)
     return KeyView.model_validate(row)
+
+
+async def _forget_keys(call: Call, key_ids: list[str]) -> None:
+    """Revoked keys are cached on A2A and /mcp, on every replica: gone at once."""
+    for key_id in key_ids:
+        await call.services.changes.key_revoked(key_id)
 
 
 # -- agents --------------------------------------------------------------------------------------------
@@ -219,8 +230,10 @@ async def delete_agent(call: Call) -> Response:
         if row is None or row.org_id != caller.org_id or row.source != AgentSource.API:
             raise NotFound(f"no agent '{agent_id}' registered by organization '{caller.org_id}'", "agent_id")
         await session.delete(row)
+        revoked = await keys.revoke_owned(session, "agent", agent_id)  # not inherited by a later namesake
     await call.runtime.registry.remove(agent_id)
     await call.services.changes.agent_changed(agent_id)  # every replica stops serving it
+    await _forget_keys(call, revoked)
     return Response(status_code=204)
 
 
@@ -273,22 +286,56 @@ async def post_message(call: Call) -> MessageView:
     return MessageView.model_validate(message)
 
 
-async def list_messages(call: Call) -> Page[MessageView]:
+async def list_messages(call: Call) -> Response:
     window = call.query(Window)
     rooms, room_id = call.runtime.rooms, call.param("room_id")
-    rows = await rooms.messages(call.caller, room_id, window.since, window.limit, window.before)
-    last_page = len(rows) < window.limit or window.before is not None
-    next_cursor = None if last_page else str(rows[-1].seq)
-    return Page(items=[MessageView.model_validate(row) for row in rows], next_cursor=next_cursor)
+
+    async def page() -> Any:
+        rows, cut = await rooms.messages(call.caller, room_id, window.since, window.limit, window.before)
+        next_cursor = _next_cursor(window, len(rows), cut, rows[-1].seq if rows else None)
+        items = [MessageView.model_validate(row) for row in rows]
+        return Page(items=items, next_cursor=next_cursor).model_dump(mode="json")
+
+    return await held_page(call.services.page_reads, call.caller, page)
 
 
-async def list_events(call: Call) -> Page[EventView]:
+def _next_cursor(window: Window, count: int, cut: bool, last: int | None) -> str | None:
+    """The `since` of the next page: after a full page, or one the byte bound cut short; none after
+    a `before` window (the caller moves `before` back itself)."""
+    more = count == window.limit or cut
+    return str(last) if more and last is not None and window.before is None else None
+
+
+async def list_events(call: Call) -> Response:
     window = call.query(Window)
     rooms, room_id = call.runtime.rooms, call.param("room_id")
-    items = await rooms.events(call.caller, room_id, window.since, window.limit, window.before)
-    last_page = len(items) < window.limit or window.before is not None
-    next_cursor = None if last_page else str(items[-1]["cursor"])
-    return Page(items=[EventView.model_validate(item) for item in items], next_cursor=next_cursor)
+
+    async def page() -> Any:
+        items, cut = await rooms.events(call.caller, room_id, window.since, window.limit, window.before)
+        next_cursor = _next_cursor(window, len(items), cut, items[-1]["cursor"] if items else None)
+        views = [EventView.model_validate(item) for item in items]
+        return Page(items=views, next_cursor=next_cursor).model_dump(mode="json")
+
+    return await held_page(call.services.page_reads, call.caller, page)
+
+
+async def get_part(call: Call) -> Response:
+    """A file part's bytes (a view's file link): always a download, never a page of the hub's origin."""
+    raw = call.param("index")
+    index = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 4 else -1  # 64 parts at most
+    part = await call.runtime.rooms.message_part(
+        call.caller, call.param("room_id"), call.param("message_id"), index
+    )
+    media_type = part.get("mediaType") or "application/octet-stream"
+    if MEDIA_TYPE.fullmatch(media_type) is None:  # an agent's answer is stored as it came
+        media_type = "application/octet-stream"
+    name = quote(part.get("filename") or f"part-{index}", safe="")
+    headers = {
+        "Content-Disposition": f"attachment; filename*=UTF-8''{name}",
+        "X-Content-Type-Options": "nosniff",
+        "Content-Security-Policy": "sandbox",
+    }
+    return Response(base64.b64decode(part["raw"]), media_type=media_type, headers=headers)
 
 
 # -- executions ----------------------------------------------------------------------------------------
@@ -386,13 +433,13 @@ OPERATIONS: list[Operation] = [
         body=CreateKey,
         response=NewKey,
         status=201,
-        errors=(403, 404),
+        errors=(403, 404, 409),
     ),
     Operation(
         "POST",
         "/keys/{key_id}/revoke",
         revoke_key,
-        "Revoke a key, at once on every entry",
+        "Revoke a key and the keys made with it, at once on every entry",
         response=KeyView,
         errors=(404,),
     ),
@@ -501,7 +548,7 @@ OPERATIONS: list[Operation] = [
         "Messages after a cursor (or the newest before one), oldest first",
         query=Window,
         response=Page[MessageView],
-        errors=(404,),
+        errors=(404, 503),
     ),
     Operation(
         "GET",
@@ -510,6 +557,14 @@ OPERATIONS: list[Operation] = [
         "The room's events after a cursor (or the newest before one), oldest first",
         query=Window,
         response=Page[EventView],
+        errors=(404, 503),
+    ),
+    Operation(
+        "GET",
+        "/rooms/{room_id}/messages/{message_id}/parts/{index}",
+        get_part,
+        "The bytes of a message's file part (a view's file link), as a download",
+        response=bytes,
         errors=(404,),
     ),
     Operation(

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from ranch.api.pagereads import PageReads
 from ranch.catalog.changes import Changes
 from ranch.identity.security import Security
 from ranch.policy.ratelimit import RatePolicy
@@ -30,3 +31,5 @@ class ApiServices:
     """Largest WebSocket frame (the server's `max_message_bytes`)."""
     debug: bool = False
     """Internal errors' details in answers."""
+    page_reads: PageReads = field(default_factory=PageReads)
+    """Slots of the page reads whose answers are not yet sent (api/pagereads.py)."""

@@ -9,8 +9,10 @@ with 1003, an unexpected failure an error frame and a close with 1011.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any, NoReturn, assert_never, cast
 
 import anyio
@@ -19,9 +21,10 @@ from sqlalchemy import select
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ranch.api import errors
-from ranch.api.inbox import acknowledge, pending
+from ranch.api.inbox import acknowledge, pending_pages
 from ranch.api.models import Ack, Delta, Frame, Ping, Subscribe, Unsubscribe
 from ranch.api.services import ApiServices
+from ranch.db.engine import unavailable
 from ranch.db.models import Execution
 from ranch.edge.guards import caller_key
 from ranch.exceptions import (
@@ -47,7 +50,10 @@ SUBSCRIBE = "ranch.subscribe"
 """Internal frame: the reader asks the writer to replay and start a room (never sent)."""
 CLOSE = "ranch.close"
 """Internal frame: the reader asks the writer to close the socket with `code` (never sent)."""
+CLOSE_WAIT_S = 5.0
+"""How long a connection that fell behind waits for room to send its 1013 close frame."""
 UNSUPPORTED_DATA = 1003
+UNAUTHENTICATED = 4401
 INTERNAL_ERROR = 1011
 FRAMES: TypeAdapter[Frame] = TypeAdapter(cast(Any, Frame))  # an Annotated union
 logger = logging.getLogger(__name__)
@@ -65,7 +71,7 @@ def websocket_endpoint(services: ApiServices) -> Callable[[WebSocket], Awaitable
 async def serve(websocket: WebSocket, services: ApiServices) -> None:
     runtime = services.runtime()
     try:
-        principal = await services.security.keys.fresh(websocket)
+        known = await services.security.keys.fresh_key(websocket)
     except RanchError as exc:
         await websocket.accept()
         await websocket.send_json({"type": "error", **errors.body(exc)})
@@ -75,12 +81,15 @@ async def serve(websocket: WebSocket, services: ApiServices) -> None:
             await websocket.close(code=4401, reason="unauthenticated")
         return
     await websocket.accept()
-    watcher = runtime.bus.watch(principal.id if principal.kind == "agent" else None)
+    principal = known.principal
+    watcher = runtime.bus.watch(principal.id if principal.kind == "agent" else None, principal)
+    live = services.security.live.open(known.key_id, known.expires_at, partial(_key_ended, watcher))
     metrics.websockets(+1)
     try:
         if principal.kind == "agent":
-            for delivery in await pending(runtime.sessions, principal.id):
-                await websocket.send_json(delivery.model_dump(mode="json"))
+            async for page in pending_pages(runtime.sessions, principal.id):
+                for delivery in page:
+                    await websocket.send_json(delivery.model_dump(mode="json"))
         async with anyio.create_task_group() as group:
             group.start_soon(_write, websocket, runtime, watcher, group.cancel_scope)
             await _read(websocket, services, principal, watcher)
@@ -92,7 +101,16 @@ async def serve(websocket: WebSocket, services: ApiServices) -> None:
         await _fail(websocket, exc)
     finally:
         metrics.websockets(-1)
+        services.security.live.close(live)
         runtime.bus.unwatch(watcher)
+
+
+def _key_ended(watcher: Watcher, reason: Unauthorized) -> None:
+    """The key was revoked or expired: the writer sends nothing more but `reason`, then closes 4401
+    (woken by a frame, or at its next one when the queue is full)."""
+    watcher.ended = reason
+    with contextlib.suppress(anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+        watcher.send.send_nowait({"type": CLOSE, "code": UNAUTHENTICATED, "reason": "unauthenticated"})
 
 
 async def _read(websocket: WebSocket, services: ApiServices, principal: Principal, watcher: Watcher) -> None:
@@ -112,7 +130,7 @@ async def _read(websocket: WebSocket, services: ApiServices, principal: Principa
             pass  # the address's refused-keys budget is spent (by others): this key was valid; go on
         except Unauthorized as exc:
             await websocket.send_json({"type": "error", **errors.body(exc)})
-            await websocket.close(code=4401, reason="unauthenticated")
+            await websocket.close(code=UNAUTHENTICATED, reason="unauthenticated")
             return
         try:
             key, decision = await services.rates.admit(caller_key(principal), "")
@@ -124,8 +142,11 @@ async def _read(websocket: WebSocket, services: ApiServices, principal: Principa
         except RanchError as exc:
             reply = _error_frame(exc)
         except Exception as exc:
-            logger.exception("a WebSocket frame of %s:%s failed", principal.kind, principal.id)
-            await _close_after(watcher, exc, INTERNAL_ERROR, "internal error")
+            failure = unavailable(exc, f"a WebSocket frame of {principal.kind}:{principal.id}")
+            if failure is None:
+                logger.exception("a WebSocket frame of %s:%s failed", principal.kind, principal.id)
+                await _close_after(watcher, exc, INTERNAL_ERROR, "internal error")
+            reply = _error_frame(failure)  # the database is unavailable: the frame failed, the socket stays
         if reply is not None:
             await watcher.send.send(reply)
 
@@ -207,21 +228,14 @@ async def _write(
 ) -> None:
     try:
         async for payload in watcher.receive:
+            if watcher.ended is not None:
+                return  # queued frames are checked as they are sent: after the key ended, none is
             if payload["type"] == CLOSE:
                 await websocket.close(code=payload["code"], reason=payload["reason"])
                 return
             if payload["type"] == SUBSCRIBE:
-                backlog = await runtime.bus.subscribe(watcher, payload["rooms"], payload["cursor"])
-                await websocket.send_json(
-                    {
-                        "type": "subscribed",
-                        "rooms": payload["rooms"],
-                        "cursor": payload["cursor"],
-                        "replayed": len(backlog),
-                    }
-                )
-                for event in backlog:
-                    await websocket.send_json(event)
+                if not await _replay(websocket, runtime, watcher, payload["rooms"], payload["cursor"]):
+                    return  # evicted mid-replay: queued live frames come after a gap; close 1013
             elif runtime.bus.accept(watcher, payload):
                 await websocket.send_json(payload)
     except WebSocketDisconnect:
@@ -231,8 +245,40 @@ async def _write(
         await _fail(websocket, exc)
     finally:
         scope.cancel()  # the watcher was closed (too slow) or the socket broke: end the connection
-        if watcher.closed:
-            await websocket.close(code=1013, reason="fell behind; reconnect with your last cursor")
+        if watcher.ended is not None:
+            with anyio.move_on_after(CLOSE_WAIT_S, shield=True):
+                await _refuse(websocket, watcher.ended)
+        elif watcher.closed:
+            watcher.receive.close()  # what is still queued is not sent: free it now
+            with anyio.move_on_after(CLOSE_WAIT_S, shield=True):  # a client reading nothing never takes it
+                await websocket.close(code=1013, reason="fell behind; reconnect with your last cursor")
+
+
+async def _replay(
+    websocket: WebSocket, runtime: RoomsRuntime, watcher: Watcher, rooms: list[str], cursor: int
+) -> bool:
+    """Start `rooms` and send their events after `cursor`, a bounded page at a time, before the live
+    ones queued meanwhile; False if the watcher fell behind (its queue overflowed) during it."""
+    bus = runtime.bus
+    upto = await bus.subscribe(watcher, rooms, cursor)
+    replayed = await bus.backlog_size(rooms, cursor, upto)
+    await websocket.send_json({"type": "subscribed", "rooms": rooms, "cursor": cursor, "replayed": replayed})
+    async for page in bus.replay(rooms, cursor, upto):
+        for event in page:
+            if watcher.closed or watcher.ended is not None:
+                return False
+            if bus.accept(watcher, event):
+                await websocket.send_json(event)
+    return not watcher.closed
+
+
+async def _refuse(websocket: WebSocket, reason: Unauthorized) -> None:
+    """The key ended: an UNAUTHENTICATED error frame, then close 4401, unless the socket is gone."""
+    try:
+        await websocket.send_json(_error_frame(reason))
+        await websocket.close(code=UNAUTHENTICATED, reason="unauthenticated")
+    except (WebSocketDisconnect, RuntimeError, OSError):
+        pass  # the client left; there is no one to tell
 
 
 async def _fail(websocket: WebSocket, exc: BaseException) -> None:

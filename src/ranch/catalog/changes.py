@@ -2,12 +2,13 @@
 
 A key revoked, an agent registered or removed, a room created: the change is committed to the
 database first, then published on the fan-out (`--redis-url`), and every replica drops what it
-cached about it (the key's principal, the agent's visibility), serves what the agents table now
-holds, and knows the new room (the A2A gateway tells room ids from other contextIds without a
-query). So a key revoked on one replica is refused by all at once, not when their 5 s caches
-expire, and an agent registered or a room created on one is usable on all. A replica that may
-have missed messages (its listener fell behind) forgets everything it caches and reloads the
-tables. In one process (no Redis) nothing is published: the change is applied where it was made.
+cached about it (the key's principal, the agent's visibility), ends the WebSockets and event
+streams still open with a revoked key, serves what the agents table now holds, and knows the new
+room (the A2A gateway tells room ids from other contextIds without a query). So a key revoked on
+one replica is refused by all at once, not when their 5 s caches expire, and an agent registered
+or a room created on one is usable on all. A replica that may have missed messages (its listener
+fell behind) forgets everything it caches and reloads the tables. In one process (no Redis)
+nothing is published: the change is applied where it was made.
 """
 
 from __future__ import annotations
@@ -39,8 +40,13 @@ class Changes:
 
     async def key_revoked(self, key_id: str) -> None:
         """The key's row says revoked (committed): no replica serves it from its cache any more."""
-        self.security.keys.forget(key_id)
+        self._revoke(key_id)
         await self._tell({"key": key_id})
+
+    def _revoke(self, key_id: str) -> None:
+        """Neither the cache nor a connection left open (a WebSocket, an event stream) serves the key."""
+        self.security.keys.forget(key_id)
+        self.security.live.revoked(key_id)
 
     async def agent_changed(self, agent_id: str) -> None:
         """The agent's row was added or removed (committed) and this replica serves it so."""
@@ -85,7 +91,7 @@ class Changes:
         if not isinstance(change, dict):
             return
         if isinstance(key_id := change.get("key"), str):
-            self.security.keys.forget(key_id)
+            self._revoke(key_id)
         if isinstance(agent_id := change.get("agent"), str):
             self.security.access.forget(agent_id)
             await self._reload()

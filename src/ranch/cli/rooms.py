@@ -19,7 +19,6 @@ import anyio
 from ranch.client import Hub, HubError, Unreachable
 from ranch.client.hub import DEFAULT_URL
 from ranch.exceptions import RanchError
-from ranch.rooms.parts import decoded_size
 from ranch.rooms.views import DeliveryView, EventView, MessageView
 
 Command = Callable[[Hub, argparse.Namespace], Coroutine[Any, Any, int]]
@@ -168,7 +167,7 @@ class Watch:
                 print(f"         [data] {json.dumps(part['data'], ensure_ascii=False)[:200]}", flush=True)
             else:
                 name = part.get("filename") or part.get("url") or "file"
-                size = f", {decoded_size(part['raw'])} bytes" if "raw" in part else ""
+                size = f", {part['size']} bytes" if "size" in part else ""  # a file on the hub
                 media_type = part.get("mediaType", "application/octet-stream")
                 print(f"         [file] {name} ({media_type}{size})", flush=True)
 

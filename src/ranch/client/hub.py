@@ -224,10 +224,26 @@ class Hub:
             page = (await self._call("GET", f"/rooms/{_segment(room_id)}/messages", params=params)).json()
             older = [MessageView.model_validate(item) for item in page["items"]]
             found = older + found
-            if len(older) < params["limit"]:
+            if not older:  # a page may hold fewer than asked (its byte bound): go on until none
                 break
             before = older[0].cursor
         return found
+
+    async def part_bytes(self, room_id: str, message_id: str, index: int) -> bytes:
+        """The bytes of a message's file part: `index` counts every part the message was posted with,
+        its text parts included (the number ending the part's `url` in a view)."""
+        path = f"/rooms/{_segment(room_id)}/messages/{_segment(message_id)}/parts/{index}"
+        return (await self._call("GET", path)).content
+
+    async def file_bytes(self, part: dict[str, Any]) -> bytes:
+        """The bytes of a file part as a message view shows it: its `url` must be the hub's own
+        relative link (`/api/v1/...`); an absolute URL is somewhere else, never sent the key."""
+        url = str(part.get("url", ""))
+        if not url.startswith("/api/v1/"):
+            raise errors.InvalidInput(
+                f"not a link to a file on the hub: {url[:80]!r}", code="INVALID_PARAMS", field="url"
+            )
+        return (await self._call("GET", url.removeprefix("/api/v1"))).content
 
     async def latest_cursor(self, room_id: str) -> int:
         """The cursor of the room's newest event (0: none yet): `events()` from it shows only new ones."""

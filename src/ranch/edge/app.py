@@ -12,13 +12,16 @@ Every response carries `X-Trace-Id`.
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any
 
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from starlette.applications import Starlette
 from starlette.types import Message, Receive, Scope, Send
 
+from ranch.db.engine import unavailable
 from ranch.edge.debug import DebugTap
+from ranch.edge.ending import KeyedStream, may_stream
 from ranch.edge.guards import BODY_METHODS, TRACE_KEY, Call, Entry, Guards, refusal, request_id_of
 from ranch.exceptions import RanchError, RateLimited
 from ranch.identity.principal import PRINCIPAL_KEY
@@ -115,6 +118,11 @@ class EdgeApp(Starlette):
                 receive = replay(body, receive)
         except RanchError as error:
             return await self._refuse(call, error, scope, receive, send, trace)
+        except Exception as exc:  # a key lookup found the database unavailable: 503 in the binding's format
+            failure = unavailable(exc, f"{call.method} {call.path}")
+            if failure is None:
+                raise
+            return await self._refuse(call, failure, scope, receive, send, trace)
         if call.fast and self.fast is not None:
             body = await read_body(receive)
             if body is None:
@@ -127,11 +135,18 @@ class EdgeApp(Starlette):
             if answer is not None:
                 self.fast_answers += 1
                 answer.raw_headers.append((TRACE_HEADER, trace))
-                await answer(scope, receive, send)
+                if may_stream(call, self.guards.security):  # a stream ends when its key does
+                    ending = KeyedStream(call, self.guards.security, send, request_id_of(body))
+                    await ending.run(partial(answer, scope, receive))
+                else:
+                    await answer(scope, receive, send)
                 return answer.status_code
             receive = replay(body, receive)  # an A2A 0.3 method name: the SDK's dispatcher serves it
         sent = _Traced(send, trace)
-        await super().__call__(scope, receive, sent)
+        if may_stream(call, self.guards.security):  # a stream ends when its key does
+            await KeyedStream(call, self.guards.security, sent).run(partial(super().__call__, scope, receive))
+        else:
+            await super().__call__(scope, receive, sent)
         return sent.status
 
     async def _refuse(

@@ -139,7 +139,12 @@ class KeyResolver:
 
     async def fresh(self, connection: HTTPConnection) -> Principal:
         """The key's principal from the database, never from the cache."""
-        return await self.resolve(_required_key(connection), client_address(connection), fresh=True)
+        return (await self.fresh_key(connection)).principal
+
+    async def fresh_key(self, connection: HTTPConnection) -> KnownKey:
+        """`fresh`, answering what the key stands for: a connection that stays open registers its key
+        id and expiry (`identity/live.py`)."""
+        return await self.known(_required_key(connection), client_address(connection), fresh=True)
 
     async def resolve(self, key: str, address: str, *, fresh: bool = False) -> Principal:
         """The principal of `key`, presented from `address`; `fresh` skips the cache. Raises

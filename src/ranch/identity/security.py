@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Container, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from ranch.identity.live import LiveConnections
 from ranch.identity.principal import Principal
 from ranch.identity.resolver import AuthFailures, KeyResolver
 from ranch.identity.sessions import RedisSessions, Sessions, SessionStore
@@ -38,6 +39,8 @@ class Security:
     keys: KeyResolver
     access: AgentAccess
     sessions: SessionStore | None = None
+    live: LiveConnections = field(default_factory=LiveConnections)
+    """The WebSockets and event streams open in this process: a revoked or expired key ends them."""
 
     @property
     def enabled(self) -> bool:

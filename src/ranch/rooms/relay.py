@@ -27,12 +27,11 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from ranch.db.models import RoomEvent
 from ranch.fanout import Fanout
 from ranch.fanout.hearing import hear
+from ranch.rooms.pages import event_page
 
 logger = logging.getLogger(__name__)
 
 TOPIC = "rooms.events"
-READ_BATCH = 500
-"""Events read from the table per query while catching up."""
 OUTBOX = 4096
 """Messages waiting to be published; beyond it, live-only frames are dropped (stored events are
 read from the table anyway)."""
@@ -66,7 +65,14 @@ class Relay:
         self._last = 0
         """The cursor of the last event handed out (or passed over while nobody watched)."""
         self._new = anyio.Event()
+        self._ignored = 0
+        """Messages heard on the topic that are none of the kinds replicas send."""
         self._send, self._receive = anyio.create_memory_object_stream[bytes](OUTBOX)
+
+    @property
+    def handed_out(self) -> int:
+        """The cursor of the last event handed out: a watcher registered now gets every later one live."""
+        return self._last
 
     def committed(self) -> None:
         """Events were committed here: read them, and tell the other replicas."""
@@ -103,14 +109,19 @@ class Relay:
         await hear(self.fanout, TOPIC, self._heard, on_gap=self._caught_up, task_status=task_status)
 
     async def _heard(self, data: bytes) -> None:
-        message = orjson.loads(data)
+        message = _frame_of(data)
+        if message is None:
+            self._ignored += 1
+            if self._ignored == 1 or self._ignored % 1000 == 0:
+                logger.warning("ignored %d message(s) on %s that no replica sends", self._ignored, TOPIC)
+            return
         if message.get("origin") == self.origin:
             return  # this replica's own: already handed out
         if message["kind"] == "events":
             self._new.set()
         elif message["kind"] == "live":
             self._deliver(message["payload"])
-        elif message["kind"] == "agent":
+        else:
             self._to_agent(message["agent"], message["payload"])
 
     async def _caught_up(self) -> None:
@@ -125,21 +136,14 @@ class Relay:
             if not self._watched():  # asked again after the read: a watcher from now on replays past it
                 self._last = max(self._last, newest)
                 return
-        while True:
+        while True:  # a page at a time, bounded in rows and bytes (rooms/pages.py)
             async with self.sessions() as session:
-                rows = (
-                    await session.scalars(
-                        select(RoomEvent)
-                        .where(RoomEvent.seq > self._last)
-                        .order_by(RoomEvent.seq)
-                        .limit(READ_BATCH)
-                    )
-                ).all()
+                rows = await event_page(session, self._last)
+            if not rows:
+                return
             for row in rows:
                 self._deliver(self._frame(row))
                 self._last = row.seq
-            if len(rows) < READ_BATCH:
-                return
 
     def _announce(self, message: Frame) -> None:
         try:
@@ -153,3 +157,26 @@ class Relay:
                 await self.fanout.publish(TOPIC, data)
             except Exception:  # Redis restarting: the others catch up from the table when they hear again
                 logger.warning("could not tell the other replicas about room events", exc_info=True)
+
+
+LIVE_TYPES = frozenset({"message.delta"})
+"""The frames that travel on the topic to watchers: those that are not stored (`Bus.live`)."""
+
+
+def _frame_of(data: bytes) -> Frame | None:
+    """A message of the topic as replicas send it (`events`; `live` with a frame that is not stored;
+    `agent` with an agent's id and a frame), or None."""
+    try:
+        message = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(message, dict):
+        return None
+    kind, payload = message.get("kind"), message.get("payload")
+    if kind == "events":
+        return message
+    if kind == "live" and isinstance(payload, dict) and payload.get("type") in LIVE_TYPES:
+        return message if isinstance(payload.get("room_id"), str) and payload.get("cursor") is None else None
+    if kind == "agent" and isinstance(payload, dict) and isinstance(message.get("agent"), str):
+        return message
+    return None

@@ -53,6 +53,7 @@ from ranch.rooms.bus import Bus, Tx, frame
 from ranch.rooms.delivery import Dispatcher
 from ranch.rooms.executions import FINAL
 from ranch.rooms.mentions import mentioned
+from ranch.rooms.pages import PAGE_BYTES, fitting, json_size, message_size
 from ranch.rooms.requests import AddParticipant, CreateRoom, PostMessage, UpdateRoom
 from ranch.rooms.views import ParticipantView
 from ranch.tasks.engine import TaskEngine
@@ -235,7 +236,7 @@ class Rooms:
     async def post(self, principal: Principal, room_id: str, request: PostMessage) -> RoomMessage:
         """A person's or an agent's message; wakes the agents it addresses."""
         metadata = request.metadata or {}
-        given = [part.to_part() for part in request.parts or []]
+        given = room_parts.converted(request.parts or [], self.limits)
         parts = ([Part(text=request.text)] if request.text is not None else []) + given
         self._check_content(parts, given, metadata, request.thread_id)
         if any(part.WhichOneof("content") != "text" for part in given):
@@ -412,16 +413,37 @@ class Rooms:
 
     async def messages(
         self, principal: Principal, room_id: str, since: int, limit: int, before: int | None = None
-    ) -> list[RoomMessage]:
-        """The room's messages after the cursor `since`, oldest first (or the newest before `before`)."""
+    ) -> tuple[list[RoomMessage], bool]:
+        """The room's messages after the cursor `since`, oldest first (or the newest before `before`),
+        and whether the page's byte bound left some of `limit` out."""
         return await self._window(principal, room_id, RoomMessage, since, before, limit)
 
     async def events(
         self, principal: Principal, room_id: str, since: int, limit: int, before: int | None = None
-    ) -> list[dict[str, Any]]:
-        """The room's events after the cursor `since`, oldest first (or the newest before `before`)."""
-        rows = await self._window(principal, room_id, RoomEvent, since, before, limit)
-        return [frame(row) for row in rows]
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """The room's events after the cursor `since`, oldest first (or the newest before `before`),
+        and whether the page's byte bound left some of `limit` out."""
+        rows, cut = await self._window(principal, room_id, RoomEvent, since, before, limit)
+        return [frame(row) for row in rows], cut
+
+    async def message_part(
+        self, principal: Principal, room_id: str, message_id: str, index: int
+    ) -> dict[str, Any]:
+        """The stored file part `index` (counting every stored part, text included) of a message, as
+        A2A JSON with its `raw` bytes: what a view's file link reads. Participant-only, like the
+        room's pages; NotFound naming `message_id`, or `index` for a part that holds no bytes."""
+        async with self.bus.sessions() as session:
+            await visible_room(session, principal, room_id)
+            query = select(RoomMessage.parts).where(
+                RoomMessage.room_id == room_id, RoomMessage.id == message_id
+            )
+            found = (await session.execute(query)).first()
+        if found is None:
+            raise NotFound(f"no message '{message_id}' in room '{room_id}'", "message_id")
+        stored: list[dict[str, Any]] = found[0] or []  # None: one plain text part
+        if not 0 <= index < len(stored) or "raw" not in stored[index]:
+            raise NotFound(f"message '{message_id}' has no file part with bytes at index {index}", "index")
+        return stored[index]
 
     async def _window(
         self,
@@ -431,18 +453,24 @@ class Rooms:
         since: int,
         before: int | None,
         limit: int,
-    ) -> list[Logged]:
+    ) -> tuple[list[Logged], bool]:
         """`limit` rows of the room's `table` after `since`; with `before`, the newest `limit` before
-        it; oldest first either way."""
+        it; oldest first either way. At most PAGE_BYTES of them (the first always; rooms/pages.py):
+        True with them if that bound left rows out."""
+        size = message_size() if table is RoomMessage else json_size(RoomEvent.data)
+        order = table.seq if before is None else table.seq.desc()
+        where = [table.room_id == room_id, table.seq > since if before is None else table.seq < before]
         async with self.bus.sessions() as session:
             await visible_room(session, principal, room_id)
-            query = select(table).where(table.room_id == room_id)
-            if before is None:
-                query = query.where(table.seq > since).order_by(table.seq)
-            else:
-                query = query.where(table.seq < before).order_by(table.seq.desc())
-            rows = list((await session.scalars(query.limit(limit))).all())
-        return rows if before is None else rows[::-1]
+            sizes = select(table.seq, size).where(*where).order_by(order).limit(limit)
+            sized = (await session.execute(sizes)).all()
+            count = fitting([row_size for _seq, row_size in sized], PAGE_BYTES)
+            if not count:
+                return [], False
+            edge = sized[count - 1][0]
+            within = table.seq <= edge if before is None else table.seq >= edge
+            rows = list((await session.scalars(select(table).where(*where, within).order_by(order))).all())
+        return (rows if before is None else rows[::-1]), count < len(sized)
 
     # -- executions ----------------------------------------------------------------------------
 

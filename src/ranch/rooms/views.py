@@ -9,6 +9,7 @@ the events a change writes.
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
+from urllib.parse import quote
 
 from pydantic import (
     AliasChoices,
@@ -34,6 +35,7 @@ from ranch.db.models import (
     RoomType,
     iso,
 )
+from ranch.rooms.parts import decoded_size
 
 
 def _iso(value: Any) -> Any:
@@ -121,11 +123,28 @@ class MessageView(View):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def parts(self) -> list[dict[str, Any]]:
-        """Its A2A parts as A2A JSON: text, files (`raw` base64 or `url`, `mediaType`, `filename`)
-        and data; a plain text message has its one text part."""
-        if self.stored_parts is not None:
-            return self.stored_parts
-        return [{"text": self.text}] if self.text else []
+        """Its parts other than text, in order, as A2A JSON: files (`url`, `mediaType`, `filename`)
+        and data. A file posted with its bytes is a link to them on the hub (`file_link`), so no page
+        carries base64. Its text is `text` alone, never sent twice; a plain text message has none."""
+        return [
+            file_link(part, self.room_id, self.id, index) if "raw" in part else part
+            for index, part in enumerate(self.stored_parts or [])
+            if "text" not in part
+        ]
+
+
+PART_PATH = "/api/v1/rooms/{room}/messages/{message}/parts/{index}"
+"""Where a stored part's bytes are read (api/routes.py `get_part`): `index` counts every stored part
+of the message, its text parts included."""
+
+
+def file_link(part: dict[str, Any], room_id: str, message_id: str, index: int) -> dict[str, Any]:
+    """A file part holding bytes (`raw`) as views show it: a relative `url` to its bytes on the hub
+    (a posted URL is always absolute http(s), so a relative one is always the hub's own) and its
+    decoded `size`; its `mediaType`, `filename` and `metadata` as stored."""
+    url = PART_PATH.format(room=quote(room_id, safe=""), message=quote(message_id, safe=""), index=index)
+    kept = {key: value for key, value in part.items() if key != "raw"}
+    return {"url": url, **kept, "size": decoded_size(part["raw"])}
 
 
 class ExecutionView(View):

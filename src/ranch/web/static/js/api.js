@@ -75,6 +75,30 @@ async function request(path, { method = "GET", body, key = session.key, signal }
   return data;
 }
 
+/** The bytes of a file kept on the hub (a file part's relative `url`, /api/v1/...), as a Blob. A link
+ * the page cannot simply follow: the hub answers it only with the key header. */
+export async function fileBlob(url, { key = session.key, signal } = {}) {
+  if (!isHubFile(url)) throw new Error(`not a file on the hub: ${url}`);
+  const headers = {};
+  if (key) headers["X-API-Key"] = key;
+  const response = await fetch(url, { headers, signal });
+  if (!response.ok) {
+    let data = null;
+    try {
+      data = await response.json();
+    } catch {
+      data = null;
+    }
+    throw new ApiError(response.status, data);
+  }
+  return response.blob();
+}
+
+/** A file part's `url` that is the hub's own link to its bytes: posted URLs are always http(s)://. */
+export function isHubFile(url) {
+  return typeof url === "string" && url.startsWith(`${BASE}/`);
+}
+
 /** Every page of a list: `cursor` paging, or `since` paging for room messages and events. */
 export async function all(path, { since = null, limit = 200, signal } = {}) {
   const items = [];
@@ -87,7 +111,6 @@ export async function all(path, { since = null, limit = 200, signal } = {}) {
     const batch = data?.items ?? [];
     items.push(...batch);
     if (!data?.next_cursor || batch.length === 0) break;
-    if (since !== null && batch.length < limit) break;
     cursor = data.next_cursor;
   }
   return items;

@@ -4,7 +4,7 @@
 // History comes from GET /rooms/{id}/events (the same frames the WebSocket sends), then the
 // WebSocket carries on from the last cursor; both go through `apply`.
 
-import { all, api, path, session } from "../api.js";
+import { all, api, fileBlob, isHubFile, path, session } from "../api.js";
 import { focusHeading, h, replace, timeEl } from "../dom.js";
 import { LiveSocket } from "../live.js";
 import { MentionCompleter } from "../mentions.js";
@@ -81,27 +81,50 @@ function partView(part) {
     return h("details.msg-data", {}, h("summary", {}, "data"), h("pre", {}, JSON.stringify(part.data, null, 2)));
   }
   const type = (part.mediaType ?? "application/octet-stream").toLowerCase();
+  if (isHubFile(part.url)) return hubFileView(part, type, part.filename || "file");
   const name = part.filename || (part.url ? part.url.split("/").pop() : "") || "file";
-  if ("url" in part) {
-    // a link only, and only to http(s): the page never loads what a message points at
-    const safe = /^https?:\/\//i.test(part.url ?? "");
-    const link = safe ? h("a", { href: part.url, target: "_blank", rel: "noopener noreferrer" }, name) : h("code", {}, name);
-    return h("p.msg-file", {}, link, h("span.muted", {}, ` ${type}`));
-  }
-  const bytes = Uint8Array.from(atob(part.raw ?? ""), (c) => c.charCodeAt(0));
+  // a link only, and only to http(s): the page never loads what a message points at
+  const safe = /^https?:\/\//i.test(part.url ?? "");
+  const link = safe ? h("a", { href: part.url, target: "_blank", rel: "noopener noreferrer" }, name) : h("code", {}, name);
+  return h("p.msg-file", {}, link, h("span.muted", {}, ` ${type}`));
+}
+
+/** A file whose bytes the hub keeps: fetched with the key (the link needs the header) when clicked,
+ * or at once for an image shown inline. */
+function hubFileView(part, type, name) {
+  const note = h("span.muted", {}, ` ${type}, ${sizeText(part.size ?? 0)}`);
   const download = h("a", { href: "#", download: name }, name);
-  download.addEventListener("click", () => {
-    // typed as plain bytes, so the browser never opens it as a page of this origin; made when
-    // clicked and released a minute later, so a long room keeps no copies of its files
-    download.href = URL.createObjectURL(new Blob([bytes], { type: "application/octet-stream" }));
-    setTimeout(() => URL.revokeObjectURL(download.href), 60_000);
+  download.addEventListener("click", async (event) => {
+    if (download.dataset.ready) return; // the bytes are here: the browser saves them
+    event.preventDefault();
+    try {
+      // typed as plain bytes, so the browser never opens it as a page of this origin; released a
+      // minute later, so a long room keeps no copies of its files
+      const blob = await fileBlob(part.url);
+      download.href = URL.createObjectURL(new Blob([blob], { type: "application/octet-stream" }));
+      download.dataset.ready = "yes";
+      download.click();
+      setTimeout(() => {
+        URL.revokeObjectURL(download.href);
+        download.href = "#";
+        delete download.dataset.ready;
+      }, 60_000);
+    } catch (error) {
+      note.textContent = ` ${type}: could not be fetched (${error.message})`;
+    }
   });
-  return h(
-    "figure.msg-file",
-    {},
-    PREVIEWED.has(type) ? h("img", { src: `data:${type};base64,${part.raw}`, alt: name, loading: "lazy" }) : null,
-    h("figcaption", {}, download, h("span.muted", {}, ` ${type}, ${sizeText(bytes.length)}`)),
-  );
+  let image = null;
+  if (PREVIEWED.has(type)) {
+    image = h("img", { alt: name });
+    fileBlob(part.url)
+      .then((blob) => {
+        const url = URL.createObjectURL(blob);
+        image.addEventListener("load", () => URL.revokeObjectURL(url), { once: true });
+        image.src = url;
+      })
+      .catch(() => image.remove());
+  }
+  return h("figure.msg-file", {}, image, h("figcaption", {}, download, note));
 }
 
 /** A chosen file as an A2A file part (its bytes base64-encoded). */

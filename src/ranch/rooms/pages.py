@@ -1,0 +1,68 @@
+"""Reading a room's log (its events, its messages) in pages bounded in rows and in bytes.
+
+A room may hold hundreds of messages of 100 KB each, and a reader (a WebSocket replay, the relay,
+a REST page, an agent's inbox) must never hold all of them at once. Each page first asks the
+database only for the rows' sizes, keeps the longest run that fits in the byte budget, and then
+reads just those rows; a single row larger than the budget comes alone, so every page moves on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import ColumnElement, String, cast, func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from ranch.db.models import RoomEvent, RoomMessage
+
+PAGE_ROWS = 100
+"""Rows a page holds at most."""
+PAGE_BYTES = 2 * 1024 * 1024
+"""Bytes (of stored JSON and text) a page holds at most, unless its first row alone is larger."""
+
+
+def json_size(column: Any) -> ColumnElement[int]:
+    """The size of a JSON column as stored (ASCII JSON text: characters are bytes), 0 for NULL."""
+    return func.coalesce(func.length(cast(column, String)), 0)
+
+
+def message_size() -> ColumnElement[int]:
+    """A stored message's size: its text and its parts' JSON."""
+    return func.coalesce(func.length(RoomMessage.text), 0) + json_size(RoomMessage.parts)
+
+
+def fitting(sizes: Sequence[int], max_bytes: int) -> int:
+    """How many of the rows of `sizes`, oldest first, fit in `max_bytes` together (the first always
+    does: a page is never empty while rows remain)."""
+    total = 0
+    for count, size in enumerate(sizes):
+        total += size
+        if count and total > max_bytes:
+            return count
+    return len(sizes)
+
+
+async def event_page(
+    session: AsyncSession,
+    after: int,
+    *,
+    rooms: Sequence[str] | None = None,
+    upto: int | None = None,
+    rows: int = PAGE_ROWS,
+    max_bytes: int = PAGE_BYTES,
+) -> list[RoomEvent]:
+    """Events after the cursor `after` (of `rooms`, up to the cursor `upto`, if given), oldest first,
+    at most `rows` of them and `max_bytes` of data."""
+    where = [RoomEvent.seq > after]
+    if rooms is not None:
+        where.append(RoomEvent.room_id.in_(list(rooms)))
+    if upto is not None:
+        where.append(RoomEvent.seq <= upto)
+    sized = select(RoomEvent.seq, json_size(RoomEvent.data)).where(*where).order_by(RoomEvent.seq)
+    found = (await session.execute(sized.limit(rows))).all()
+    count = fitting([size for _seq, size in found], max_bytes)
+    if not count:
+        return []
+    query = select(RoomEvent).where(*where, RoomEvent.seq <= found[count - 1][0]).order_by(RoomEvent.seq)
+    return list((await session.scalars(query)).all())

@@ -1,0 +1,101 @@
+"""A revocation or a removal on one replica ends what another replica keeps open, at once.
+
+Two hubs on one database and one Redis prefix stand for two replicas behind a load balancer: a
+WebSocket held by the second, which sends nothing, is ended by a key revoked on the first, and a
+participant removed on the first stops getting the room's events on the second. Redis
+(127.0.0.1:6379) and, for the PostgreSQL runs, PostgreSQL are needed; without them these tests
+fail, saying so.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from websockets.exceptions import ConnectionClosed
+
+from _support.hubkit import ADMIN_KEY, Api, Live, RunningRanch, serve_ranch
+
+REDIS = "redis://127.0.0.1:6379/0"
+CONFIG = """
+agents:
+  - {id: greeter, kind: echo}
+"""
+PROMPTLY = 5.0
+"""Seconds within which the other replica must end the connection (the goal is 1 s; the margin is
+for a loaded machine)."""
+
+
+@contextmanager
+def replicas(database_url: str) -> Iterator[tuple[RunningRanch, RunningRanch]]:
+    shared: dict[str, Any] = {
+        "redis_url": REDIS,
+        "redis_prefix": f"ranch-test-{uuid.uuid4().hex[:8]}",
+        "auth": "keys",
+    }
+    with (
+        serve_ranch(CONFIG, database_url, **shared) as first,
+        serve_ranch(CONFIG, database_url, **shared) as second,
+    ):
+        yield first, second
+
+
+def organization(first: RunningRanch) -> tuple[Api, str, str]:
+    """acme's owner, and the member mia's key and key id; mia takes part in rooms r1 and r2."""
+    owner = Api(
+        first.url, Api(first.url, ADMIN_KEY).post("/organizations", {"id": "acme"})["owner"]["api_key"]
+    )
+    key = owner.post("/users", {"id": "mia", "name": "Mia"})["api_key"]
+    for room in ("r1", "r2"):
+        owner.post("/rooms", {"id": room, "title": room, "participants": [{"kind": "user", "id": "mia"}]})
+    return owner, key, Api(first.url, key).get("/keys")["items"][0]["id"]
+
+
+def until_closed(live: Live) -> tuple[list[dict[str, Any]], int | None]:
+    frames: list[dict[str, Any]] = []
+    deadline = time.monotonic() + PROMPTLY
+    while True:
+        left = deadline - time.monotonic()
+        assert left > 0, f"the socket is still open after {PROMPTLY} s; got {frames}"
+        try:
+            frames.append(live.recv(timeout=left))
+        except ConnectionClosed as closed:
+            return frames, closed.rcvd.code if closed.rcvd else None
+        except TimeoutError:
+            continue
+
+
+def test_a_key_revoked_on_one_replica_closes_its_websocket_on_another(database_url: str) -> None:
+    with replicas(database_url) as (first, second):
+        owner, key, key_id = organization(first)
+        live = Live(second.url, key)
+        try:
+            live.subscribe(["acme.r1"])
+            owner.post(f"/keys/{key_id}/revoke", None, status=200)
+            owner.post("/rooms/acme.r1/messages", {"text": "after revocation"})
+            frames, code = until_closed(live)
+        finally:
+            live.close()
+    assert code == 4401
+    assert frames[-1]["type"] == "error" and frames[-1]["error"]["code"] == "UNAUTHENTICATED"
+    assert all(f["data"]["text"] != "after revocation" for f in frames if f["type"] == "message.created")
+
+
+def test_a_participant_removed_on_one_replica_stops_getting_the_room_on_another(database_url: str) -> None:
+    with replicas(database_url) as (first, second):
+        owner, key, _ = organization(first)
+        live = Live(second.url, key)
+        try:
+            live.subscribe(["acme.r1", "acme.r2"])
+            owner.call("DELETE", "/rooms/acme.r1/participants/user/acme.mia").raise_for_status()
+            lost = live.until(lambda f: f["type"] == "error", timeout=PROMPTLY)[-1]
+            owner.post("/rooms/acme.r1/messages", {"text": "after removal"})
+            owner.post("/rooms/acme.r2/messages", {"text": "still here"})
+            frames = live.until(lambda f: f["type"] == "message.created")
+        finally:
+            live.close()
+    assert lost["room_id"] == "acme.r1" and lost["error"]["code"] == "NOT_FOUND"
+    assert [f["data"]["text"] for f in frames if f["type"] == "message.created"] == ["still here"]
