@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from _support.hubkit import serve_ranch
+from _support.hubkit import ADMIN_KEY, Api, serve_ranch
 from ranch.cli.demo import DEMO_YAML
 
 pytestmark = pytest.mark.anyio
@@ -105,6 +106,50 @@ async def test_ranch_mcp_logs_scrubbed_json_lines_to_stderr(tmp_path: Path) -> N
     logged = [record for record in records if record["logger"] == "chatty"]
     assert [record["message"] for record in logged] == ["asked: mail [email] with key [secret]"], output
     assert email not in output and key not in output
+
+
+SLEEPER = """
+agents:
+  - id: sleeper
+    kind: python
+    entry: _support.probes:Probe
+    options: {sleep: 60, reply: "too late"}
+"""
+
+
+async def test_a_tool_call_streamed_as_sse_ends_with_the_authentication_error_when_its_key_is_revoked(
+    tmp_path: Path,
+) -> None:
+    """/mcp is stateless, but a tool call answered as SSE stays open while the agent works: a key
+    revoked meanwhile ends it with the authentication error, the last thing the client reads."""
+    with serve_ranch(SLEEPER, tmp_path / "t.db", auth="keys") as ranch:
+        owner = Api(
+            ranch.url, Api(ranch.url, ADMIN_KEY).post("/organizations", {"id": "acme"})["owner"]["api_key"]
+        )
+        created = owner.post("/keys", {})
+        call = {"name": "ask_sleeper", "arguments": {"message": "hi"}}
+        body = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": call}
+        headers = {"Accept": "application/json, text/event-stream", "X-API-Key": created["api_key"]}
+        events: list[tuple[str, dict[str, Any]]] = []
+        with anyio.fail_after(20):
+            async with (
+                httpx.AsyncClient(timeout=20) as http,
+                http.stream("POST", f"{ranch.url}/mcp", json=body, headers=headers) as response,
+            ):
+                assert response.status_code == 200
+                assert response.headers["content-type"].startswith("text/event-stream")
+                owner.post(f"/keys/{created['key']['id']}/revoke", None, status=200)
+                name = "message"
+                async for line in response.aiter_lines():
+                    if line.startswith("event:"):
+                        name = line[6:].strip()
+                    elif line.startswith("data:"):
+                        events.append((name, json.loads(line[5:])))
+    assert events, "the stream ended with nothing"
+    name, last = events[-1]
+    assert name == "message"  # what an MCP client reads
+    assert last["id"] == 5 and "revoked" in last["error"]["message"], last
+    assert all("result" not in data for _, data in events), events  # the answer never came
 
 
 CHATTY = """

@@ -203,3 +203,51 @@ def test_a_revoked_key_ends_a_task_subscription_with_the_authentication_error(
         assert "revoked" in error["error"]["message"]
     else:
         assert error["error"]["status"] == "UNAUTHENTICATED" and "revoked" in error["error"]["message"]
+
+
+def streaming_turn(hub: RunningRanch, agent_id: str, key: str) -> httpx.Request:
+    """SendStreamingMessage to `agent_id` as the holder of `key` (JSON-RPC, id 9)."""
+    message = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+    body = {"jsonrpc": "2.0", "id": 9, "method": "SendStreamingMessage", "params": {"message": message}}
+    headers = {"A2A-Version": "1.0", "X-API-Key": key}
+    return httpx.Request("POST", hub.agent_url(agent_id), json=body, headers=headers)
+
+
+def new_call_error(hub: RunningRanch, agent_id: str, key: str) -> dict[str, Any]:
+    """What a new SendMessage to `agent_id` answers the holder of `key`: its JSON-RPC error."""
+    message = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+    headers = {"A2A-Version": "1.0", "X-API-Key": key}
+    error: dict[str, Any] = httpx.post(
+        hub.agent_url(agent_id), json=body, headers=headers, timeout=30
+    ).json()["error"]
+    return error
+
+
+def test_removing_an_agent_ends_the_event_streams_on_it_with_the_error_a_new_call_gets(
+    hub: RunningRanch,
+) -> None:
+    """There is no way to change an agent's visibility (the REST API registers and removes agents):
+    removal is what takes an agent away from its callers."""
+    owner = acme(hub)
+    key, _ = member(owner, "mia", [])
+    team = {"id": "slow", "kind": "team", "members": ["sleeper"], "default_agent": "sleeper"}
+    agent_id = owner.post("/agents", {**team, "visibility": "org"})["agent"]["id"]
+    with httpx.Client(timeout=PROMPTLY * 2) as client:
+        response = client.send(streaming_turn(hub, agent_id, key), stream=True)
+        assert response.status_code == 200
+        events = sse_events(response, timeout=PROMPTLY * 2)
+        first = next(events)  # the task is under way: the stream is open
+        assert first[0] == "message" and "result" in first[1], first
+        began = time.monotonic()
+        owner.call("DELETE", f"/agents/{agent_id}").raise_for_status()
+        rest = list(events)
+        response.close()
+    assert time.monotonic() - began < PROMPTLY
+    assert rest and rest[-1][0] == "error", rest
+    ended = rest[-1][1]
+    assert ended["id"] == 9, ended
+    expected = new_call_error(hub, agent_id, key)
+    assert ended["error"]["code"] == expected["code"], (ended, expected)
+    assert f"'{agent_id}'" in ended["error"]["message"]
+    assert all("error" not in data for _, data in rest[:-1]), rest  # nothing after the error, one error

@@ -15,11 +15,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import httpx
+import pytest
+import redis
 from websockets.exceptions import ConnectionClosed
 
-from _support.hubkit import ADMIN_KEY, Api, Live, RunningRanch, serve_ranch
+from _support.hubkit import ADMIN_KEY, Api, Live, RunningRanch, serve_ranch, wait_until
+from _support.tcpproxy import TcpProxy
 
-REDIS = "redis://127.0.0.1:6379/0"
+REDIS_PORT = 6379
+REDIS = f"redis://127.0.0.1:{REDIS_PORT}/0"
 CONFIG = """
 agents:
   - {id: greeter, kind: echo}
@@ -27,6 +32,8 @@ agents:
 PROMPTLY = 5.0
 """Seconds within which the other replica must end the connection (the goal is 1 s; the margin is
 for a loaded machine)."""
+RECONNECTED = 30.0
+"""Seconds a replica's fan-out may take to notice a cut, or to reconnect after it (backing off)."""
 
 
 @contextmanager
@@ -99,3 +106,52 @@ def test_a_participant_removed_on_one_replica_stops_getting_the_room_on_another(
             live.close()
     assert lost["room_id"] == "acme.r1" and lost["error"]["code"] == "NOT_FOUND"
     assert [f["data"]["text"] for f in frames if f["type"] == "message.created"] == ["still here"]
+
+
+def test_a_revocation_missed_while_redis_was_cut_off_closes_the_websocket_once_redis_is_back(
+    database_url: str,
+) -> None:
+    """The second replica reaches Redis through a proxy the test cuts: the revocation published
+    meanwhile never reaches it, so it asks the database about the keys it holds open (every second
+    while cut off, and before it hands out the events it missed): the post made after the revocation
+    never reaches the socket."""
+    try:
+        redis.Redis(port=REDIS_PORT, socket_timeout=2).ping()
+    except redis.RedisError as exc:
+        pytest.fail(f"this test needs Redis at 127.0.0.1:{REDIS_PORT}: {exc}")
+    prefix = f"ranch-test-{uuid.uuid4().hex[:8]}"
+    with (
+        TcpProxy(REDIS_PORT) as proxy,
+        serve_ranch(CONFIG, database_url, redis_url=REDIS, redis_prefix=prefix, auth="keys") as first,
+        serve_ranch(
+            CONFIG,
+            database_url,
+            redis_url=f"redis://127.0.0.1:{proxy.port}/0",
+            redis_prefix=prefix,
+            auth="keys",
+        ) as second,
+    ):
+        owner, key, key_id = organization(first)
+        live = Live(second.url, key)
+        try:
+            live.subscribe(["acme.r1"])
+            proxy.cut()
+            wait_until(lambda: fanout(second) == "reconnecting", RECONNECTED, "the fan-out is cut off")
+            owner.post(f"/keys/{key_id}/revoke", None, status=200)
+            owner.post(
+                "/rooms/acme.r1/messages", {"text": "after revocation"}
+            )  # on the replica that heard it
+            proxy.restore()
+            wait_until(lambda: fanout(second) == "connected", RECONNECTED, "the fan-out is back")
+            frames, code = until_closed(live)
+        finally:
+            live.close()
+    assert code == 4401
+    assert frames[-1]["type"] == "error" and frames[-1]["error"]["code"] == "UNAUTHENTICATED"
+    assert all(f["data"]["text"] != "after revocation" for f in frames if f["type"] == "message.created")
+
+
+def fanout(replica: RunningRanch) -> str | None:
+    """What the replica's /healthz says of its fan-out (connected, reconnecting)."""
+    answer: str | None = httpx.get(f"{replica.url}/healthz", timeout=10).json().get("fanout")
+    return answer

@@ -6,20 +6,26 @@ cached about it (the key's principal, the agent's visibility), ends the WebSocke
 streams still open with a revoked key, serves what the agents table now holds, and knows the new
 room (the A2A gateway tells room ids from other contextIds without a query). So a key revoked on
 one replica is refused by all at once, not when their 5 s caches expire, and an agent registered
-or a room created on one is usable on all. A replica that may have missed messages (its listener
-fell behind) forgets everything it caches and reloads the tables. In one process (no Redis)
-nothing is published: the change is applied where it was made.
+or a room created on one is usable on all; an agent removed ends the event streams bound to it
+(with AgentNotFound, as a new call is answered). A replica that may have missed messages (its
+listener fell behind, Redis reset) forgets everything it caches, reloads the tables and asks the
+database about every key and agent its open connections hold, ending those that no longer stand;
+while its fan-out is disconnected it asks every DEAF_RECHECK seconds, so a key revoked on another
+replica during a Redis outage still ends this one's connections within about that time.
+In one process (no Redis) nothing is published: the change is applied where it was made.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from functools import partial
 
 import anyio
 import orjson
 from anyio.abc import TaskStatus
 
+from ranch.exceptions import AgentNotFound
 from ranch.fanout import Fanout
 from ranch.fanout.hearing import hear
 from ranch.identity.security import Security
@@ -27,6 +33,8 @@ from ranch.identity.security import Security
 logger = logging.getLogger(__name__)
 
 TOPIC = "catalog.changes"
+DEAF_RECHECK = 1.0
+"""Seconds between checks of the open connections' keys while the fan-out is disconnected."""
 
 
 class Changes:
@@ -51,7 +59,18 @@ class Changes:
     async def agent_changed(self, agent_id: str) -> None:
         """The agent's row was added or removed (committed) and this replica serves it so."""
         self.security.access.forget(agent_id)
+        await self._end_unreachable(agent_id)
         await self._tell({"agent": agent_id})
+
+    async def _end_unreachable(self, agent_id: str) -> None:
+        """End the event streams on `agent_id` whose caller may not reach it any more (it was removed,
+        or is no longer visible to them) with the error a new call would get."""
+        security = self.security
+        callers = {bound.principal for bound in security.live.bound_to(agent_id)}
+        for principal in callers:
+            if not await security.reachable(principal, agent_id):
+                lost = AgentNotFound(agent_id, await security.reachable_ids(principal))
+                security.live.lost(agent_id, principal, lost)
 
     async def room_created(self, room_id: str, org_id: str) -> None:
         """The room's row is committed (and known here): every replica knows it as a room."""
@@ -74,13 +93,37 @@ class Changes:
         `resync` reloads the agents table and the rooms; `add_room(room_id, org_id)` learns one room.
         """
         self._fanout, self._resync, self._add_room = fanout, resync, add_room
-        await hear(fanout, TOPIC, self._apply, on_gap=self._catch_up, task_status=task_status)
+        async with anyio.create_task_group() as group:
+            await group.start(partial(hear, fanout, TOPIC, self._apply, on_gap=self._catch_up))
+            task_status.started()
+            group.start_soon(self._recheck_while_deaf, fanout)
+
+    async def _recheck_while_deaf(self, fanout: Fanout) -> None:
+        """While the fan-out is disconnected, revocations made on other replicas are not heard: ask
+        the database instead, every DEAF_RECHECK seconds, about the keys of the open connections."""
+        while True:
+            await anyio.sleep(DEAF_RECHECK)
+            if fanout.connected or not self.security.live.key_ids():
+                continue
+            try:
+                await self.recheck_live()
+            except Exception:  # the database is out too: the next round, or the catch-up, asks again
+                logger.debug("could not re-check open connections' keys", exc_info=True)
 
     async def _catch_up(self) -> None:
         """Whatever was missed: forget what is cached and start again from the database."""
         self.security.keys.forget_all()
         self.security.access.forget_all()
         await self._reload()
+        await self.recheck_live()
+
+    async def recheck_live(self) -> None:
+        """The revocations and removals missed meanwhile end the connections still open on them."""
+        live = self.security.live
+        for key_id, reason in (await self.security.keys.ended(live.key_ids())).items():
+            live.revoked(key_id, reason)
+        for agent_id in live.agent_ids():
+            await self._end_unreachable(agent_id)
 
     async def _apply(self, data: bytes) -> None:
         try:
@@ -95,6 +138,7 @@ class Changes:
         if isinstance(agent_id := change.get("agent"), str):
             self.security.access.forget(agent_id)
             await self._reload()
+            await self._end_unreachable(agent_id)
         room_id, org_id = change.get("room"), change.get("org")
         if isinstance(room_id, str) and isinstance(org_id, str) and self._add_room is not None:
             self._add_room(room_id, org_id)

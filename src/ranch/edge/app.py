@@ -144,7 +144,8 @@ class EdgeApp(Starlette):
             receive = replay(body, receive)  # an A2A 0.3 method name: the SDK's dispatcher serves it
         sent = _Traced(send, trace)
         if may_stream(call, self.guards.security):  # a stream ends when its key does
-            await KeyedStream(call, self.guards.security, sent).run(partial(super().__call__, scope, receive))
+            ending = KeyedStream(call, self.guards.security, sent)
+            await ending.run(partial(super().__call__, scope, ending.reading(receive)))
         else:
             await super().__call__(scope, receive, sent)
         return sent.status

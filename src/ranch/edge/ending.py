@@ -1,12 +1,13 @@
-"""Event streams that end when their key is revoked or expires.
+"""Event streams that end when their key is revoked or expires, or their agent is removed.
 
 An A2A stream (SendStreamingMessage, SubscribeToTask, on JSON-RPC or HTTP+JSON, 1.0 or 0.3) or an
 `/mcp` answer streamed as SSE outlives the check its request passed. `KeyedStream` wraps such a
 request's `send`: once the answer starts as `text/event-stream`, the stream is registered with
-the key (`identity/live.py`); when the key is revoked (on any replica) or its `expires_at`
-passes, the answer is cancelled, nothing it sends after that goes out, and the stream ends with
-the binding's authentication error event. Requests that cannot stream are not wrapped
-(`may_stream`), so a plain SendMessage pays nothing.
+the key (`identity/live.py`), and an A2A stream with its agent and caller too; when the key is
+revoked (on any replica) or its `expires_at` passes, the answer is cancelled, nothing it sends
+after that goes out, and the stream ends with the binding's authentication error event. When its
+agent is removed or the caller may no longer reach it, it ends so with AgentNotFound. Requests
+that cannot stream are not wrapped (`may_stream`), so a plain SendMessage pays nothing.
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ from typing import Any
 
 import anyio
 import orjson
-from starlette.types import Message, Send
+from starlette.types import Message, Receive, Send
 
 from ranch.edge.guards import Call, Entry, request_id_of
-from ranch.exceptions import Unauthorized
-from ranch.identity.live import Live
+from ranch.exceptions import RanchError
+from ranch.identity.live import Bound, Live
 from ranch.identity.security import Security
 from ranch.wire.errors import a2a_rest_error_body, jsonrpc_error_body
 
@@ -48,12 +49,12 @@ class KeyedStream:
         self._request_id = request_id
         self._scope = anyio.CancelScope()
         self._live: Live | None = None
-        self._ended: Unauthorized | None = None
+        self._ended: RanchError | None = None
         self._finished = False
 
     async def run(self, answer: Callable[[Send], Awaitable[None]]) -> None:
-        """`answer(send)` with this as its `send`; the authentication error event when the key ended
-        the stream."""
+        """`answer(send)` with this as its `send`; the error event (authentication, or AgentNotFound)
+        when the key or the agent ended the stream."""
         try:
             with self._scope:
                 await answer(self)
@@ -64,6 +65,22 @@ class KeyedStream:
             self._finished = True
             event = b"event: " + self._event_name() + b"\r\ndata: " + self._error() + b"\r\n\r\n"
             await self._send({"type": "http.response.body", "body": event, "more_body": False})
+
+    def reading(self, receive: Receive) -> Receive:
+        """`receive`, noting the JSON-RPC id of the request's body as it is read, so that an error
+        ending the stream before its first event answers the request's own id."""
+        chunks: list[bytes] = []
+
+        async def noted() -> Message:
+            message = await receive()
+            if message["type"] == "http.request" and self._request_id is None and self._call.jsonrpc:
+                chunks.append(message.get("body", b""))
+                if not message.get("more_body", False):
+                    self._request_id = request_id_of(b"".join(chunks))
+                    chunks.clear()
+            return message
+
+        return noted
 
     async def __call__(self, message: Message) -> None:
         if self._ended is not None:
@@ -81,9 +98,11 @@ class KeyedStream:
         keys, key = self._security.keys, self._call.key
         assert key is not None  # `may_stream`
         known = keys.cached(key) or await keys.known(key, self._call.client)
-        self._live = self._security.live.open(known.key_id, known.expires_at, self._end)
+        agent_id = self._call.agent_id  # /mcp names none: it asks each agent as it goes
+        bound = Bound(agent_id, known.principal, self._end) if agent_id else None
+        self._live = self._security.live.open(known.key_id, known.expires_at, self._end, bound)
 
-    def _end(self, reason: Unauthorized) -> None:
+    def _end(self, reason: RanchError) -> None:
         self._ended = reason
         self._scope.cancel()
 

@@ -340,7 +340,7 @@ class Hub:
                 limits=self.settings.limits(),
                 fanout=fanout,
             )
-            await group.start(self._rooms.bus.relay)
+            await group.start(self._rooms.bus.relay, self.changes.recheck_live)
             self._gateway = Gateway(self._rooms)
             known = self._rooms.rooms.known
             await group.start(self.changes.follow, fanout, self._resync, known.__setitem__)

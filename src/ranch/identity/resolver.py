@@ -21,6 +21,7 @@ from ranch.db.models import AgentRecord, ApiKey, User, iso
 from ranch.exceptions import RateLimited, Unauthorized
 from ranch.identity.cache import TtlCache
 from ranch.identity.keys import digest
+from ranch.identity.live import REVOKED, expired
 from ranch.identity.principal import KeyHolder, Principal
 from ranch.policy.ratelimit import RateLimiter
 
@@ -185,6 +186,26 @@ class KeyResolver:
     def forget_all(self) -> None:
         """Revocations may have been missed: every key is looked up again."""
         self._known.forget_all()
+
+    async def ended(self, key_ids: list[str]) -> dict[str, Unauthorized]:
+        """Which of `key_ids` no longer stand (revoked, expired, deleted), and why: one query, for a
+        replica that may have missed revocations while connections stayed open."""
+        if not key_ids:
+            return {}
+        async with self._sessions()() as session:
+            rows = (await session.execute(select(ApiKey).where(ApiKey.id.in_(key_ids)))).scalars().all()
+        found = {row.id: row for row in rows}
+        at = time.time()
+        reasons: dict[str, Unauthorized] = {}
+        for key_id in key_ids:
+            row = found.get(key_id)
+            if row is None:
+                reasons[key_id] = Unauthorized("the API key no longer exists")
+            elif row.revoked:
+                reasons[key_id] = Unauthorized(REVOKED)
+            elif row.expires_at is not None and at >= row.expires_at:
+                reasons[key_id] = expired(row.expires_at)
+        return reasons
 
 
 def _required_key(connection: HTTPConnection) -> str:

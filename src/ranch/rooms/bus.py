@@ -187,11 +187,18 @@ class Bus:
             else None
         )
 
-    async def relay(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Share room events with the other replicas until cancelled (with none, nothing to do)."""
+    async def relay(
+        self,
+        before_catch_up: Callable[[], Awaitable[None]] | None = None,
+        *,
+        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Share room events with the other replicas until cancelled (with none, nothing to do);
+        `before_catch_up` runs before the events missed during a gap are handed out."""
         if self._relay is None:
             task_status.started()
             return
+        self._relay.before_catch_up = before_catch_up
         await self._relay.run(task_status=task_status)
 
     @asynccontextmanager

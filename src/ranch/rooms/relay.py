@@ -15,7 +15,7 @@ again, and a WebSocket client that reconnects anywhere replays from its cursor.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -68,6 +68,9 @@ class Relay:
         self._ignored = 0
         """Messages heard on the topic that are none of the kinds replicas send."""
         self._send, self._receive = anyio.create_memory_object_stream[bytes](OUTBOX)
+        self.before_catch_up: Callable[[], Awaitable[None]] | None = None
+        """Run before the events missed during a gap are handed out: the open connections' keys are
+        checked first, so a key revoked during the gap gets none of them."""
 
     @property
     def handed_out(self) -> int:
@@ -125,6 +128,8 @@ class Relay:
             self._to_agent(message["agent"], message["payload"])
 
     async def _caught_up(self) -> None:
+        if self.before_catch_up is not None:
+            await self.before_catch_up()
         self._new.set()
 
     async def _hand_out(self) -> None:

@@ -572,9 +572,12 @@ class TaskEngine:
 
     async def stream(self, run: Run, receive: MemoryObjectReceiveStream[Event]) -> AsyncIterator[Event]:
         """The run's events up to its end; StoreUnavailable last when its task could not be stored."""
-        async with receive:
-            async for event in receive:
-                yield event
+        try:
+            async with receive:
+                async for event in receive:
+                    yield event
+        finally:
+            run.leave(receive)
         if run.error is not None:
             raise run.error
 

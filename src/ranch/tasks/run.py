@@ -50,6 +50,10 @@ class Run:
     reply: Message | None = None
     done: anyio.Event = field(default_factory=anyio.Event)
     subscribers: list[MemoryObjectSendStream[Event]] = field(default_factory=list)
+    sending: dict[MemoryObjectReceiveStream[Event], MemoryObjectSendStream[Event]] = field(
+        default_factory=dict
+    )
+    """Each subscriber's sending end, by the end it reads (`leave`)."""
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     ending: str | None = None
     """How a stop from outside ends the task: `canceled` (CancelTask) or `completed` (an admin)."""
@@ -75,7 +79,17 @@ class Run:
             send.close()
         else:
             self.subscribers.append(send)
+            self.sending[receive] = send
         return receive
+
+    def leave(self, receive: MemoryObjectReceiveStream[Event]) -> None:
+        """A subscriber stops reading (its client left, its stream was ended): it is no longer
+        published to, and its sending end is closed now rather than when the run ends."""
+        send = self.sending.pop(receive, None)
+        if send is not None:
+            if send in self.subscribers:
+                self.subscribers.remove(send)
+            send.close()
 
     def publish(self, event: Event) -> None:
         for stream in list(self.subscribers):
@@ -89,6 +103,7 @@ class Run:
         for stream in self.subscribers:
             stream.close()
         self.subscribers.clear()
+        self.sending.clear()
         self.done.set()
 
 
