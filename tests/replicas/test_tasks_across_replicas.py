@@ -47,6 +47,10 @@ agents:
     kind: python
     entry: _support.probes:Probe
     options: {sleep: 60, reply: "too late"}
+  - id: quiet
+    kind: python
+    entry: _support.probes:Probe
+    options: {chunks: ["Before the pause, ", "after it"], chunk_pause: 5.5}  # quiet past 5 s
 """
 WORKING = TaskState.TASK_STATE_WORKING
 
@@ -90,6 +94,30 @@ def test_a_task_running_on_one_replica_is_followed_read_and_listed_on_another(da
                 assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
                 done = await on_second.get_task(GetTaskRequest(id=started.id))
                 assert done.status.state == TaskState.TASK_STATE_COMPLETED
+
+        anyio.run(scenario)
+
+
+def test_a_subscriber_on_another_replica_follows_a_member_quiet_longer_than_redis_timeouts(
+    database_url: str,
+) -> None:
+    """The other replica reads the task's log from Redis with blocking reads: a member quiet for
+    longer than the Redis client's reply timeout must not break the subscriber's stream."""
+    with replicas(database_url) as (first, second):
+
+        async def scenario() -> None:
+            async with sdk_client(first.agent_url("quiet")) as on_first:
+                started = await started_on(on_first, "wait for it")
+            async with sdk_client(second.agent_url("quiet"), streaming=True) as on_second:
+                events = [event async for event in on_second.subscribe(SubscribeToTaskRequest(id=started.id))]
+            chunks = [
+                part.text
+                for event in events
+                if event.HasField("artifact_update")
+                for part in event.artifact_update.artifact.parts
+            ]
+            assert "".join(chunks) in ("Before the pause, after it", "after it")  # the first may precede it
+            assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
 
         anyio.run(scenario)
 
