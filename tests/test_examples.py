@@ -41,7 +41,7 @@ def test_each_example_config_passes_ranch_check(
     monkeypatch.setenv("OPENAI_API_KEY", "sk-example")  # llm_team.yaml reads it from the environment
     monkeypatch.chdir(ROOT)  # as the README runs it
     with pytest.raises(SystemExit) as exited:
-        main(["check", str(config.relative_to(ROOT))])
+        main(["check", "--strict", str(config.relative_to(ROOT))])  # no routing trap either
     printed = capsys.readouterr()
     assert exited.value.code == 0, printed.err
     assert printed.out.startswith("ok: ")
@@ -79,4 +79,21 @@ async def test_my_agent_answers_short_questions_and_routes_long_ones(
     assert [(hop["agent"], hop["reason"]) for hop in trail_of(long.task)] == [
         ("gatekeeper", "long question"),
         ("researcher", "done"),
+    ]
+
+
+@pytest.mark.anyio
+async def test_the_example_team_answers_a_writing_request_in_three_hops(tmp_path: Path) -> None:
+    """examples/team.yaml as a newcomer first runs it: the echo writer's answer goes back to triage,
+    which ends the turn (it must not bounce between them until the hop limit or the loop guard)."""
+    config = (EXAMPLES / "team.yaml").read_text()  # its remote researcher is not reached by this request
+    with serve_ranch(config, tmp_path / "t.db") as served:
+        async with sdk_client(served.agent_url("helpdesk")) as client:
+            (answer,) = await send(client, user_message("a haiku about otters"))
+    assert isinstance(answer.task, Task)
+    assert answer.task.status.message.parts[0].text == "Done: Routing to the writer: a haiku about otters"
+    assert [(hop["agent"], hop["recipient"]) for hop in trail_of(answer.task)] == [
+        ("triage", "writer"),
+        ("writer", "triage"),
+        ("triage", "user"),
     ]

@@ -263,9 +263,15 @@ class TeamConfig(_Strict):
     max_hops: int = Field(default=10, ge=1)
     on_invalid_recipient: Literal["fallback", "error"] = "fallback"
     on_loop: Literal["default", "user", "fail"] = "default"
-    """A loop (one edge with the same text `loop_repeats` times): the default agent once, then the
-    user (`default`); the user; or fail the turn."""
+    """A loop (docs/routing.md, "Loops"): the default agent once, then the user (`default`); the
+    user; or fail the turn."""
     loop_repeats: int = Field(default=3, ge=2)
+    """The same edge with the same text, or hops in a row with nothing new, that make a loop."""
+    loop_cycles: int = Field(default=3, ge=1)
+    """Rounds a cycle of two or three members may make (a review loop's rounds); one more is a loop."""
+    on_done: Literal["return", "escalate"] = "return"
+    """What its members' `user` means to a team that calls it: `return` its answer (the caller's
+    static route for it still applies), or `escalate` (the caller's turn ends too)."""
     access: dict[str, MemberAccess] = Field(default_factory=dict)
     """Member id -> the callers it is open to (docs/routing.md, "The caller")."""
     approval: Approval = Field(default_factory=Approval)

@@ -85,11 +85,10 @@ class BudgetExceeded(RoutingError):
 class RoutingLoop(RoutingError):
     """Members passed a turn back and forth with nothing new (a team's `on_loop: fail`)."""
 
-    def __init__(self, team: str, edge: str, repeats: int) -> None:
+    def __init__(self, team: str, edge: str, repeats: int, seen: str | None = None) -> None:
         self.team, self.edge, self.repeats = team, edge, repeats
-        super().__init__(
-            f"team '{team}' stopped a loop: {edge} came {repeats} times with the same text (on_loop: fail)"
-        )
+        seen = seen or f"{edge} came {repeats} times with the same text"  # `seen`: a cycle, no progress
+        super().__init__(f"team '{team}' stopped a loop: {seen} (on_loop: fail)")
 
 
 class AgentError(RanchError):

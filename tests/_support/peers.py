@@ -247,6 +247,8 @@ class RouterExecutor(_PeerExecutor):
         }
         if self.opts.get("usage"):  # what the answer cost, in the extension's `usage` field
             decision["usage"] = self.opts["usage"]
+        if self.opts.get("handoffs") is not None:  # the peers offered to the next agent
+            decision["handoffs"] = self.opts["handoffs"]
         reply = _agent_message(
             context, f"router saw: {text}", metadata={ROUTING_URI: decision}, extensions=[ROUTING_URI]
         )
@@ -346,9 +348,9 @@ def build_peer_app(kind: str, *, base_url: str, **opts: Any) -> tuple[Starlette,
     """The peer app of one kind (see the module docstring) and the recorder it writes to.
 
     opts: ``name`` (card name); ``input_modes`` (the card's, default text/plain); ``sign`` (a
-    function that signs the card); router ``route_to``, ``usage`` (reported in its answer)
-    (default "user"), ``reason``; asker ``question``; slow ``delay`` (default 30 s);
-    failing ``error``, ``after_task``.
+    function that signs the card); router ``route_to`` (default "user"; any JSON value, a
+    malformed one too), ``usage`` (reported in its answer), ``reason``, ``handoffs``; asker
+    ``question``; slow ``delay`` (default 30 s); failing ``error``, ``after_task``.
     """
     if kind == "garbage":
         return garbage_app(base_url=base_url, name=opts.get("name"))

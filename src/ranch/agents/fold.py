@@ -57,6 +57,8 @@ class HopOutcome:
     """What the answer reports it cost, in tokens (the extension's `usage`), when it does."""
     approval: dict[str, Any] | None = None
     """A member team waiting for its caller's approval: what it asks (`ranch.approval`)."""
+    problem: str | None = None
+    """What was wrong with the answer's routing data, if anything (the Router names it)."""
 
     @property
     def interrupted(self) -> bool:
@@ -118,12 +120,14 @@ class TaskFold:
     def outcome(self) -> HopOutcome:
         """What the answer comes to; AgentError when it failed, InvalidAgentReply when it never ended."""
         if self.message is not None:
+            decision, problem = client_routing.read_checked(self.message)
             return HopOutcome(
                 agent=self.agent,
                 parts=list(self.message.parts),
                 state=COMPLETED,
-                decision=client_routing.read_decision(self.message),
+                decision=decision,
                 tokens=client_routing.read_usage(self.message),
+                problem=problem,
             )
         task = self.task
         if task is None:
@@ -136,11 +140,13 @@ class TaskFold:
             )
         if state not in INTERRUPTED and state != COMPLETED:
             raise InvalidAgentReply(self.agent, "its answer ended before the task finished")
+        decision, problem = client_routing.read_checked(task)
         return HopOutcome(
             agent=self.agent,
             parts=reply_parts(task),
             state=state,
-            decision=client_routing.read_decision(task),
+            decision=decision,
+            problem=problem,
             trail=client_routing.read_trail(task),
             tokens=client_routing.read_usage(task),
             approval=_approval(task) if state in INTERRUPTED else None,

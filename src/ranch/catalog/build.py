@@ -105,6 +105,8 @@ def build_team(config: TeamConfig, agents: dict[str, Agent]) -> Team:
         on_invalid_recipient=config.on_invalid_recipient,
         on_loop=config.on_loop,
         loop_repeats=config.loop_repeats,
+        loop_cycles=config.loop_cycles,
+        on_done=config.on_done,
         budget_tokens=config.budget.tokens if config.budget is not None else None,
         access={member: (rule.allow, rule.deny) for member, rule in config.access.items()},
         approval=tuple(config.approval.members),

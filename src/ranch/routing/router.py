@@ -46,6 +46,7 @@ from ranch.identity.caller import Caller
 from ranch.ids import new_id
 from ranch.observe import metrics, tracing
 from ranch.routing import context
+from ranch.routing.loops import LoopGuard
 from ranch.routing.trail import Hop, describe
 from ranch.wire import client_routing, keys, modes
 from ranch.wire.events import COMPLETED, FAILED, INPUT_REQUIRED, ROLE_AGENT, ROLE_USER, WORKING
@@ -72,6 +73,8 @@ class Next:
     """The member's decision was not followed (none, or an invalid one): the Router chose."""
     loop: bool = False
     """The hop repeated an edge with nothing new: `on_loop` chose this."""
+    static: bool = False
+    """The member decided nothing (or its team returned) and the team's static route chose this."""
 
 
 class Turn:
@@ -107,8 +110,16 @@ class Turn:
         that called it counts as the hops made inside it), so teams of teams keep the outer budget."""
         self.outward: client_routing.RoutingDecision | None = None
         """The decision the turn ends with, for a caller that routes (docs/routing.md, "Teams of teams")."""
-        self.repeats: dict[tuple[str, str, int], int] = {}
+        self.guard = LoopGuard(
+            team.loop_repeats,
+            team.loop_cycles,
+            self.incoming.seen if self.incoming is not None else None,
+            self.incoming.trail if self.incoming is not None else None,
+        )
+        """Edges, what was reached and said: the loop guard (shared with member teams as `seen`)."""
         self.loops = 0
+        self.pipeline = False
+        """The hop in flight came down a chain of static routes that began at the default agent."""
         self.approved: str | None = None
         """The member the caller just approved: its next hop does not ask again."""
         self.span: Span | None = None
@@ -152,6 +163,8 @@ class Turn:
                 step, invalid = self.decide(target, sender, outcome)
                 if invalid is None and not outcome.interrupted:
                     step, invalid = self.guard_loop(target, step, outcome)
+                # a chain of static routes from the default agent is a pipeline (docs/routing.md, 2.4)
+                self.pipeline = step.static and (self.pipeline or target == self.team.default_agent)
                 hop = self.record(target, sender, step, ms, outcome)
                 self.observe_hop(hop, step, invalid)
                 yield self.reply_artifact(outcome, hop)  # the hop's record travels with its reply
@@ -455,6 +468,7 @@ class Turn:
                 hops_remaining=self.budget - self.used(),
                 trail=describe(self.trail),
                 caller=self.caller.to_json() if self.caller is not None else None,
+                seen=self.guard.shared(),
             )
         return message
 
@@ -481,6 +495,8 @@ class Turn:
             return self.without_decision(target)
         reason = decision.reason or f"{target} chose {decision.recipient}"
         if decision.recipient == client_routing.USER:
+            if decision.on_done == client_routing.RETURN and target in self.team.routes:
+                return self.without_decision(target)  # a member team's answer: our pipeline goes on
             self.outward = client_routing.RoutingDecision(recipient=client_routing.USER, reason=reason)
             return Next(client_routing.USER, reason)
         if decision.recipient == client_routing.SENDER:
@@ -514,41 +530,55 @@ class Turn:
         if static is not None and static != client_routing.USER and not self.open_to(static):
             return self.closed(static, target)
         if static is not None:
-            return Next(static, "static route")
+            return Next(static, "static route", static=True)
         if target == self.team.default_agent:
             return Next(client_routing.USER, "default agent answered")
+        if self.pipeline:  # its last stage: the pipeline does not start again
+            return Next(client_routing.USER, "end of the pipeline")
         return Next(self.team.default_agent, "no decision; back to the default agent", fallback=True)
 
     def guard_loop(self, target: str, step: Next, outcome: HopOutcome) -> tuple[Next, RoutingError | None]:
-        """The same edge with the same text `loop_repeats` times is a loop: the team's `on_loop`
-        sends the turn to the default agent (once, with a note), to the user, or fails it."""
+        """A loop (`LoopGuard`: a repeated text, a cycle going round again, hops with nothing new) goes
+        where the team's `on_loop` says: to the default agent once with a note, to the user, or fails."""
         if step.recipient == client_routing.USER:
             return step, None
-        key = (target, step.recipient, hash(outcome.text))
-        seen = self.repeats[key] = self.repeats.get(key, 0) + 1
-        if seen < self.team.loop_repeats:
+        loop = self.guard.check(target, step.recipient, outcome.text, outcome.trail)
+        if loop is None:
             return step, None
-        self.repeats.clear()
+        self.guard.reset()
         self.loops += 1
-        edge = f"{target} -> {step.recipient}"
         if self.team.on_loop == "fail":
-            error = RoutingLoop(self.team.id, edge, seen)
-            return Next(step.recipient, f"loop: {edge} x{seen}", loop=True), error
-        said = f"[ranch] {edge} came {seen} times with the same text"
+            error = RoutingLoop(self.team.id, loop.edge, loop.count, loop.said)
+            return Next(step.recipient, loop.reason, loop=True), error
+        said = f"[ranch] {loop.said}"
         if self.team.on_loop == "default" and self.loops == 1 and target != self.team.default_agent:
             note = f"{said}; the turn went to '{self.team.default_agent}'."
-            return Next(
-                self.team.default_agent, f"loop: {edge} x{seen}", note, fallback=True, loop=True
-            ), None
-        return Next(client_routing.USER, f"loop: {edge} x{seen}", f"{said}; the turn ended.", loop=True), None
+            return Next(self.team.default_agent, loop.reason, note, fallback=True, loop=True), None
+        return Next(client_routing.USER, loop.reason, f"{said}; the turn ended.", loop=True), None
 
     def record(self, agent: str, sender: str, step: Next, ms: float, outcome: HopOutcome) -> Hop:
+        """Add the hop to the trail; a problem with the member's routing data is named there and in
+        a `[ranch]` note the turn's next message carries (docs/routing.md, "Malformed routing data")."""
+        problem = self.routing_problem(outcome)
+        if problem is not None:
+            said = f"[ranch] {agent}'s routing data: {problem}."
+            step.note = f"{step.note}\n{said}" if step.note else said
         hop = Hop(
             agent=agent, sender=sender, recipient=step.recipient, reason=step.reason, ms=ms,
-            trail=outcome.trail, loop=step.loop, tokens=outcome.tokens,
+            trail=outcome.trail, loop=step.loop, tokens=outcome.tokens, problem=problem,
         )  # fmt: skip
         self.trail.append(hop)
         return hop
+
+    def routing_problem(self, outcome: HopOutcome) -> str | None:
+        """The answer's malformed fields, and `handoffs` naming ids that are neither members nor the
+        caller's peers (the peers offered leave them out)."""
+        handoffs = outcome.decision.handoffs if outcome.decision is not None else None
+        strangers = [h for h in handoffs or () if h not in self.team.members and not self.outer_peer(h)]
+        if not strangers:
+            return outcome.problem
+        found = client_routing.strangers_problem(strangers, self.team.id)
+        return f"{outcome.problem}; {found}" if outcome.problem else found
 
     # -- what operators see: spans and metrics (docs/observability.md) ------------------------
 
@@ -571,6 +601,8 @@ class Turn:
         span.set_attribute("ranch.fallback", step.fallback)
         if step.loop:
             span.set_attribute("ranch.loop", True)
+        if hop.problem is not None:
+            span.set_attribute("ranch.routing.problem", hop.problem)
         if invalid is not None:
             tracing.failed(span, invalid)
         self.end_hop_span()
@@ -618,6 +650,8 @@ class Turn:
             data["usage"] = {"totalTokens": self.spent()}
         if state == COMPLETED and self.outward is not None:  # the caller's Router honours it
             data.update(self.outward.model_dump(by_alias=True, exclude_none=True))
+            if self.outward.recipient == client_routing.USER and self.team.on_done == client_routing.RETURN:
+                data["onDone"] = client_routing.RETURN  # our answer: the caller's static route applies
         if error is not None:
             data["error"] = {"type": type(error).__name__, "message": str(error)}
             if isinstance(error, AgentError):

@@ -83,6 +83,8 @@ class Team(Agent):
         on_invalid_recipient: Literal["fallback", "error"] = "fallback",
         on_loop: Literal["default", "user", "fail"] = "default",
         loop_repeats: int = 3,
+        loop_cycles: int = 3,
+        on_done: Literal["return", "escalate"] = "return",
         budget_tokens: int | None = None,
         access: Mapping[str, tuple[list[str] | None, list[str]]] | None = None,
         approval: tuple[str, ...] = (),
@@ -103,9 +105,15 @@ class Team(Agent):
         self.max_hops = max_hops
         self.on_invalid_recipient = on_invalid_recipient
         self.on_loop = on_loop
-        """What a loop (one edge, the same text, `loop_repeats` times) does: go to the default
-        agent once with a note and then to the user (`default`), go to the user, or fail."""
+        """What a loop (`ranch.routing.loops`) does: go to the default agent once with a note and then
+        to the user (`default`), go to the user, or fail."""
         self.loop_repeats = loop_repeats
+        """The same edge with the same text, or hops in a row with nothing new, that make a loop."""
+        self.loop_cycles = loop_cycles
+        """Rounds a cycle of two or three members may make; the edge starting one more is a loop."""
+        self.on_done = on_done
+        """What its members' `user` means to a team that calls it: `return` (its answer; the caller's
+        static route for it still applies) or `escalate` (the caller's turn ends too)."""
         self.budget_tokens = budget_tokens
         # an organization's team may name its members by their short names (`finance`)
         self.access = {self.member(name) or name: rule for name, rule in (access or {}).items()}

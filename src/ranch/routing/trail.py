@@ -21,6 +21,9 @@ class Hop:
     """This hop repeated an edge with the same text: the team's `on_loop` chose where it went."""
     tokens: int | None = None
     """What the member's answer reported it cost (a member team: its whole turn)."""
+    problem: str | None = None
+    """What was wrong with the member's routing data (`recipient is 42, not a string (ignored)`):
+    the part of it the Router could not use, named for the member's author."""
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -36,6 +39,8 @@ class Hop:
             data["loop"] = True
         if self.tokens is not None:
             data["tokens"] = self.tokens
+        if self.problem is not None:
+            data["problem"] = self.problem
         return data
 
     @property

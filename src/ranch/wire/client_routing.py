@@ -7,6 +7,7 @@ The contract is `docs/routing.md` (section 1): peers travel router -> agent in
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any, Literal
 
@@ -52,6 +53,14 @@ class CallerCard(_Wire):
     role: str | None = None
 
 
+class Seen(_Wire):
+    """Router -> member team: the members reached and digests of the texts said in this turn, across
+    every team it passed through (docs/routing.md, "Loops")."""
+
+    members: list[str] = Field(default_factory=list)
+    texts: list[str] = Field(default_factory=list)
+
+
 class RoutingRequest(_Wire):
     """Router -> agent: the peers it may hand over to and who sent this message."""
 
@@ -62,6 +71,12 @@ class RoutingRequest(_Wire):
     trail: list[str] | None = None
     caller: CallerCard | None = None
     """The person or agent the turn is for, when the server knows (absent: anonymous)."""
+    seen: Seen | None = None
+    """What the whole tree of teams has reached in this turn, so a member team's loop guard counts it."""
+
+
+RETURN = "return"
+"""`onDone` on a team's `user`: its answer returns to the caller, whose static route still applies."""
 
 
 class RoutingDecision(_Wire):
@@ -71,6 +86,8 @@ class RoutingDecision(_Wire):
     """`"user"`, `"sender"`, or a member id."""
     reason: str | None = None
     handoffs: list[str] | None = None
+    on_done: str | None = None
+    """On a team's `user`: `return` (its caller's static route for it still applies) or absent."""
 
 
 def declaration(required: bool = False) -> AgentExtension:
@@ -106,6 +123,7 @@ def attach_request_data(
     hops_remaining: int | None = None,
     trail: list[str] | None = None,
     caller: dict[str, str] | None = None,
+    seen: tuple[list[str], list[str]] | None = None,
 ) -> Message:
     """`attach_request` for the Router's hot path: the peer list comes prebuilt as a ListValue.
 
@@ -123,6 +141,12 @@ def attach_request_data(
             listed.values.add().string_value = agent
     if caller is not None:
         data.fields["caller"].struct_value.update(caller)
+    if seen is not None:
+        reached = data.fields["seen"].struct_value
+        for name, items in (("members", seen[0]), ("texts", seen[1])):
+            listed = reached.fields[name].list_value
+            listed.SetInParent()  # an empty list is still a list
+            listed.extend(items)
     if URI not in message.extensions:
         message.extensions.append(URI)
     return message
@@ -172,11 +196,18 @@ def read_decision(reply: Message | Task) -> RoutingDecision | None:
     For a Message: its metadata. For a Task: the final status message, then the
     last artifact, then the task's own metadata.
     """
+    return read_checked(reply)[0]
+
+
+def read_checked(reply: Message | Task) -> tuple[RoutingDecision | None, str | None]:
+    """`read_decision`, and what was wrong with the routing data read on the way (None: nothing), so
+    a member's malformed answer is named to its author instead of vanishing as "no decision"."""
+    problems: list[str] = []
     for metadata in _places(reply):
-        decision = decision_from_metadata(metadata)
+        decision = _checked(metadata, problems)
         if decision is not None:
-            return decision
-    return None
+            return decision, "; ".join(problems) or None
+    return None, "; ".join(problems) or None
 
 
 def _places(reply: Message | Task) -> list[Struct]:
@@ -236,7 +267,15 @@ def read_trail(reply: Message | Task) -> list[dict[str, Any]] | None:
 
 def decision_from_metadata(metadata: Struct) -> RoutingDecision | None:
     """Read a decision from one metadata object in any of the forms the contract lists."""
+    return _checked(metadata, [])
+
+
+def _checked(metadata: Struct, problems: list[str]) -> RoutingDecision | None:
+    """`decision_from_metadata`, adding to `problems` each field of the response data whose type the
+    contract does not allow (such a field is ignored, as before)."""
     data = _field(metadata, URI)
+    if data is not None:
+        problems.extend(data_problems(data))
     if isinstance(data, dict) and data.get("recipient") is not None:
         recipient = parse_recipient(data["recipient"])
         if recipient is not None:
@@ -245,9 +284,70 @@ def decision_from_metadata(metadata: Struct) -> RoutingDecision | None:
                 recipient=recipient,
                 reason=data.get("reason") if isinstance(data.get("reason"), str) else None,
                 handoffs=[h for h in handoffs if isinstance(h, str)] if isinstance(handoffs, list) else None,
+                on_done=RETURN if data.get("onDone") == RETURN else None,
             )
-    recipient = parse_recipient(_field(metadata, X_RECIPIENT))
+    shorthand = _field(metadata, X_RECIPIENT)
+    recipient = parse_recipient(shorthand)
+    if recipient is None and shorthand is not None:
+        problems.append(f"{X_RECIPIENT} is {shown(shorthand)}, not a recipient id (ignored)")
     return RoutingDecision(recipient=recipient) if recipient is not None else None
+
+
+def data_problems(data: Any) -> list[str]:
+    """What is wrong with a reply's `metadata[URI]`, field by field: a `recipient` that is not a
+    string (or one of its object forms), a `reason` that is not a string, `handoffs` that are not a
+    list of ids, a `usage` that is not an object of token counts. Fields the contract does not list
+    are left alone (a member may echo the request data back)."""
+    if not isinstance(data, dict):
+        return [f"the routing data is {shown(data)}, not an object (ignored)"]
+    problems: list[str] = []
+    recipient = data.get("recipient")
+    if recipient is not None and parse_recipient(recipient) is None:
+        kind = (
+            "an id"
+            if isinstance(recipient, str)
+            else "a recipient"
+            if isinstance(recipient, dict)
+            else "a string"
+        )
+        problems.append(f"recipient is {shown(recipient)}, not {kind} (ignored)")
+    reason = data.get("reason")
+    if reason is not None and not isinstance(reason, str):
+        problems.append(f"reason is {shown(reason)}, not a string (ignored)")
+    return problems + _handoffs_problems(data.get("handoffs")) + _usage_problems(data.get("usage"))
+
+
+def _handoffs_problems(handoffs: Any) -> list[str]:
+    if handoffs is not None and not isinstance(handoffs, list):
+        return [f"handoffs is {shown(handoffs)}, not a list of ids (ignored)"]
+    return [
+        f"handoffs holds {shown(h)}, not an id (left out)" for h in handoffs or () if not isinstance(h, str)
+    ]
+
+
+def _usage_problems(usage: Any) -> list[str]:
+    if usage is not None and not isinstance(usage, dict):
+        return [f"usage is {shown(usage)}, not an object of token counts (ignored)"]
+    return [
+        f"usage.{key} is {shown(usage[key])}, not a number (ignored)"
+        for key in ("inputTokens", "outputTokens", "totalTokens")
+        if usage and usage.get(key) is not None and _count(usage[key]) is None
+    ]
+
+
+def strangers_problem(strangers: list[str], team: str) -> str:
+    """The problem of `handoffs` naming ids the team does not know (the peers offered leave them out)."""
+    named = ", ".join(f"'{stranger}'" for stranger in strangers)
+    members = "a member" if len(strangers) == 1 else "members"
+    return f"handoffs names {named}, not {members} of team '{team}' (left out)"
+
+
+def shown(value: Any, limit: int = 80) -> str:
+    """A JSON value as a problem quotes it: whole numbers without `.0`, cut to `limit` characters."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def parse_recipient(value: Any) -> str | None:
