@@ -35,6 +35,7 @@ the internal service" and records it: a test asserts that nothing reached it. A 
 ``.png`` gets `SECRET_PNG` (an image an internal store would hold), one under ``/forbidden/`` a 403.
 
 `not_http` is a port that accepts connections and closes them without a word (a database, say).
+`serve_relaying` serves a hub whose teams hand a message to one of the peer's agents and back.
 """
 
 from __future__ import annotations
@@ -43,8 +44,9 @@ import contextlib
 import json
 import threading
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -53,6 +55,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from _support.hubkit import RunningRanch, serve_ranch
 from _support.servers import ServerThread, bind_socket
 
 HUGE_CARD_BYTES = 64 * 1024 * 1024
@@ -305,6 +308,51 @@ def running_faulty() -> Iterator[Faulty]:
                 yield faulty
             finally:
                 faulty.stopping.set()
+
+
+def member_id(mode: str) -> str:
+    """The agent id `serve_relaying` gives the peer's agent at /{mode}."""
+    return mode.replace("_", "-")
+
+
+@contextlib.contextmanager
+def serve_relaying(
+    modes: Collection[str], database: Path, teams: Mapping[str, str] | None = None
+) -> Iterator[RunningRanch]:
+    """A hub with the peer's `modes` as remote members, served with the peer.
+
+    Per mode, a team per entry of `teams` (id prefix -> more of the team's YAML, a budget say; default
+    one plain team "team-{member}"): front hands "costly" to the member (a static route), the
+    member's answer comes back to front, which answers the user.
+    """
+    with (
+        running_faulty() as faulty,
+        serve_ranch(_relay_config(faulty, modes, teams or {"team": ""}), database) as ranch,
+    ):
+        yield ranch
+
+
+def _relay_config(faulty: Faulty, modes: Collection[str], teams: Mapping[str, str]) -> str:
+    members = "\n".join(
+        f'  - {{id: {member_id(mode)}, kind: remote, url: "{faulty.url}/{mode}"}}' for mode in modes
+    )
+    relays = "\n".join(
+        f"  - {{id: {prefix}-{member_id(mode)}, members: [front, {member_id(mode)}], default_agent: front,"
+        f" routes: {{front: {member_id(mode)}, {member_id(mode)}: front}}{more}}}"
+        for mode in modes
+        for prefix, more in teams.items()
+    )
+    return f"""
+agents:
+  - id: front
+    kind: rules
+    rules:
+      - {{match: "costly", reply: "to the member"}}
+      - {{reply: "noted", route: user}}
+{members}
+teams:
+{relays}
+"""
 
 
 @contextlib.contextmanager

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from _support.servers import ServerThread, bind_socket
@@ -149,8 +151,35 @@ class Live:
             if done(frame):
                 return frames
 
+    def until_closed(self, timeout: float) -> tuple[list[dict[str, Any]], int | None]:
+        """Every frame the server sends before it closes the socket, and the close code; fails if
+        it is still open after `timeout` s."""
+        frames: list[dict[str, Any]] = []
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            assert left > 0, f"the socket is still open after {timeout} s; got {frames}"
+            try:
+                frames.append(self.recv(timeout=left))
+            except ConnectionClosed as closed:
+                return frames, closed.rcvd.code if closed.rcvd else None
+            except TimeoutError:
+                continue
+
     def close(self) -> None:
         self.connection.close()
+
+
+@contextlib.contextmanager
+def sqlite_locked(database: Path) -> Iterator[None]:
+    """Hold the SQLite file's write lock from another connection, as another process could."""
+    connection = sqlite3.connect(database, timeout=5, isolation_level=None)
+    try:
+        connection.execute("BEGIN EXCLUSIVE")
+        yield
+        connection.execute("ROLLBACK")
+    finally:
+        connection.close()
 
 
 def send_text(url: str, text: str, context_id: str, *, task_id: str = "", key: str = "") -> dict[str, Any]:

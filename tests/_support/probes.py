@@ -57,6 +57,14 @@ PEAK: defaultdict[str, int] = defaultdict(int)
 """The most runs that were ever in progress at once, with the same keys as BUSY."""
 LIFECYCLE: list[str] = []
 """`open <id>` and `close <id>`, in the order a TypedProbe was opened and closed."""
+SLEEPER = """
+agents:
+  - id: sleeper
+    kind: python
+    entry: _support.probes:Probe
+    options: {sleep: 60, reply: "too late"}
+"""
+"""A config whose one agent, `sleeper`, answers after 60 s: a call to it stays open while a test acts."""
 
 
 def reset() -> None:

@@ -13,6 +13,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -144,6 +145,35 @@ def _tail(path: Path, limit: int = 4000) -> str:
     except OSError as exc:
         return f"<could not read {path}: {exc}>"
     return text[-limit:]
+
+
+def ranch_serve_process(
+    folder: Path,
+    config: str,
+    *flags: str,
+    admin_key: str,
+    name: str = "ranch",
+    env: Mapping[str, str] | None = None,
+) -> ServerProcess:
+    """`ranch serve` of the YAML `config` with `flags`, as a child process (not started yet) on a free
+    port: its config, SQLite file (hub.db) and log (serve.log) in `folder`; `env` adds to ours."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "hub.yaml").write_text(config)
+    port = free_port()
+    command = [sys.executable, "-m", "ranch", "serve", str(folder / "hub.yaml"), "--port", str(port)]
+    command += ["--db", f"sqlite+aiosqlite:///{folder / 'hub.db'}", *flags]
+    environment = {**os.environ, "RANCH_ADMIN_KEY": admin_key, **(env or {})}
+    return ServerProcess(command, port, env=environment, log_path=folder / "serve.log", name=name)
+
+
+def process_running(pid: int) -> bool:
+    """The process exists and is not a zombie (an orphan's zombie may wait long for a reaper);
+    it reads /proc, so Linux only."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 class ServerProcess:

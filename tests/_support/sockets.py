@@ -43,3 +43,14 @@ def read_to_end(sock: socket.socket, within: float) -> bytes | None:
 def client_from(source: str, timeout: float = 10) -> httpx.Client:
     """An HTTP client whose connections come from `source`."""
     return httpx.Client(transport=httpx.HTTPTransport(local_address=source), timeout=timeout, trust_env=False)
+
+
+def refused_keys(url: str, source: str, forwarded_for: list[str], key: str = "rk_wrong") -> list[int]:
+    """The statuses of REST calls from `source`, one per X-Forwarded-For value, each with `key`."""
+    with client_from(source) as client:
+        return [
+            client.get(
+                f"{url}/api/v1/rooms", headers={"X-API-Key": key, "X-Forwarded-For": forged}
+            ).status_code
+            for forged in forwarded_for
+        ]

@@ -12,45 +12,17 @@ from collections.abc import Iterator
 
 import pytest
 
-from _support.faulty import USAGE_MODES, Faulty, running_faulty
-from _support.hubkit import RunningRanch, reply_text, send_text, serve_ranch
+from _support.faulty import USAGE_MODES, member_id, serve_relaying
+from _support.hubkit import RunningRanch, reply_text, send_text
 
-
-def member(mode: str) -> str:
-    return mode.replace("_", "-")
-
-
-def config(faulty: Faulty) -> str:
-    """Per mode, two teams (without and with a budget): front hands "costly" to the member (a static
-    route), the member's answer comes back to front, which answers the user."""
-    members = "\n".join(
-        f'  - {{id: {member(mode)}, kind: remote, url: "{faulty.url}/{mode}"}}' for mode in USAGE_MODES
-    )
-    teams = "\n".join(
-        f"  - {{id: {prefix}-{member(mode)}, members: [front, {member(mode)}], default_agent: front,"
-        f" routes: {{front: {member(mode)}, {member(mode)}: front}}{budget}}}"
-        for mode in USAGE_MODES
-        for prefix, budget in (("plain", ""), ("budget", ", budget: {tokens: 1000}"))
-    )
-    return f"""
-agents:
-  - id: front
-    kind: rules
-    rules:
-      - {{match: "costly", reply: "to the member"}}
-      - {{reply: "noted", route: user}}
-{members}
-teams:
-{teams}
-"""
+BUDGETS = {"plain": "", "budget": ", budget: {tokens: 1000}"}
+"""Per mode, two teams: without and with a budget."""
 
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningRanch]:
-    with running_faulty() as faulty:
-        database = tmp_path_factory.mktemp("usage") / "t.db"
-        with serve_ranch(config(faulty), database) as ranch:
-            yield ranch
+    with serve_relaying(USAGE_MODES, tmp_path_factory.mktemp("usage") / "t.db", BUDGETS) as ranch:
+        yield ranch
 
 
 @pytest.mark.parametrize("team", ["plain", "budget"])
@@ -58,11 +30,11 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningRanch]:
 def test_a_member_reporting_unwritable_usage_does_not_fail_the_turn(
     hub: RunningRanch, mode: str, team: str
 ) -> None:
-    task = send_text(hub.agent_url(f"{team}-{member(mode)}"), "costly please", uuid.uuid4().hex)
+    task = send_text(hub.agent_url(f"{team}-{member_id(mode)}"), "costly please", uuid.uuid4().hex)
     assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
     assert reply_text(task) == "noted", task
     trail = task["metadata"]["https://ranch.woi.dev/extensions/client-routing/v1"]["trail"]
-    assert [hop["agent"] for hop in trail] == ["front", member(mode), "front"], trail
+    assert [hop["agent"] for hop in trail] == ["front", member_id(mode), "front"], trail
     spent = [hop.get("tokens") for hop in trail]
     if mode == "trail_nan":  # what could be counted is; the rest reads as null
         assert spent == [None, 2, None], trail

@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from _support.faulty import NON_FINITE_MODES, Faulty, running_faulty
-from _support.hubkit import RunningRanch, reply_text, send_text, serve_ranch
+from _support.faulty import NON_FINITE_MODES, member_id, serve_relaying
+from _support.hubkit import RunningRanch, reply_text, send_text
 
 NULLED = {
     "nan_data": ("parts", [{"text": "odd"}, {"data": {"score": None, "range": [1, None]}}]),
@@ -26,40 +26,10 @@ NULLED = {
 """Mode -> the field of the member's answer that held the numbers, and what it reads as."""
 
 
-def member(mode: str) -> str:
-    return mode.replace("_", "-")
-
-
-def config(faulty: Faulty) -> str:
-    """Each member, and a team per member: front hands "costly" to it, its answer comes back to
-    front, which answers the user."""
-    members = "\n".join(
-        f'  - {{id: {member(mode)}, kind: remote, url: "{faulty.url}/{mode}"}}' for mode in NON_FINITE_MODES
-    )
-    teams = "\n".join(
-        f"  - {{id: team-{member(mode)}, members: [front, {member(mode)}], default_agent: front,"
-        f" routes: {{front: {member(mode)}, {member(mode)}: front}}}}"
-        for mode in NON_FINITE_MODES
-    )
-    return f"""
-agents:
-  - id: front
-    kind: rules
-    rules:
-      - {{match: "costly", reply: "to the member"}}
-      - {{reply: "noted", route: user}}
-{members}
-teams:
-{teams}
-"""
-
-
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningRanch]:
-    with running_faulty() as faulty:
-        database = tmp_path_factory.mktemp("nonfinite") / "t.db"
-        with serve_ranch(config(faulty), database) as ranch:
-            yield ranch
+    with serve_relaying(NON_FINITE_MODES, tmp_path_factory.mktemp("nonfinite") / "t.db") as ranch:
+        yield ranch
 
 
 def send(url: str, version: str | None) -> dict[str, Any]:
@@ -82,11 +52,11 @@ def send(url: str, version: str | None) -> dict[str, Any]:
 @pytest.mark.parametrize("mode", sorted(NON_FINITE_MODES))
 def test_a_member_answering_nan_directly_is_answered_with_nulls(hub: RunningRanch, mode: str) -> None:
     field, expected = NULLED[mode]
-    answer = send(hub.agent_url(member(mode)), "1.0")
+    answer = send(hub.agent_url(member_id(mode)), "1.0")
     assert "result" in answer, answer
     reply = answer["result"].get("message") or answer["result"]["task"]["status"]["message"]
     assert reply[field] == expected, reply
-    legacy = send(hub.agent_url(member(mode)), None)  # A2A 0.3: the SDK's adapter writes it out
+    legacy = send(hub.agent_url(member_id(mode)), None)  # A2A 0.3: the SDK's adapter writes it out
     assert "result" in legacy, legacy
     assert [p.get("text") for p in legacy["result"]["parts"] if p["kind"] == "text"] == ["odd"], legacy
 
@@ -95,10 +65,10 @@ def test_a_member_answering_nan_directly_is_answered_with_nulls(hub: RunningRanc
     "mode", ["inf_part_metadata", "nan_data"]
 )  # (a message's metadata stays with the hop)
 def test_a_member_answering_nan_does_not_fail_the_team_turn(hub: RunningRanch, mode: str) -> None:
-    task = send_text(hub.agent_url(f"team-{member(mode)}"), "costly please", uuid.uuid4().hex)
+    task = send_text(hub.agent_url(f"team-{member_id(mode)}"), "costly please", uuid.uuid4().hex)
     assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
     assert reply_text(task) == "noted", task
     trail = task["metadata"]["https://ranch.woi.dev/extensions/client-routing/v1"]["trail"]
-    assert [hop["agent"] for hop in trail] == ["front", member(mode), "front"], trail
-    answered = [a["parts"] for a in task.get("artifacts", []) if a.get("name") == member(mode)]
+    assert [hop["agent"] for hop in trail] == ["front", member_id(mode), "front"], trail
+    answered = [a["parts"] for a in task.get("artifacts", []) if a.get("name") == member_id(mode)]
     assert answered == [NULLED[mode][1]], task  # the member's parts are its artifact in the team's task

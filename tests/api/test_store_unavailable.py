@@ -8,15 +8,10 @@ without the statement's parameters (which hold what the caller wrote).
 
 from __future__ import annotations
 
-import os
-import sqlite3
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
-from _support.hubkit import Api, Live
-from _support.servers import ServerProcess, free_port
+from _support.hubkit import Api, Live, sqlite_locked
+from _support.servers import ServerProcess, ranch_serve_process
 
 ADMIN_KEY = "rk_admin_store_0123456789abcdefgh"
 SECRET = "the vault code is 4711-SECRET"
@@ -25,26 +20,9 @@ SECRET = "the vault code is 4711-SECRET"
 
 def ranch_serve(tmp_path: Path) -> ServerProcess:
     """`ranch serve` on a SQLite file whose writers wait 1 s for a lock; its output kept."""
-    config = tmp_path / "hub.yaml"
-    config.write_text("agents:\n  - {id: echo, kind: echo}\n")
-    port = free_port()
-    command = [sys.executable, "-m", "ranch", "serve", str(config), "--port", str(port)]
-    command += ["--db", f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}", "--sqlite-busy-timeout", "1"]
-    command += ["--caller-rate", "off"]
-    env = {**os.environ, "RANCH_ADMIN_KEY": ADMIN_KEY}
-    return ServerProcess(command, port, env=env, log_path=tmp_path / "serve.log", name="ranch")
-
-
-@contextmanager
-def locked(database: Path) -> Iterator[None]:
-    """Hold the SQLite file's write lock from another connection."""
-    connection = sqlite3.connect(database, timeout=5, isolation_level=None)
-    try:
-        connection.execute("BEGIN EXCLUSIVE")
-        yield
-        connection.execute("ROLLBACK")
-    finally:
-        connection.close()
+    config = "agents:\n  - {id: echo, kind: echo}\n"
+    flags = ["--sqlite-busy-timeout", "1", "--caller-rate", "off"]
+    return ranch_serve_process(tmp_path, config, *flags, admin_key=ADMIN_KEY)
 
 
 def test_a_locked_database_answers_store_unavailable_on_rest_and_the_websocket(tmp_path: Path) -> None:
@@ -58,7 +36,7 @@ def test_a_locked_database_answers_store_unavailable_on_rest_and_the_websocket(t
         delivery = live.recv()
         assert delivery["type"] == "delivery", delivery
 
-        with locked(tmp_path / "hub.db"):
+        with sqlite_locked(tmp_path / "hub.db"):
             refused = admin.call("POST", "/rooms/ops/messages", {"text": SECRET})
             live.send({"type": "ack", "delivery_id": delivery["delivery_id"]})
             frame = live.recv()

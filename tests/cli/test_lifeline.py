@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from _support.hubkit import wait_until
+from _support.servers import process_running
 
 PARENT = """
 import subprocess, sys
@@ -32,15 +33,6 @@ time.sleep(120)
 """
 
 
-def running(pid: int) -> bool:
-    """The process exists and is not a zombie (an orphan's zombie may wait long for a reaper)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 def test_the_watching_thread_ends_a_worker_whose_parent_was_killed(tmp_path: Path) -> None:
     if not Path("/proc/self/stat").exists():
         raise AssertionError("this test reads /proc to see the worker: Linux only")
@@ -51,13 +43,15 @@ def test_the_watching_thread_ends_a_worker_whose_parent_was_killed(tmp_path: Pat
     try:
         wait_until(lambda: watching.exists() and pid_file.read_text(), timeout=30, what="the worker watching")
         worker = int(pid_file.read_text())
-        assert running(worker)
+        assert process_running(worker)
         parent.kill()
         parent.wait(10)
-        wait_until(lambda: not running(worker), timeout=10, what=f"worker {worker} to end after its parent")
+        wait_until(
+            lambda: not process_running(worker), timeout=10, what=f"worker {worker} to end after its parent"
+        )
     finally:
         parent.kill()
         parent.wait(10)
-        if worker and running(worker):
+        if worker and process_running(worker):
             with contextlib.suppress(OSError):
                 os.kill(worker, signal.SIGKILL)

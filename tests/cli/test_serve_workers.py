@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 
 from _support.hubkit import wait_until
-from _support.servers import HOST, ServerProcess, free_port
+from _support.servers import HOST, ServerProcess, free_port, process_running
 
 REDIS = "redis://127.0.0.1:6379/0"
 CONFIG = """
@@ -100,15 +100,6 @@ def test_workers_without_redis_are_refused_saying_why(tmp_path: Path) -> None:
     assert "--workers 2 needs --redis-url" in done.stderr + done.stdout, done.stderr
 
 
-def running(pid: int) -> bool:
-    """The process exists and is not a zombie (an orphan's zombie may wait long for a reaper)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 def port_free(port: int) -> bool:
     """Nothing listens on 127.0.0.1:`port`: a new server could bind it."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -124,7 +115,7 @@ def kill_orphans(pids: set[int]) -> None:
     """SIGKILL the workers still running, so a failing run leaves nothing behind."""
     for pid in pids:
         with contextlib.suppress(OSError):
-            if running(pid) and b"multiprocessing" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            if process_running(pid) and b"multiprocessing" in Path(f"/proc/{pid}/cmdline").read_bytes():
                 os.kill(pid, signal.SIGKILL)
 
 
@@ -144,10 +135,10 @@ def test_workers_end_with_their_parent_and_free_the_port(tmp_path: Path) -> None
         parent.start(timeout=60)  # spawned workers import everything anew: slow on a busy machine
         wait_until(lambda: ready(parent.output()), timeout=60, what="both workers started")
         workers = {int(pid) for pid in workers_of(parent.output())}
-        assert all(running(pid) for pid in workers), workers
+        assert all(process_running(pid) for pid in workers), workers
         parent.kill()  # SIGKILL: no chance to stop its workers itself
         wait_until(
-            lambda: not any(running(pid) for pid in workers),
+            lambda: not any(process_running(pid) for pid in workers),
             timeout=15,
             what=f"workers {sorted(workers)} to end after their parent was killed",
         )

@@ -11,7 +11,6 @@ than the header timeout stay open: only what the client still owes is timed.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -26,8 +25,8 @@ from websockets.sync.client import connect
 
 from _support import TESTS
 from _support.hubkit import ADMIN_KEY, wait_until
-from _support.servers import ServerProcess, free_port
-from _support.sockets import client_from, connect_from, read_to_end
+from _support.servers import ServerProcess, free_port, ranch_serve_process
+from _support.sockets import client_from, connect_from, read_to_end, refused_keys
 
 CONFIG = """
 agents:
@@ -48,13 +47,10 @@ HALF_SENT = b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
 
 
 def serve(folder: Path, *flags: str, name: str) -> ServerProcess:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "ranch.yaml").write_text(CONFIG)
-    port = free_port()
-    command = [sys.executable, "-m", "ranch", "serve", str(folder / "ranch.yaml"), "--port", str(port)]
-    command += ["--db", f"sqlite+aiosqlite:///{folder / 'ranch.db'}", "--caller-rate", "off", *flags]
-    env = {**os.environ, "PYTHONPATH": str(TESTS), "RANCH_ADMIN_KEY": ADMIN_KEY}
-    return ServerProcess(command, port, env=env, log_path=folder / "serve.log", name=name)
+    env = {"PYTHONPATH": str(TESTS)}  # the sleeper is a probe
+    return ranch_serve_process(
+        folder, CONFIG, "--caller-rate", "off", *flags, admin_key=ADMIN_KEY, name=name, env=env
+    )
 
 
 @pytest.fixture(scope="module")
@@ -72,17 +68,6 @@ def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]
     flags = ["--forwarded-allow-ips", "127.0.0.7", "--max-connections-per-address", "5", *KEYS]
     with serve(tmp_path_factory.mktemp("proxied"), *flags, name="proxied") as server:
         yield server
-
-
-def refused_keys(url: str, source: str, forwarded_for: list[str], key: str = "rk_wrong") -> list[int]:
-    """The statuses of REST calls from `source`, one per X-Forwarded-For value, each with `key`."""
-    with client_from(source) as client:
-        return [
-            client.get(
-                f"{url}/api/v1/rooms", headers={"X-API-Key": key, "X-Forwarded-For": forged}
-            ).status_code
-            for forged in forwarded_for
-        ]
 
 
 def test_half_sent_heads_are_closed_after_the_header_timeout_while_others_are_served(

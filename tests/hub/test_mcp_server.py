@@ -16,6 +16,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from _support.hubkit import ADMIN_KEY, Api, serve_ranch
+from _support.probes import SLEEPER
 from ranch.cli.demo import DEMO_YAML
 
 pytestmark = pytest.mark.anyio
@@ -106,15 +107,6 @@ async def test_ranch_mcp_logs_scrubbed_json_lines_to_stderr(tmp_path: Path) -> N
     logged = [record for record in records if record["logger"] == "chatty"]
     assert [record["message"] for record in logged] == ["asked: mail [email] with key [secret]"], output
     assert email not in output and key not in output
-
-
-SLEEPER = """
-agents:
-  - id: sleeper
-    kind: python
-    entry: _support.probes:Probe
-    options: {sleep: 60, reply: "too late"}
-"""
 
 
 async def test_a_tool_call_streamed_as_sse_ends_with_the_authentication_error_when_its_key_is_revoked(

@@ -17,17 +17,10 @@ from typing import Any
 
 import httpx
 import pytest
-from websockets.exceptions import ConnectionClosed
 
 from _support.hubkit import ADMIN_KEY, Api, Live, RunningRanch, serve_ranch
+from _support.probes import SLEEPER
 
-CONFIG = """
-agents:
-  - id: sleeper
-    kind: python
-    entry: _support.probes:Probe
-    options: {sleep: 60, reply: "too late"}
-"""
 PROMPTLY = 5.0
 """Seconds within which an ended key or a lost room must reach an idle connection (the goal is 1 s;
 the margin is for a loaded machine)."""
@@ -35,7 +28,7 @@ the margin is for a loaded machine)."""
 
 @pytest.fixture
 def hub(database_url: str) -> Iterator[RunningRanch]:
-    with serve_ranch(CONFIG, database_url, auth="keys") as served:
+    with serve_ranch(SLEEPER, database_url, auth="keys") as served:
         yield served
 
 
@@ -54,22 +47,6 @@ def member(owner: Api, user: str, rooms: list[str]) -> tuple[str, str]:
     return key, key_id
 
 
-def until_closed(live: Live, timeout: float = PROMPTLY) -> tuple[list[dict[str, Any]], int | None]:
-    """Every frame the server sends before it closes the socket, and the close code; fails if it is
-    still open after `timeout` s."""
-    frames: list[dict[str, Any]] = []
-    deadline = time.monotonic() + timeout
-    while True:
-        left = deadline - time.monotonic()
-        assert left > 0, f"the socket is still open after {timeout} s; got {frames}"
-        try:
-            frames.append(live.recv(timeout=left))
-        except ConnectionClosed as closed:
-            return frames, closed.rcvd.code if closed.rcvd else None
-        except TimeoutError:
-            continue
-
-
 def texts(frames: list[dict[str, Any]]) -> list[str]:
     return [f["data"]["text"] for f in frames if f["type"] == "message.created"]
 
@@ -86,7 +63,7 @@ def test_a_revoked_key_ends_an_idle_websocket_at_once(hub: RunningRanch) -> None
         began = time.monotonic()
         owner.post(f"/keys/{key_id}/revoke", None, status=200)
         owner.post(f"/rooms/{room}/messages", {"text": "after revocation"})
-        frames, code = until_closed(live)
+        frames, code = live.until_closed(PROMPTLY)
         assert code == 4401
         assert time.monotonic() - began < PROMPTLY
         assert frames and frames[-1]["type"] == "error"
@@ -103,7 +80,7 @@ def test_an_expiring_key_closes_its_idle_websocket_when_it_expires(hub: RunningR
     live = Live(hub.url, short)
     try:
         live.subscribe(["acme.r1"])
-        frames, code = until_closed(live, timeout=3 + PROMPTLY)  # no frame sent, none to answer
+        frames, code = live.until_closed(3 + PROMPTLY)  # no frame sent, none to answer
         assert code == 4401
         assert frames[-1]["error"]["code"] == "UNAUTHENTICATED"
         assert "expired" in frames[-1]["error"]["message"]

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import sys
 import uuid
 from typing import Any
 
@@ -19,7 +17,7 @@ from websockets.exceptions import ConnectionClosed
 
 from _support.fuzzkit import nested
 from _support.hubkit import ADMIN_KEY, Api, Live, serve_ranch
-from _support.servers import ServerProcess, free_port
+from _support.servers import ServerProcess, ranch_serve_process
 from ranch.api import ws
 from ranch.policy.limits import MAX_INT
 
@@ -252,13 +250,7 @@ NOT_JSON_TEXT = {
 
 def ranch_process(tmp_path: Any) -> ServerProcess:
     """`ranch serve` as a child process, its log kept (`output()`)."""
-    config = tmp_path / "hub.yaml"
-    config.write_text(CONFIG)
-    port = free_port()
-    command = [sys.executable, "-m", "ranch", "serve", str(config), "--port", str(port)]
-    command += ["--db", f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}", "--caller-rate", "off"]
-    env = {**os.environ, "RANCH_ADMIN_KEY": ADMIN_KEY}
-    return ServerProcess(command, port, env=env, log_path=tmp_path / "serve.log", name="ranch")
+    return ranch_serve_process(tmp_path, CONFIG, "--caller-rate", "off", admin_key=ADMIN_KEY)
 
 
 def test_bodies_that_are_not_json_text_answer_each_bindings_parse_error(tmp_path: Any) -> None:

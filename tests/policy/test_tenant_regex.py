@@ -6,8 +6,6 @@ before RE2) fails the test at the client's deadline instead of freezing the test
 
 from __future__ import annotations
 
-import os
-import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -15,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from _support.servers import ServerProcess, free_port
+from _support.servers import ranch_serve_process
 
 ADMIN = "rk_test_admin_regex_0123456789"
 CONFIG = """
@@ -33,13 +31,7 @@ V1 = {"A2A-Version": "1.0", "Content-Type": "application/json"}
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
     """One server for the module: every refused registration leaves it as it was."""
     tmp_path = tmp_path_factory.mktemp("regex")
-    config = tmp_path / "ranch.yaml"
-    config.write_text(CONFIG)
-    port = free_port()
-    command = [sys.executable, "-m", "ranch", "serve", str(config), "--port", str(port)]
-    command += ["--db", f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}", "--auth", "keys"]
-    env = {**os.environ, "RANCH_ADMIN_KEY": ADMIN}
-    with ServerProcess(command, port, env=env, log_path=tmp_path / "serve.log", name="ranch") as server:
+    with ranch_serve_process(tmp_path, CONFIG, "--auth", "keys", admin_key=ADMIN) as server:
         created = httpx.post(
             f"{server.url}/api/v1/organizations",
             json={"id": "acme"},

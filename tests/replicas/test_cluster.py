@@ -25,7 +25,7 @@ import httpx
 
 from _support.cluster import Cluster, running_cluster
 from _support.hubkit import ADMIN_KEY, Api, Live, wait_until
-from _support.sockets import client_from, connect_from, read_to_end
+from _support.sockets import client_from, connect_from, read_to_end, refused_keys
 
 CONFIG = """
 agents:
@@ -213,10 +213,10 @@ def test_the_balancer_says_who_the_client_is_and_times_out_half_sent_requests(
         port = int(cluster.url.rsplit(":", 1)[1])
         # a client that forges X-Forwarded-For still spends its own address's budget ...
         forged = [f"203.0.113.{n}" for n in range(BUDGET + 2)]
-        assert _refused_keys(cluster.url, "127.0.0.20", forged) == [401] * BUDGET + [429] * 2
+        assert refused_keys(cluster.url, "127.0.0.20", forged) == [401] * BUDGET + [429] * 2
         # ... and cannot spend another's: naming 127.0.0.21 locks out nobody but itself
-        assert _refused_keys(cluster.url, "127.0.0.20", ["127.0.0.21"] * BUDGET) == [429] * BUDGET
-        assert _refused_keys(cluster.url, "127.0.0.21", ["127.0.0.20"], key=ADMIN_KEY) == [200]
+        assert refused_keys(cluster.url, "127.0.0.20", ["127.0.0.21"] * BUDGET) == [429] * BUDGET
+        assert refused_keys(cluster.url, "127.0.0.21", ["127.0.0.20"], key=ADMIN_KEY) == [200]
         with client_from("127.0.0.21") as other:  # on A2A too
             answer = other.post(
                 f"{cluster.url}/a2a/agents/scribe",
@@ -251,14 +251,3 @@ def test_the_balancer_says_who_the_client_is_and_times_out_half_sent_requests(
             assert client.get(f"{cluster.url}/healthz").status_code == 200
         for sock in [*held, over]:
             sock.close()
-
-
-def _refused_keys(url: str, source: str, forwarded_for: list[str], key: str = "rk_wrong") -> list[int]:
-    """The statuses of REST calls from `source`, one per X-Forwarded-For value, each with `key`."""
-    with client_from(source) as client:
-        return [
-            client.get(
-                f"{url}/api/v1/rooms", headers={"X-API-Key": key, "X-Forwarded-For": forged}
-            ).status_code
-            for forged in forwarded_for
-        ]

@@ -16,8 +16,6 @@ import json
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +23,7 @@ import httpx
 import pytest
 
 from _support import probes
-from _support.hubkit import RunningRanch, serve_ranch, wait_until
+from _support.hubkit import RunningRanch, serve_ranch, sqlite_locked, wait_until
 from ranch.wire.client_routing import URI
 
 YAML = """
@@ -120,18 +118,6 @@ def stored_rows(database: Path) -> dict[str, str]:
         return dict(connection.execute("SELECT id, state FROM ranch_tasks").fetchall())
 
 
-@contextmanager
-def locked(database: Path) -> Iterator[None]:
-    """Hold the SQLite file's write lock from another connection, as another process could."""
-    connection = sqlite3.connect(database, timeout=5, isolation_level=None)
-    try:
-        connection.execute("BEGIN EXCLUSIVE")
-        yield
-        connection.execute("ROLLBACK")
-    finally:
-        connection.close()
-
-
 class Background:
     """One blocking call in a thread, so the test can act while it waits for its answer."""
 
@@ -173,7 +159,7 @@ def test_an_outcome_the_store_does_not_take_is_an_error_not_a_completed_task(tmp
 
         pending = Background(lambda: rpc(ranch, "relay", "SendMessage", {"message": message("keep this")}))
         [task_id] = wait_until(lambda: set(stored_rows(database)) - before, what="the SUBMITTED row")
-        with locked(database):
+        with sqlite_locked(database):
             answer = pending.join()
         assert "result" not in answer, answer
         assert answer["error"]["code"] == STORE_UNAVAILABLE, answer
@@ -184,7 +170,7 @@ def test_an_outcome_the_store_does_not_take_is_an_error_not_a_completed_task(tmp
         before = set(stored_rows(database))
         streamed = Background(lambda: sse_events(ranch, "relay", message("stream this")))
         wait_until(lambda: set(stored_rows(database)) - before, what="the streamed task's row")
-        with locked(database):
+        with sqlite_locked(database):
             frames = streamed.join()
         assert frames and frames[-1].get("error", {}).get("code") == STORE_UNAVAILABLE, frames
         states = [

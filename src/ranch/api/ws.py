@@ -274,17 +274,18 @@ async def _replay(
 
 async def _refuse(websocket: WebSocket, reason: Unauthorized) -> None:
     """The key ended: an UNAUTHENTICATED error frame, then close 4401, unless the socket is gone."""
-    try:
-        await websocket.send_json(_error_frame(reason))
-        await websocket.close(code=UNAUTHENTICATED, reason="unauthenticated")
-    except (WebSocketDisconnect, RuntimeError, OSError):
-        pass  # the client left; there is no one to tell
+    await _end_with(websocket, reason, UNAUTHENTICATED, "unauthenticated")
 
 
 async def _fail(websocket: WebSocket, exc: BaseException) -> None:
     """The error frame for an unexpected failure, then close 1011, unless the socket is gone."""
+    await _end_with(websocket, exc, INTERNAL_ERROR, "internal error")
+
+
+async def _end_with(websocket: WebSocket, exc: BaseException, code: int, reason: str) -> None:
+    """`exc`'s error frame, then close with `code`; a client already gone is not an error."""
     try:
         await websocket.send_json(_error_frame(exc))
-        await websocket.close(code=INTERNAL_ERROR, reason="internal error")
+        await websocket.close(code=code, reason=reason)
     except (WebSocketDisconnect, RuntimeError, OSError):
         pass  # the client left; there is no one to tell

@@ -69,29 +69,26 @@ def register(commands: Any) -> None:
         "capped (env RANCH_FORWARDED_ALLOW_IPS; default none: the client is the TCP peer, whatever "
         "it says); docs/deploy.md",
     )
-    parser.add_argument(
+    _env_number(
+        parser,
         "--header-timeout",
-        type=float,
-        default=os.environ.get("RANCH_HEADER_TIMEOUT", str(HEAD_TIMEOUT)),
-        metavar="S",
-        help="seconds a request's head may take to arrive, from its first byte or the connection's "
-        f"opening (env RANCH_HEADER_TIMEOUT; default {HEAD_TIMEOUT:g})",
+        "RANCH_HEADER_TIMEOUT",
+        HEAD_TIMEOUT,
+        "seconds a request's head may take to arrive, from its first byte or the connection's opening",
     )
-    parser.add_argument(
+    _env_number(
+        parser,
         "--body-timeout",
-        type=float,
-        default=os.environ.get("RANCH_BODY_TIMEOUT", str(BODY_TIMEOUT)),
-        metavar="S",
-        help="seconds a request body may go without sending any of itself "
-        f"(env RANCH_BODY_TIMEOUT; default {BODY_TIMEOUT:g})",
+        "RANCH_BODY_TIMEOUT",
+        BODY_TIMEOUT,
+        "seconds a request body may go without sending any of itself",
     )
-    parser.add_argument(
+    _env_number(
+        parser,
         "--max-connections-per-address",
-        type=int,
-        default=os.environ.get("RANCH_MAX_CONNECTIONS_PER_ADDRESS", str(PER_ADDRESS)),
-        metavar="N",
-        help="open connections one client address may hold (per process); more are closed at once "
-        f"(env RANCH_MAX_CONNECTIONS_PER_ADDRESS; default {PER_ADDRESS})",
+        "RANCH_MAX_CONNECTIONS_PER_ADDRESS",
+        PER_ADDRESS,
+        "open connections one client address may hold (per process); more are closed at once",
     )
     parser.add_argument(
         "--workers",
@@ -153,6 +150,18 @@ def register(commands: Any) -> None:
     )
     policy_flags.add_arguments(parser)
     parser.set_defaults(handler=run)
+
+
+def _env_number(parser: Any, flag: str, env: str, default: float, what: str) -> None:
+    """A number flag whose default is read from `env` as text, so argparse parses a bad value there
+    like one on the command line: an error naming the flag (seconds are floats, counts ints)."""
+    parser.add_argument(
+        flag,
+        type=type(default),
+        default=os.environ.get(env, str(default)),
+        metavar="S" if isinstance(default, float) else "N",
+        help=f"{what} (env {env}; default {default:g})",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
