@@ -17,6 +17,11 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from ranch.observe import tracing
 
 TESTS = Path(__file__).parent
 sys.path.insert(0, str(TESTS))  # `_support`, and `entry: _support.probes:Probe` in test configs
@@ -181,3 +186,16 @@ def _demo(database_url: str, folder: Path) -> Iterator[ServerProcess]:
     command = [*RANCH, "serve", "--port", str(port), "--db", database_url]
     with ServerProcess(command, port, log_path=folder / "ranch.log") as server:
         yield server
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    """ranch's tracing on, every finished span kept in memory for the test to read."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.enable(provider)
+    try:
+        yield exporter
+    finally:
+        tracing.disable()

@@ -91,3 +91,14 @@ def trail_of(task: Task) -> list[dict[str, Any]]:
     """The trail in a team task's metadata (docs/routing.md section 3)."""
     data = MessageToDict(task.metadata).get(URI, {})
     return list(data.get("trail", []))
+
+
+async def ask(client: Client, text: str, *, task_id: str = "", context_id: str = "") -> Task:
+    """The task a SendMessage of `text` answers (in `task_id` / `context_id` when given)."""
+    (answer,) = await send(client, user_message(text, task_id=task_id, context_id=context_id))
+    return answer.task
+
+
+def said(task: Task) -> str:
+    """The text of a task's status message."""
+    return "\n".join(part.text for part in task.status.message.parts)

@@ -5,14 +5,13 @@ room, and the turn keeps waiting. The audit's team (N6), served with API keys, o
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import anyio
-from a2a.types import Message, Part, Role, Task, TaskState
+from a2a.types import TaskState
 
 from _support.hubkit import ADMIN_KEY, Api, serve_ranch, wait_until
-from _support.sdk import sdk_client, send
+from _support.sdk import ask, said, sdk_client
 
 CONFIG = """
 agents:
@@ -148,19 +147,6 @@ def test_over_a2a_the_person_who_asked_still_approves(database_url: str) -> None
                 assert said(answered).startswith("[ranch] agent 'bot' of 'default' may not answer")
 
         anyio.run(scenario)
-
-
-async def ask(client: Any, text: str, *, task_id: str = "", context_id: str = "") -> Task:
-    message = Message(
-        role=Role.ROLE_USER, message_id=uuid.uuid4().hex, parts=[Part(text=text)], task_id=task_id,
-        context_id=context_id,
-    )  # fmt: skip
-    (answer,) = await send(client, message)
-    return answer.task
-
-
-def said(task: Task) -> str:
-    return "\n".join(part.text for part in task.status.message.parts)
 
 
 def test_an_organizations_team_names_its_approval_members_by_their_short_names(database_url: str) -> None:

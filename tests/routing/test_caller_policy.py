@@ -5,18 +5,17 @@ room over REST and the WebSocket."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import anyio
 import pytest
-from a2a.types import GetTaskRequest, Message, Part, Role, Task, TaskState
+from a2a.types import GetTaskRequest, Task, TaskState
 from a2a.utils.errors import TaskNotFoundError
 from google.protobuf.json_format import MessageToDict
 
 from _support import probes
 from _support.hubkit import ADMIN_KEY, Api, Live, serve_ranch, wait_until
-from _support.sdk import sdk_client, send
+from _support.sdk import ask, said, sdk_client
 from ranch.wire.client_routing import URI
 
 CONFIG = """
@@ -51,10 +50,6 @@ teams:
 """
 INPUT_REQUIRED = TaskState.TASK_STATE_INPUT_REQUIRED
 COMPLETED = TaskState.TASK_STATE_COMPLETED
-
-
-def said(task: Task) -> str:
-    return "\n".join(part.text for part in task.status.message.parts)
 
 
 def trail(task: Task) -> list[dict[str, Any]]:
@@ -99,15 +94,6 @@ def test_approval_over_a2a_is_answered_by_the_same_caller_only(database_url: str
                 assert edges == [("desk", "finance"), ("desk", "user")]  # back to desk, told of the denial
 
         anyio.run(scenario)
-
-
-async def ask(client: Any, text: str, *, task_id: str = "", context_id: str = "") -> Task:
-    message = Message(
-        role=Role.ROLE_USER, message_id=uuid.uuid4().hex, parts=[Part(text=text)], task_id=task_id,
-        context_id=context_id,
-    )  # fmt: skip
-    (answer,) = await send(client, message)
-    return answer.task
 
 
 def test_members_closed_to_a_caller_are_not_offered_nor_reached(database_url: str) -> None:

@@ -12,7 +12,7 @@ answering the malformed data (tests/_support/peers.py), the team served by `ranc
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +20,7 @@ import anyio
 import pytest
 from a2a.types import Message, Task, TaskState, TaskStatusUpdateEvent
 from google.protobuf.json_format import MessageToDict
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from _support.hubkit import serve_ranch
@@ -31,7 +30,6 @@ from _support.sdk import sdk_client, send, trail_of, user_message
 from ranch import AgentInfo, Call, Event, Team, reply
 from ranch.agents.base import CONTEXT_PART_KEY
 from ranch.agents.loader import PythonAgent
-from ranch.observe import tracing
 from ranch.wire import client_routing
 from ranch.wire.client_routing import URI, X_RECIPIENT, declaration
 
@@ -42,18 +40,6 @@ TURN_LIMIT = 5.0
 RECIPIENT_42 = "recipient is 42, not a string (ignored)"
 NOTE_42 = f"[ranch] desk's routing data: {RECIPIENT_42}."
 GHOST = "handoffs names 'ghost', not a member of team 'team' (left out)"
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.enable(provider)
-    try:
-        yield exporter
-    finally:
-        tracing.disable()
 
 
 # -- members and turns ----------------------------------------------------------------------------
