@@ -493,6 +493,12 @@ def test_the_agent_list_finds_agents_by_skill_and_tag(page: Page) -> None:
     expect(cards).to_have_count(0)
 
 
+# an image's width once its bytes have loaded (0 if they were not an image)
+LOADED_WIDTH = """img => img.complete ? img.naturalWidth : new Promise((done) => {
+  img.addEventListener("load", () => done(img.naturalWidth), { once: true });
+  img.addEventListener("error", () => done(0), { once: true });
+})"""
+
 PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 
 
@@ -512,10 +518,10 @@ def test_attach_a_file_and_see_files_and_data_in_the_room(page: Page, hub: Serve
     expect(page.locator(".attached")).to_have_text("")
     echoed = log.locator(".msg--from-agent").filter(has_text="a picture")
     expect(echoed.locator("img[alt='dot.png']")).to_be_visible()  # echo answered with the file it got
-    size = echoed.locator("img").evaluate("img => img.naturalWidth")
-    assert size == 1  # the bytes came back whole: a 1x1 PNG
-    # the page holds a link to the bytes on the hub, fetched with the key: shown and saved whole
-    assert (mine.locator("img").get_attribute("src") or "").startswith("blob:")
+    # the page fetches the bytes from the hub with the key, then shows them: wait for that, not for time
+    expect(echoed.locator("img")).to_have_attribute("src", re.compile(r"^blob:"))
+    assert echoed.locator("img").evaluate(LOADED_WIDTH) == 1  # the bytes came back whole: a 1x1 PNG
+    expect(mine.locator("img")).to_have_attribute("src", re.compile(r"^blob:"))
     expect(mine.locator("figcaption")).to_contain_text("image/png, 70 B")
     with page.expect_download() as saved:
         mine.get_by_role("link", name="dot.png").click()
