@@ -28,8 +28,8 @@ from websockets.sync.client import connect
 
 from _support.hubkit import ADMIN_KEY, Api, RunningRanch, serve_ranch
 from ranch.api.inbox import pending_pages
-from ranch.rooms.bus import WATCHER_BYTES
 from ranch.rooms.pages import PAGE_BYTES, PAGE_ROWS
+from ranch.rooms.watchers import WATCHER_BYTES
 
 CONFIG = "agents: []\n"
 BIG = 200

@@ -40,9 +40,9 @@ from ranch.identity.principal import Principal
 from ranch.observe import metrics
 from ranch.policy.limits import load_json
 from ranch.rooms.access import visible_room
-from ranch.rooms.bus import Watcher
 from ranch.rooms.executions import FINAL
 from ranch.rooms.runtime import RoomsRuntime
+from ranch.rooms.watchers import Watcher
 
 MAX_ROOMS = 100
 """Rooms one connection may watch."""
@@ -187,8 +187,7 @@ async def _handle(
             return {"type": SUBSCRIBE, "rooms": rooms, "cursor": frame.cursor}  # the writer replays, in order
         case Unsubscribe():
             rooms = list(dict.fromkeys(frame.rooms))
-            for room in rooms:
-                watcher.rooms.pop(room, None)
+            runtime.bus.unsubscribe(watcher, rooms)
             return {"type": "unsubscribed", "rooms": rooms}
         case Delta():
             await _delta(runtime, principal, frame)
@@ -260,10 +259,11 @@ async def _replay(
     """Start `rooms` and send their events after `cursor`, a bounded page at a time, before the live
     ones queued meanwhile; False if the watcher fell behind (its queue overflowed) during it."""
     bus = runtime.bus
-    upto = await bus.subscribe(watcher, rooms, cursor)
-    replayed = await bus.backlog_size(rooms, cursor, upto)
+    cursors = dict.fromkeys(rooms, cursor)
+    upto = await bus.subscribe(watcher, cursors)
+    replayed = await bus.backlog_size(cursors, upto)
     await websocket.send_json({"type": "subscribed", "rooms": rooms, "cursor": cursor, "replayed": replayed})
-    async for page in bus.replay(rooms, cursor, upto):
+    async for page in bus.replay(cursors, upto):
         for event in page:
             if watcher.closed or watcher.ended is not None:
                 return False

@@ -232,6 +232,10 @@ class Room(Base):
     default_agent: Mapped[str | None] = mapped_column(String(64), nullable=True)
     created_by: Mapped[str | None] = mapped_column(String(64), nullable=True)
     created_at: Mapped[float] = mapped_column(Float, default=now)
+    last_event: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), default=0, server_default="0"
+    )
+    """The cursor of the room's newest event: the room's own count, kept under the room's row lock."""
 
 
 class Participant(Base):
@@ -307,15 +311,17 @@ class Delivery(Base):
 
 
 class RoomEvent(Base):
-    """Everything watchers see, in order; `seq` is the WebSocket reconnect cursor."""
+    """Everything watchers see, in each room's order; `cursor` is the room's own count (the WebSocket
+    reconnect cursor of that room). `seq` only identifies the row: it orders nothing across rooms."""
 
     __tablename__ = "events"
     seq: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
     room_id: Mapped[str] = mapped_column(ForeignKey("rooms.id", ondelete="CASCADE"))
+    cursor: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"))
     type: Mapped[str] = mapped_column(String(32))
     data: Mapped[dict[str, Any]] = mapped_column(default=dict)
     created_at: Mapped[float] = mapped_column(Float, default=now)
-    __table_args__ = (Index("events_room_seq", "room_id", "seq"),)
+    __table_args__ = (Index("events_room_cursor", "room_id", "cursor", unique=True),)
 
 
 class Replica(Base):

@@ -1,50 +1,52 @@
-"""One ordered stream of room events: written with the change, then fanned out live.
+"""Each room's ordered stream of events: written with the change, then handed out live.
 
-Every change to a room (a message, an execution's status, a routing decision, a
-participant) is written in the same transaction as its event row. The event's
-`seq` is the cursor clients reconnect with, so it must grow in commit order:
-writes go through one lock, held only for the short transaction (never while an
-agent works): this process's lock, and on PostgreSQL a transaction-scoped advisory
-lock that orders the writes of every replica (SQLite has one writer at a time).
-After commit, events go to the watchers of their room; a watcher too slow to keep
-up (its queue is bounded in frames and in bytes) is closed and reconnects with its
-cursor, losing nothing. With replicas, events reach watchers through the relay
-(rooms/relay.py), which reads them back in order.
+Every change to a room (a message, an execution's status, a routing decision, a participant) is
+written in the same transaction as its event row, in a transaction of that room
+(`transaction(room_id)`). The event's `cursor` is the room's own: each room counts its events
+(`rooms.last_event`), and the transaction locks the room's row while it works (on PostgreSQL, for
+that room only: writes to other rooms, on this replica or another, go on), so a room's cursors grow
+in commit order. A transaction that names no room writes no event and waits for no room.
 
-A subscription never reads under the write lock: it registers the watcher and notes
-the newest cursor handed out so far (everything after it reaches the watcher live),
-then replays the backlog up to that cursor in bounded pages (rooms/pages.py), outside
-the lock; replayed and live events are deduplicated by cursor (`accept`).
+After commit, the events go to the watchers of their room, here at once and on the other replicas
+through the relay (rooms/relay.py). Each room this process's watchers follow has the cursor of the
+last event handed out here; events that are not next (another replica's, or one committed here
+while a page was read) make the room stale, and its events after that cursor are read back from the
+table in bounded pages (rooms/pages.py), in order. A watcher too slow to keep up is closed and
+reconnects with its cursors, losing nothing (rooms/watchers.py).
+
+A subscription registers the watcher first, then learns the room's newest cursor handed out here
+(or, for a room nobody here followed, its newest in the table, and reads the room once more: an
+event committed meanwhile is not missed). Its backlog up to that cursor is replayed in pages,
+outside any lock; replayed and live events are deduplicated by cursor (`accept`).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-import orjson
 from anyio.abc import TaskStatus
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from sqlalchemy import func, select, text
+from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from ranch.db.models import Delivery, RoomEvent, iso
-from ranch.exceptions import NotFound, Unauthorized
+from ranch.db.models import Delivery, Room, RoomEvent, iso
+from ranch.exceptions import NotFound
 from ranch.fanout import Fanout
 from ranch.identity.principal import Principal
+from ranch.rooms.locks import RoomLocks
 from ranch.rooms.pages import event_page
 from ranch.rooms.relay import Relay
+from ranch.rooms.watchers import WATCHER_BUFFER, Inbox, Outbox, Queued, Watcher, size_of
 from ranch.wire.errors import rest_error_body
 
-WATCHER_BUFFER = 1024
-"""Frames a watcher may fall behind by before it is closed (it reconnects with its cursor)."""
-WATCHER_BYTES = 8 * 1024 * 1024
-"""Bytes of frames (as JSON) a watcher may fall behind by before it is closed, whatever their count."""
-ROOM_WRITES_LOCK = 0x72616E6368
-"""The PostgreSQL advisory lock key that orders room writes across replicas."""
+logger = logging.getLogger(__name__)
+
+RETRY = 1.0
+"""Seconds before reading a room's events again when the database failed."""
 
 
 def frame(event: RoomEvent) -> dict[str, Any]:
@@ -52,7 +54,7 @@ def frame(event: RoomEvent) -> dict[str, Any]:
     return {
         "type": event.type,
         "room_id": event.room_id,
-        "cursor": event.seq,
+        "cursor": event.cursor,
         "at": iso(event.created_at),
         "data": event.data,
     }
@@ -60,9 +62,11 @@ def frame(event: RoomEvent) -> dict[str, Any]:
 
 @dataclass
 class Tx:
-    """A write transaction; `emit` records an event that goes out once it commits."""
+    """A write transaction of one room (or of none); `emit` records an event that goes out once it
+    commits."""
 
     session: AsyncSession
+    room_id: str | None = None
     events: list[RoomEvent] = field(default_factory=list)
     after: list[Callable[[], object]] = field(default_factory=list)
     """Run after commit, at once (waking a worker)."""
@@ -73,91 +77,11 @@ class Tx:
     """Deliveries this transaction created (the A2A gateway waits on its own)."""
 
     async def emit(self, room_id: str, type: str, data: dict[str, Any]) -> RoomEvent:
+        if room_id != self.room_id:  # a room's cursors are counted in a transaction of that room
+            raise RuntimeError(f"an event of room {room_id!r} written in a transaction of {self.room_id!r}")
         event = RoomEvent(room_id=room_id, type=type, data=data)
-        self.session.add(event)
-        await self.session.flush()  # assigns seq
-        self.events.append(event)
+        self.events.append(event)  # its cursor is counted as the transaction ends (`Bus.transaction`)
         return event
-
-
-def size_of(payload: dict[str, Any]) -> int:
-    """A frame's size as JSON: what it costs a watcher's queue."""
-    return len(orjson.dumps(payload))
-
-
-@dataclass(eq=False)
-class Queued:
-    """The bytes a watcher's queue holds (shared by its two ends)."""
-
-    bytes: int = 0
-    limit: int = WATCHER_BYTES
-
-
-@dataclass(eq=False)
-class Outbox:
-    """The sending end of a watcher's queue: bounded in frames and in bytes."""
-
-    stream: MemoryObjectSendStream[tuple[dict[str, Any], int]]
-    queued: Queued
-
-    def send_nowait(self, payload: dict[str, Any], size: int | None = None) -> None:
-        """Queue a frame at once, or raise anyio.WouldBlock: the queue is full in frames or bytes."""
-        size = size_of(payload) if size is None else size
-        if self.queued.bytes + size > self.queued.limit:
-            raise anyio.WouldBlock
-        self.stream.send_nowait((payload, size))
-        self.queued.bytes += size
-
-    async def send(self, payload: dict[str, Any]) -> None:
-        """Queue the connection's own frame (a reply), waiting for room in frames."""
-        size = size_of(payload)
-        await self.stream.send((payload, size))
-        self.queued.bytes += size
-
-    def close(self) -> None:
-        self.stream.close()
-
-
-@dataclass(eq=False)
-class Inbox:
-    """The receiving end of a watcher's queue: its frames in order, until the queue is closed."""
-
-    stream: MemoryObjectReceiveStream[tuple[dict[str, Any], int]]
-    queued: Queued
-
-    def __aiter__(self) -> Inbox:
-        return self
-
-    async def __anext__(self) -> dict[str, Any]:
-        try:
-            payload, size = await self.stream.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            raise StopAsyncIteration from None
-        self.queued.bytes -= size
-        return payload
-
-    def close(self) -> None:
-        self.stream.close()
-
-
-@dataclass(eq=False)
-class Watcher:
-    """One WebSocket (or test) listening to some rooms; agents also get their deliveries."""
-
-    send: Outbox
-    receive: Inbox
-    agent_id: str | None = None
-    rooms: dict[str, int] = field(default_factory=dict)
-    """Room id -> the last cursor sent for it (replay and live events are deduplicated with it)."""
-    closed: bool = False
-    principal: Principal | None = None
-    """Whose connection it is: removed from a room, it stops getting the room's events."""
-    ended: Unauthorized | None = None
-    """Set when its key is revoked or expires: nothing more is sent but this error."""
-
-    def left(self, room: str) -> bool:
-        """Whether `room` is one this watcher's principal just lost (it is no longer followed)."""
-        return self.rooms.pop(room, None) is not None
 
 
 class Bus:
@@ -170,19 +94,20 @@ class Bus:
         postgres: bool = False,
     ) -> None:
         self.sessions = sessions
-        self._lock = anyio.Lock()
-        self._watchers: set[Watcher] = set()
         self._postgres = postgres
+        self._locks = RoomLocks(per_room=postgres)
+        self._watchers: set[Watcher] = set()
+        self._followers: dict[str, set[Watcher]] = {}
+        """Room id -> the watchers that follow it here."""
+        self._agents: dict[str, set[Watcher]] = {}
+        """Agent id -> its connections here (they get its deliveries)."""
+        self._handed: dict[str, int] = {}
+        """Room id -> the cursor of its last event handed out here (rooms followed here only)."""
+        self._stale: set[str] = set()
+        """Rooms whose events after `_handed` are to be read from the table."""
+        self._wake = anyio.Event()
         self._relay = (
-            Relay(
-                sessions,
-                fanout,
-                origin,
-                frame=frame,
-                deliver=self._fan_out,
-                to_agent=self._to_own_agent,
-                watched=lambda: bool(self._watchers),
-            )
+            Relay(fanout, origin, events=self._heard, deliver=self._fan_out, to_agent=self._to_own_agent)
             if fanout is not None and fanout.shared
             else None
         )
@@ -193,33 +118,108 @@ class Bus:
         *,
         task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Share room events with the other replicas until cancelled (with none, nothing to do);
-        `before_catch_up` runs before the events missed during a gap are handed out."""
-        if self._relay is None:
+        """Hand out events read back from the table (and, with replicas, share them) until cancelled;
+        `before_catch_up` runs before the events missed during a fan-out gap are handed out."""
+        async with anyio.create_task_group() as group:
+            if self._relay is not None:
+                self._relay.before_catch_up = before_catch_up
+                await group.start(self._relay.run)
             task_status.started()
-            return
-        self._relay.before_catch_up = before_catch_up
-        await self._relay.run(task_status=task_status)
+            await self._read_back()
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Tx]:
-        async with self._lock:
+    async def transaction(self, room_id: str | None = None) -> AsyncIterator[Tx]:
+        """A write transaction of `room_id` (its events, in its order), or of no room (no events)."""
+        async with self._locks.hold(room_id):
             async with self.sessions() as session, session.begin():
-                if self._postgres:
+                tx = Tx(session, room_id)
+                if room_id is not None and self._postgres:  # the room's row, locked for this transaction
                     await session.execute(
-                        text("SELECT pg_advisory_xact_lock(:key)"), {"key": ROOM_WRITES_LOCK}
+                        select(Room.id).where(Room.id == room_id).with_for_update(key_share=True)
                     )
-                tx = Tx(session)
                 yield tx
-            if self._relay is None:
-                for event in tx.events:
-                    self._fan_out(frame(event))
-            elif tx.events:
-                self._relay.committed()
+                if tx.events:
+                    await self._count(session, tx)
+            if room_id is not None and tx.events:
+                self._committed(room_id, tx.events)
         for callback in tx.after:
             callback()
         for work in tx.later:
             await work()
+
+    @staticmethod
+    async def _count(session: AsyncSession, tx: Tx) -> None:
+        """Number the transaction's events on from the room's newest and store them: one statement
+        that counts on the room's row, inside the write (SQLite reads outside its transactions until
+        the first write, so the count is never read before it)."""
+        counted = (
+            update(Room)
+            .where(Room.id == tx.room_id)
+            .values(last_event=Room.last_event + len(tx.events))
+            .returning(Room.last_event)
+        )
+        last = await session.scalar(counted, execution_options={"synchronize_session": False})
+        if last is None:
+            raise NotFound(f"no room '{tx.room_id}'", "room_id")
+        for offset, event in enumerate(tx.events, start=last - len(tx.events) + 1):
+            event.cursor = offset
+        session.add_all(tx.events)
+
+    def _committed(self, room: str, events: list[RoomEvent]) -> None:
+        """Hand out a room's events committed here: at once when they are next, else from the table."""
+        if self._relay is not None:
+            self._relay.committed(room, events[-1].cursor)
+        handed = self._handed.get(room)
+        if handed is None:
+            return  # nobody here follows the room
+        if handed != events[0].cursor - 1:
+            self._mark_stale(room)  # another replica's, or an earlier commit here, come first
+            return
+        for event in events:
+            self._fan_out(frame(event))
+        if room in self._handed:
+            self._handed[room] = events[-1].cursor
+
+    def _heard(self, room: str | None, cursor: int) -> None:
+        """Another replica committed events in `room` up to `cursor` (None: any room, after a gap)."""
+        if room is None:
+            for followed in self._handed:
+                self._mark_stale(followed)
+        elif room in self._handed and cursor > self._handed[room]:
+            self._mark_stale(room)
+
+    def _mark_stale(self, room: str) -> None:
+        self._stale.add(room)
+        self._wake.set()
+
+    async def _read_back(self) -> None:
+        """Read stale rooms' events after their last handed out, in order, until cancelled."""
+        while True:
+            await self._wake.wait()
+            self._wake = anyio.Event()
+            while self._stale:
+                room = self._stale.pop()
+                try:
+                    await self._catch_up(room)
+                except Exception:  # the database is busy: read the room again shortly
+                    logger.warning("could not read new events of a room; retrying", exc_info=True)
+                    self._stale.add(room)
+                    await anyio.sleep(RETRY)
+
+    async def _catch_up(self, room: str) -> None:
+        while (after := self._handed.get(room)) is not None:
+            async with self.sessions() as session:
+                rows, more = await event_page(session, room, after)
+            for row in rows:
+                handed = self._handed.get(room)
+                if handed is None:
+                    return  # nobody follows it any more
+                if row.cursor > handed:
+                    self._fan_out(frame(row))
+                    if room in self._handed:
+                        self._handed[room] = row.cursor
+            if not more:
+                return
 
     def live(self, room_id: str, type: str, data: dict[str, Any]) -> None:
         """An event that is not stored (streamed text): sent to current watchers only."""
@@ -237,8 +237,8 @@ class Bus:
 
     def _to_own_agent(self, agent_id: str, payload: dict[str, Any]) -> int:
         sent = 0
-        for watcher in list(self._watchers):
-            if watcher.agent_id == agent_id and self._offer(watcher, payload):
+        for watcher in list(self._agents.get(agent_id, ())):
+            if self._offer(watcher, payload):
                 sent += 1
         return sent
 
@@ -247,11 +247,14 @@ class Bus:
         queued = Queued()
         watcher = Watcher(Outbox(send, queued), Inbox(receive, queued), agent_id, principal=principal)
         self._watchers.add(watcher)
+        if agent_id is not None:
+            self._agents.setdefault(agent_id, set()).add(watcher)
         return watcher
 
-    def follow(self, watcher: Watcher, room: str) -> None:
-        """Live events of `room` from now on, without a replay (call inside a transaction)."""
-        watcher.rooms.setdefault(room, 0)
+    async def follow(self, watcher: Watcher, room: str) -> None:
+        """Live events of `room` from now on, without a replay."""
+        upto = await self.subscribe(watcher, {room: 0})
+        watcher.rooms[room] = max(watcher.rooms.get(room, 0), upto[room])
 
     def unwatch(self, watcher: Watcher) -> None:
         """The watcher's owner is done with it."""
@@ -261,47 +264,83 @@ class Bus:
     def _evict(self, watcher: Watcher) -> None:
         """No more frames; its reader drains what is queued, then sees the end."""
         self._watchers.discard(watcher)
+        if watcher.agent_id is not None:
+            self._drop(self._agents, watcher.agent_id, watcher)
+        self.unsubscribe(watcher, list(watcher.rooms))
         watcher.closed = True
         watcher.send.close()
 
-    async def subscribe(self, watcher: Watcher, rooms: list[str], cursor: int) -> int:
-        """Start live events for `rooms`; the cursor up to which their past comes from `replay`.
+    def unsubscribe(self, watcher: Watcher, rooms: list[str]) -> None:
+        """No more events of `rooms` for this watcher."""
+        for room in rooms:
+            watcher.rooms.pop(room, None)
+            if self._drop(self._followers, room, watcher):
+                self._handed.pop(room, None)  # nobody here follows it: a later follower starts afresh
+                self._stale.discard(room)
 
-        Every event after the returned cursor reaches the watcher live, every one up to it is in
-        the replay: registering and noting it happen together (under the write lock, with no
-        read of the backlog; with replicas, at the relay's last handed-out event). The caller
-        sends the replay before the live frames queued after this call.
+    @staticmethod
+    def _drop(index: dict[str, set[Watcher]], key: str, watcher: Watcher) -> bool:
+        """Remove `watcher` from `index[key]`; True when that left nobody there."""
+        members = index.get(key)
+        if members is None:
+            return False
+        members.discard(watcher)
+        if members:
+            return False
+        del index[key]
+        return True
+
+    async def subscribe(self, watcher: Watcher, cursors: Mapping[str, int]) -> dict[str, int]:
+        """Start live events for the rooms of `cursors` (room -> the cursor the watcher has seen); per
+        room, the cursor up to which its past comes from `replay`.
+
+        Every event after the returned cursor reaches the watcher live, every one up to it is in the
+        replay. For a room nobody here followed, its newest cursor is read from the table after the
+        watcher is registered, and the room is read once more after it. The caller sends the replay
+        before the live frames queued after this call.
         """
-        if self._relay is not None:  # events reach watchers through the relay, in cursor order
-            for room in rooms:
-                watcher.rooms[room] = cursor
-            return self._relay.handed_out
-        async with self._lock:  # no write is between its commit and its fan-out
-            for room in rooms:
-                watcher.rooms[room] = cursor
+        for room, cursor in cursors.items():
+            watcher.rooms[room] = cursor
+            self._followers.setdefault(room, set()).add(watcher)
+        unknown = [room for room in cursors if room not in self._handed]
+        if unknown:
             async with self.sessions() as session:
-                return await session.scalar(select(func.coalesce(func.max(RoomEvent.seq), 0))) or 0
+                query = select(Room.id, Room.last_event).where(Room.id.in_(unknown))
+                newest = {room: last for room, last in (await session.execute(query)).all()}
+            for room in unknown:
+                if room not in self._handed and room in self._followers:
+                    self._handed[room] = newest.get(room) or 0
+                    self._mark_stale(room)  # what committed since that read comes from the table
+        return {room: self._handed.get(room, 0) for room in cursors}
 
-    async def backlog_size(self, rooms: Sequence[str], cursor: int, upto: int) -> int:
+    async def backlog_size(self, cursors: Mapping[str, int], upto: Mapping[str, int]) -> int:
         """How many events `replay` will read."""
+        wanted = [
+            and_(RoomEvent.room_id == room, RoomEvent.cursor > cursor, RoomEvent.cursor <= upto[room])
+            for room, cursor in cursors.items()
+            if upto.get(room, 0) > cursor
+        ]
+        if not wanted:
+            return 0
         async with self.sessions() as session:
-            query = select(func.count()).where(
-                RoomEvent.room_id.in_(list(rooms)), RoomEvent.seq > cursor, RoomEvent.seq <= upto
-            )
-            return await session.scalar(query) or 0
+            return await session.scalar(select(func.count()).where(or_(*wanted))) or 0
 
     async def replay(
-        self, rooms: Sequence[str], cursor: int, upto: int
+        self, cursors: Mapping[str, int], upto: Mapping[str, int]
     ) -> AsyncIterator[list[dict[str, Any]]]:
-        """The events of `rooms` after `cursor` up to `upto`, in order, a bounded page at a time (read
-        without the write lock; send each frame through `accept`, which drops what was sent live)."""
-        while True:
-            async with self.sessions() as session:
-                rows = await event_page(session, cursor, rooms=rooms, upto=upto)
-            if not rows:
-                return
-            cursor = rows[-1].seq
-            yield [frame(row) for row in rows]
+        """Each room's events after its cursor up to its `upto`, room by room, in order, a bounded page
+        at a time (read without any lock; send each frame through `accept`, which drops what was sent
+        live)."""
+        for room, cursor in cursors.items():
+            after, last = cursor, upto.get(room, 0)
+            more = after < last
+            while more:
+                async with self.sessions() as session:
+                    rows, more = await event_page(session, room, after, upto=last)
+                if not rows:
+                    break
+                after = rows[-1].cursor
+                yield [frame(row) for row in rows]
 
     def accept(self, watcher: Watcher, payload: dict[str, Any]) -> bool:
         """True if a live frame is new to this watcher (not already sent in its backlog)."""
@@ -320,24 +359,23 @@ class Bus:
 
     def _fan_out(self, payload: dict[str, Any]) -> None:
         room, size = payload["room_id"], None
-        for watcher in list(self._watchers):
-            if room in watcher.rooms:
-                size = size_of(payload) if size is None else size
-                self._offer(watcher, payload, size)
-        if payload["type"] == "participant.left":  # in cursor order, on every replica (the relay)
+        for watcher in list(self._followers.get(room, ())):
+            size = size_of(payload) if size is None else size
+            self._offer(watcher, payload, size)
+        if payload["type"] == "participant.left":  # in cursor order, on every replica
             self._remove(room, payload["data"])
 
     def _remove(self, room: str, participant: dict[str, Any]) -> None:
         """The participant's watchers stop following `room` (nothing after its leaving reaches them)
         and are told so; an owner or admin of the organization still sees every room of it."""
         kind, ref = participant.get("kind"), participant.get("id")
-        for watcher in list(self._watchers):
+        for watcher in list(self._followers.get(room, ())):
             who = watcher.principal
             if who is None or who.is_admin or who.id != ref or kind not in who.participant_kinds:
                 continue
-            if watcher.left(room):
-                lost = NotFound(f"no room '{room}': you are no longer one of its participants", "room_id")
-                self._offer(watcher, {"type": "error", "room_id": room, **rest_error_body(lost)})
+            self.unsubscribe(watcher, [room])
+            lost = NotFound(f"no room '{room}': you are no longer one of its participants", "room_id")
+            self._offer(watcher, {"type": "error", "room_id": room, **rest_error_body(lost)})
 
     def _offer(self, watcher: Watcher, payload: dict[str, Any], size: int | None = None) -> bool:
         try:
@@ -345,6 +383,6 @@ class Bus:
             return True
         except anyio.WouldBlock:  # too slow: close it; it reconnects with its cursor
             self._evict(watcher)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self._watchers.discard(watcher)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):  # its reader is gone
+            self._evict(watcher)
         return False

@@ -94,7 +94,7 @@ class Dispatcher:
                 delivery_id = queue.popleft()
                 watch = self._watches.setdefault(delivery_id, DeliveryWatch())
                 try:
-                    await self._handle(delivery_id, watch)
+                    await self._handle(key[0], delivery_id, watch)
                 except Exception:  # a bug here must not stop the room's next messages
                     logger.exception("delivery %s in room %s failed", delivery_id, key[0])
                 finally:
@@ -104,8 +104,8 @@ class Dispatcher:
         finally:
             del self._queues[key]
 
-    async def _handle(self, delivery_id: str, watch: DeliveryWatch) -> None:
-        taken = await self._take(delivery_id)
+    async def _handle(self, room_id: str, delivery_id: str, watch: DeliveryWatch) -> None:
+        taken = await self._take(room_id, delivery_id)
         if taken is None:
             return
         room, message, execution, parent = taken
@@ -124,12 +124,14 @@ class Dispatcher:
         finally:
             if span is not None:
                 span.end()
-            async with self.bus.transaction() as tx:
+            async with self.bus.transaction() as tx:  # no event: it waits for no room
                 row = await tx.session.get(Delivery, delivery_id)
                 if row is not None:
                     row.status = "done"
 
-    async def _take(self, delivery_id: str) -> tuple[Room, RoomMessage, Execution, str | None] | None:
+    async def _take(
+        self, room_id: str, delivery_id: str
+    ) -> tuple[Room, RoomMessage, Execution, str | None] | None:
         """Claim the delivery and start its execution's turn, once it is its agent's next in its room.
 
         Also answers the `traceparent` stored with it (its turn joins that trace). One replica runs it,
@@ -138,9 +140,9 @@ class Dispatcher:
         is being answered (on any replica), this one waits. None when it is not ours to run.
         """
         while True:
-            async with self.bus.transaction() as tx:
+            async with self.bus.transaction(room_id) as tx:
                 delivery = await tx.session.get(Delivery, delivery_id)
-                if delivery is None or delivery.status != "pending":
+                if delivery is None or delivery.status != "pending" or delivery.room_id != room_id:
                     return None
                 claimed = await tx.session.execute(
                     update(Delivery)
@@ -287,8 +289,9 @@ async def recover(rooms: Rooms, failed: dict[str, Task], alive: set[str]) -> int
     """On start and every take-over round: the rows of executions whose tasks the engine failed say
     so, and the deliveries replicas that are gone had queued are queued here (external agents keep
     theirs: they read them over the API). Returns how many were queued."""
+    await executions.follow_tasks(rooms.bus, failed)
     async with rooms.bus.transaction() as tx:
-        pending = await executions.recover(tx, failed, alive, rooms.tasks.runner)
+        pending = await executions.recover(tx, alive, rooms.tasks.runner)
         external = set(
             (await tx.session.scalars(select(AgentRecord.id).where(AgentRecord.is_external.is_(True)))).all()
         )

@@ -16,7 +16,7 @@ from ranch.agents.base import text_of
 from ranch.db.models import Delivery, Execution, now
 from ranch.ids import new_id
 from ranch.rooms import views
-from ranch.rooms.bus import Tx
+from ranch.rooms.bus import Bus, Tx
 from ranch.wire import keys
 from ranch.wire.events import INTERRUPTED
 
@@ -101,14 +101,29 @@ async def fresh(tx: Tx, execution_id: str) -> Execution | None:
     return await tx.session.get(Execution, execution_id)
 
 
-async def recover(tx: Tx, failed: dict[str, Task], alive: set[str], runner: str) -> list[Delivery]:
-    """The room work of replicas that are gone (not in `alive`): rows of the tasks the engine failed
-    (`failed`, by id) say so; deliveries such a replica was running are closed; those it had queued
-    become `runner`'s and are returned to be handled, in order. Deliveries of live replicas are
-    theirs: a replica starting next to them touches none."""
-    rows = (await tx.session.scalars(select(Execution).where(Execution.id.in_(list(failed))))).all()
-    for row in rows:
-        await project(tx, row, failed[row.id])
+async def follow_tasks(bus: Bus, tasks: dict[str, Task]) -> None:
+    """The rows of the executions of `tasks` (by id) follow them: each room's in a transaction of
+    that room, so its events keep the room's order."""
+    if not tasks:
+        return
+    async with bus.sessions() as session:
+        found = await session.execute(
+            select(Execution.id, Execution.room_id).where(Execution.id.in_(list(tasks)))
+        )
+        by_room: dict[str, list[str]] = {}
+        for execution_id, room_id in found.all():
+            by_room.setdefault(room_id, []).append(execution_id)
+    for room_id, ids in by_room.items():
+        async with bus.transaction(room_id) as tx:
+            for row in (await tx.session.scalars(select(Execution).where(Execution.id.in_(ids)))).all():
+                await project(tx, row, tasks[row.id])
+
+
+async def recover(tx: Tx, alive: set[str], runner: str) -> list[Delivery]:
+    """The deliveries of replicas that are gone (not in `alive`): those such a replica was running are
+    closed; those it had queued become `runner`'s and are returned to be handled, in order.
+    Deliveries of live replicas are theirs: a replica starting next to them touches none. (The rows
+    of the tasks the engine failed follow them first: `follow_tasks`.)"""
     orphaned = or_(Delivery.runner.is_(None), Delivery.runner.not_in(alive))
     await tx.session.execute(
         update(Delivery).where(Delivery.status == "running", orphaned).values(status="done"),

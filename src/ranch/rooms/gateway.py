@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 import anyio
 from a2a.types import Message, Task
 from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError
+from sqlalchemy import select
 
 from ranch.agents.base import Event, content_parts
 from ranch.db.models import Execution, Participant, Room
@@ -86,7 +87,7 @@ class Gateway:
         if not parts:
             raise InvalidParamsError("message.parts must hold content to post into a room")
         rooms = self.runtime.rooms
-        async with self.runtime.bus.transaction() as tx:
+        async with self.runtime.bus.transaction(message.context_id) as tx:
             room = await tx.session.get(Room, message.context_id)
             if room is None or room.status != "active":
                 raise InvalidParamsError(f"room '{message.context_id}' is not open")
@@ -130,10 +131,14 @@ class Gateway:
         watcher = bus.watch()
         try:
             async with self.runtime.sessions() as session:
+                room_id = await session.scalar(select(Execution.room_id).where(Execution.id == execution_id))
+            if room_id is None:
+                return
+            await bus.follow(watcher, room_id)  # then its status: a change in between is not missed
+            async with self.runtime.sessions() as session:
                 row = await session.get(Execution, execution_id)
                 if row is None or row.status not in executions.BUSY:
                     return
-                bus.follow(watcher, row.room_id)
             async for payload in watcher.receive:
                 data = payload.get("data") or {}
                 if (

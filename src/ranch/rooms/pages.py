@@ -45,24 +45,26 @@ def fitting(sizes: Sequence[int], max_bytes: int) -> int:
 
 async def event_page(
     session: AsyncSession,
+    room: str,
     after: int,
     *,
-    rooms: Sequence[str] | None = None,
     upto: int | None = None,
     rows: int = PAGE_ROWS,
     max_bytes: int = PAGE_BYTES,
-) -> list[RoomEvent]:
-    """Events after the cursor `after` (of `rooms`, up to the cursor `upto`, if given), oldest first,
-    at most `rows` of them and `max_bytes` of data."""
-    where = [RoomEvent.seq > after]
-    if rooms is not None:
-        where.append(RoomEvent.room_id.in_(list(rooms)))
+) -> tuple[list[RoomEvent], bool]:
+    """The room's events after the cursor `after` (up to the cursor `upto`, if given), oldest first,
+    at most `rows` of them and `max_bytes` of data; and whether more may follow (the page is full in
+    rows or was cut by bytes), so a reader stops without asking for an empty page."""
+    where = [RoomEvent.room_id == room, RoomEvent.cursor > after]
     if upto is not None:
-        where.append(RoomEvent.seq <= upto)
-    sized = select(RoomEvent.seq, json_size(RoomEvent.data)).where(*where).order_by(RoomEvent.seq)
+        where.append(RoomEvent.cursor <= upto)
+    sized = select(RoomEvent.cursor, json_size(RoomEvent.data)).where(*where).order_by(RoomEvent.cursor)
     found = (await session.execute(sized.limit(rows))).all()
-    count = fitting([size for _seq, size in found], max_bytes)
+    count = fitting([size for _cursor, size in found], max_bytes)
     if not count:
-        return []
-    query = select(RoomEvent).where(*where, RoomEvent.seq <= found[count - 1][0]).order_by(RoomEvent.seq)
-    return list((await session.scalars(query)).all())
+        return [], False
+    query = (
+        select(RoomEvent).where(*where, RoomEvent.cursor <= found[count - 1][0]).order_by(RoomEvent.cursor)
+    )
+    page = list((await session.scalars(query)).all())
+    return page, count < len(found) or len(found) == rows

@@ -94,7 +94,7 @@ class Rooms:
         """A room of the caller's organization (`org_id`: ranch itself creating one for an organization)."""
         org = org_id if principal is SYSTEM and org_id is not None else principal.org_id
         room_id = own_id(org, request.id) if request.id else new_id()
-        async with self.bus.transaction() as tx:
+        async with self.bus.transaction(room_id) as tx:
             if await tx.session.get(Room, room_id) is not None:
                 raise Conflict(f"the room id '{room_id}' is taken", "id")
             room = Room(
@@ -142,7 +142,7 @@ class Rooms:
         return rows[:limit], (rows[limit - 1].id if len(rows) > limit else None)
 
     async def update(self, principal: Principal, room_id: str, request: UpdateRoom) -> Room:
-        async with self.bus.transaction() as tx:
+        async with self.bus.transaction(room_id) as tx:
             room = await visible_room(tx.session, principal, room_id)
             if request.given("title"):
                 room.title = request.title
@@ -176,13 +176,13 @@ class Rooms:
     async def add_participant(
         self, principal: Principal, room_id: str, request: AddParticipant
     ) -> ParticipantView:
-        async with self.bus.transaction() as tx:
+        async with self.bus.transaction(room_id) as tx:
             room = await visible_room(tx.session, principal, room_id)
             row = await self._join(tx, room, request, principal, field="id")
             return ParticipantView.of(row, await _name(tx.session, row))
 
     async def remove_participant(self, principal: Principal, room_id: str, kind: str, ref: str) -> None:
-        async with self.bus.transaction() as tx:
+        async with self.bus.transaction(room_id) as tx:
             room = await visible_room(tx.session, principal, room_id)
             row = await _participant(tx.session, room, kind, ref)
             if row is None:
@@ -241,7 +241,7 @@ class Rooms:
         self._check_content(parts, given, metadata, request.thread_id)
         if any(part.WhichOneof("content") != "text" for part in given):
             await self._check_takers(principal, room_id, request, given)
-        async with self.bus.transaction() as tx:
+        async with self.bus.transaction(room_id) as tx:
             room = await visible_room(tx.session, principal, room_id)
             if room.status != RoomStatus.ACTIVE:
                 raise Conflict(f"room '{room_id}' is {room.status}", "room_id")
@@ -458,17 +458,18 @@ class Rooms:
         it; oldest first either way. At most PAGE_BYTES of them (the first always; rooms/pages.py):
         True with them if that bound left rows out."""
         size = message_size() if table is RoomMessage else json_size(RoomEvent.data)
-        order = table.seq if before is None else table.seq.desc()
-        where = [table.room_id == room_id, table.seq > since if before is None else table.seq < before]
+        key = table.seq if table is RoomMessage else RoomEvent.cursor  # a message's seq, an event's cursor
+        order = key if before is None else key.desc()
+        where = [table.room_id == room_id, key > since if before is None else key < before]
         async with self.bus.sessions() as session:
             await visible_room(session, principal, room_id)
-            sizes = select(table.seq, size).where(*where).order_by(order).limit(limit)
+            sizes = select(key, size).where(*where).order_by(order).limit(limit)
             sized = (await session.execute(sizes)).all()
             count = fitting([row_size for _seq, row_size in sized], PAGE_BYTES)
             if not count:
                 return [], False
             edge = sized[count - 1][0]
-            within = table.seq <= edge if before is None else table.seq >= edge
+            within = key <= edge if before is None else key >= edge
             rows = list((await session.scalars(select(table).where(*where, within).order_by(order))).all())
         return (rows if before is None else rows[::-1]), count < len(sized)
 
@@ -532,17 +533,14 @@ class Rooms:
             )  # fmt: skip
         except TaskNotCancelableError:  # its task ended already: the row follows it
             task = await self.tasks.get(row.id, owner)
-        async with self.bus.transaction() as tx:
+        async with self.bus.transaction(row.room_id) as tx:
             fresh = await executions.fresh(tx, row.id)
             if fresh is not None:
                 await executions.project(tx, fresh, task)
 
     async def follow(self, tasks: dict[str, Task]) -> None:
         """Rows of executions whose tasks changed outside a run here (a stopped replica's) follow them."""
-        async with self.bus.transaction() as tx:
-            rows = (await tx.session.scalars(select(Execution).where(Execution.id.in_(list(tasks))))).all()
-            for row in rows:
-                await executions.project(tx, row, tasks[row.id])
+        await executions.follow_tasks(self.bus, tasks)
 
     async def task(self, principal: Principal, execution_id: str, history_length: int | None) -> Task:
         """The execution as an A2A Task (history: what the agent received or wrote)."""

@@ -85,13 +85,13 @@ class RoomSink:
         self, member: str, state: TaskState, status: str, reason: str = "", *, turn: bool = False
     ) -> None:
         """A team member's own execution in the room moves (its task recorded, its row following)."""
-        async with self.bus.transaction() as tx:
+        async with self.bus.transaction(self.room.id) as tx:
             row = await executions.current(tx, self.room.id, member)
         self.member_executions[member] = row.id
         task = await self.rooms.tasks.record(
             row.id, executions.owner(self.room.id), state, reason, context_id=self.room.id, execution=status
         )
-        async with self.bus.transaction() as tx:
+        async with self.bus.transaction(self.room.id) as tx:
             fresh = await executions.fresh(tx, row.id)
             if fresh is not None:
                 await executions.project(tx, fresh, task, turn=turn)
@@ -108,7 +108,7 @@ class RoomSink:
         text = text_of(status_message) or (json.dumps(data[0], ensure_ascii=False) if data else "")
         metadata: dict[str, Any] = {"data": data[0]} if data else {}
         parts = list(status_message.parts)  # the structured call or result stays a data part
-        async with self.bus.transaction() as tx:
+        async with self.bus.transaction(self.room.id) as tx:
             await self._write(tx, self.agent_id, text, parts=parts, kind=kind, metadata=metadata, wake=False)
             if kind == "tool_call" and data:
                 row = await executions.fresh(tx, self.execution.id)
@@ -135,7 +135,7 @@ class RoomSink:
             return
         member = str(hop.get("agent"))
         self.last_member = member
-        async with self.bus.transaction() as tx:
+        async with self.bus.transaction(self.room.id) as tx:
             member_row = await executions.current(tx, self.room.id, member)
             await self.rooms.write(
                 tx,
@@ -174,7 +174,7 @@ class RoomSink:
         state = task.status.state
         reason = text_of(task.status.message) if task.status.HasField("message") else ""
         failed_member: str | None = None
-        async with self.bus.transaction() as tx:
+        async with self.bus.transaction(self.room.id) as tx:
             if run.ending is None and state in UNSUCCESSFUL:
                 failed_member = await self._failed(tx, reason or "the turn failed", task)
             elif run.ending is None and not self.team:  # ready, waiting for input, or done
@@ -199,7 +199,7 @@ class RoomSink:
     async def _ask_approval(self, approval: dict[str, Any], question: str) -> None:
         """The team waits for a person's approval: its question in the room, and an event the page
         answers with Approve / Deny (a message `@team approve` or `@team deny`)."""
-        async with self.bus.transaction() as tx:
+        async with self.bus.transaction(self.room.id) as tx:
             await self._write(
                 tx,
                 self.agent_id,
@@ -257,7 +257,7 @@ async def fail_unstarted(rooms: Rooms, room: Room, execution: Execution, reason:
     task = await rooms.tasks.record(
         execution.id, executions.owner(room.id), FAILED, reason, context_id=room.id, execution="failed"
     )
-    async with rooms.bus.transaction() as tx:
+    async with rooms.bus.transaction(room.id) as tx:
         await rooms.write(
             tx,
             room,
