@@ -12,16 +12,17 @@ import json
 import os
 import sys
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ranch.client import Hub, HubError, Unreachable
-from ranch.client.hub import DEFAULT_URL
+from ranch.cli import DEFAULT_URL
 from ranch.exceptions import RanchError
-from ranch.rooms.views import DeliveryView, EventView, MessageView
 
-Command = Callable[[Hub, argparse.Namespace], Coroutine[Any, Any, int]]
+if TYPE_CHECKING:  # the client loads when a command runs, so `ranch rooms --help` starts at once
+    from ranch.client import DeliveryView, EventView, Hub
+
+    Command = Callable[[Hub, argparse.Namespace], Coroutine[Any, Any, int]]
 
 
 def register(commands: Any) -> None:
@@ -54,6 +55,8 @@ def _command(commands: Any, name: str, help: str, command: Command) -> argparse.
 
 
 async def _run(command: Command, args: argparse.Namespace) -> int:
+    from ranch.client import Hub, HubError, Unreachable
+
     try:
         async with Hub(args.url, args.key, retries=1) as hub:
             return await command(hub, args)
@@ -131,6 +134,8 @@ class Watch:
         self.shown: set[str] = set()
 
     def on(self, event: EventView | DeliveryView) -> None:
+        from ranch.client import DeliveryView
+
         if isinstance(event, DeliveryView):
             return
         if event.type == "message.created" and event.data.get("id") in self.shown:
@@ -156,6 +161,8 @@ class Watch:
         if self.json_lines:
             print(json.dumps({"type": "message", "data": data}, ensure_ascii=False), flush=True)
             return
+        from ranch.client import MessageView
+
         message = MessageView.model_validate(data)
         stamp = message.created_at[11:19]
         kind = "" if message.type == "text" else f" [{message.type}]"

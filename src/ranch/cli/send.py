@@ -27,13 +27,11 @@ from google.protobuf.json_format import MessageToDict
 
 from ranch.agents.base import text_of
 from ranch.agents.fold import state_name
+from ranch.cli import DEFAULT_URL
 from ranch.exceptions import RanchError
 from ranch.ids import random_hex
-from ranch.routing.router import HOP_KEY
-from ranch.wire import client_routing
+from ranch.wire import client_routing, keys
 from ranch.wire.cards import agent_url
-
-DEFAULT_URL = "http://127.0.0.1:8000"
 
 
 def register(commands: Any) -> None:
@@ -144,7 +142,7 @@ class Printer:
 
 
 def _hop(metadata: Any) -> dict[str, Any] | None:
-    data = MessageToDict(metadata).get(HOP_KEY)
+    data = MessageToDict(metadata).get(keys.HOP)
     return data if isinstance(data, dict) else None
 
 
