@@ -221,3 +221,9 @@ async def read_body(reader: asyncio.StreamReader, headers: Mapping[str, str]) ->
             parts.append(chunk)
         return b"".join(parts)
     return await reader.readexactly(int(headers.get("content-length", "0")))
+
+
+def host_load() -> float:
+    """The host's 1-minute load average: beside a table, it tells a quiet run from one that shared
+    the cores with other work."""
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
