@@ -8,6 +8,7 @@ load, a request shape that is now an error). They assert nothing about speed.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -89,6 +90,69 @@ def test_cluster_measures_events_failover_and_workers() -> None:
     (failover,) = rows(output, "Failover")
     assert failover["samples"] == "1" and float(failover["median s"]) > 0
     assert len(rows(output, "SendMessage with `--workers`")) == 2
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(1)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def needs_postgres_and_redis() -> None:
+    for name, port in (("PostgreSQL", 5432), ("Redis", 6379)):
+        if not listening(port):
+            pytest.skip(f"{name} is not listening on 127.0.0.1:{port}")
+
+
+ROOM_OPERATIONS = [
+    "SendMessage to echo",
+    "post, 1 room, 1 writer",
+    "post, 16 rooms, 1 writer each",
+    "post, 1 room, 32 writers",
+    "post, 16 rooms, 32 writers",
+]
+
+
+def posts_answered(table: list[dict[str, str]], rate: str) -> bool:
+    return all(row["errors"] == "0" and float(row[rate].replace(",", "")) > 0 for row in table)
+
+
+def test_rooms_posts_on_sqlite_with_the_cpu_and_room_ratios() -> None:
+    output = run_bench("bench.rooms", "--quick", "--databases", "sqlite", "--no-replicas")
+    table = rows(output, "Room posts, one process")
+    assert [row["operation"] for row in table] == ROOM_OPERATIONS
+    assert posts_answered(table, "req/s"), table
+    spread = table[2]  # 16 rooms, 1 writer each: the ratios beside its rate
+    assert spread["CPU vs SendMessage"].endswith("x") and spread["req/s vs 1 room, 1 writer"].endswith("x")
+    targets = rows(output, "Room targets")
+    assert len(targets) == 2 and all(row["met"] in ("met", "not met") for row in targets)
+
+
+def test_rooms_posts_with_postgres_1ms_away_on_one_and_two_replicas() -> None:
+    needs_postgres_and_redis()
+    output = run_bench("bench.rooms", "--quick", "--databases", "postgres-1ms")
+    assert "through the proxy" in output  # the proxy's round trip, measured
+    table = rows(output, "Room posts, one process")
+    assert [(row["database"], row["operation"]) for row in table] == [
+        ("PostgreSQL 1 ms away", operation) for operation in ROOM_OPERATIONS
+    ]
+    assert posts_answered(table, "req/s"), table
+    pair = rows(output, "Room posts, replicas")
+    assert [row["replicas"][:2] for row in pair] == ["1:", "2:", "2:"] and posts_answered(pair, "posts/s")
+    targets = [row["target"] for row in rows(output, "Room targets")]
+    assert [target.split(",")[0] for target in targets] == [
+        "plain post's server CPU (16 rooms",
+        "posts/s",
+        "posts/s",
+    ]
+    assert "16 rooms vs 1" in targets[1] and "2 replicas vs 1" in targets[2]
+
+
+def test_watchers_of_a_room_each_get_every_post() -> None:
+    output = run_bench("bench.watchers", "--quick")  # 3, then 10 watchers; 2 posts each
+    table = rows(output, "WebSocket watchers of one room")
+    assert [(row["subscribed"], row["got"]) for row in table] == [("3/3", "6/6"), ("10/10", "20/20")]
+    assert "Errors" not in output
 
 
 def test_tracing_compares_off_and_on_with_no_errors() -> None:
