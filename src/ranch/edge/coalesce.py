@@ -5,7 +5,8 @@ calls, and asyncio sends each at once: two `send` system calls for the commonest
 largest single cost of a small request (bench/README.md). Here the protocol's transport gathers
 the writes made in one tick of the event loop and sends them as one, at the end of that tick
 (before the loop waits for anything), so a response costs one system call and nothing waits
-longer than the tick that wrote it. Closing or aborting sends what is gathered first (abort
+longer than the tick that wrote it. A connection upgraded to a WebSocket writes on the plain
+transport. Closing or aborting sends what is gathered first (abort
 drops it, as abort drops the transport's own buffer). `ranch serve` runs with it unless
 `RANCH_COALESCE_WRITES=off`; either way its connections are guarded (`ranch.edge.connections`).
 """
@@ -47,6 +48,15 @@ class GatheredWrites:
         for data in lines:
             self.write(data)
 
+    @property
+    def transport(self) -> asyncio.Transport:
+        """The transport it writes to."""
+        return self._transport
+
+    def flush(self) -> None:
+        """Send what is gathered now."""
+        self._flush()
+
     def _flush(self) -> None:
         pending = self._pending
         if not pending:
@@ -79,6 +89,16 @@ class GatheringHttpToolsProtocol(GuardedHttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(GatheredWrites(transport, asyncio.get_running_loop()))  # type: ignore[arg-type]
+
+    def handle_websocket_upgrade(self) -> None:
+        """A WebSocket writes on the plain transport: its frames are one write each anyway, and a
+        room's fan-out writes to thousands of sockets in one tick, where gathering would only add a
+        callback per socket (bench/README.md, watchers)."""
+        gathered = self.transport
+        if isinstance(gathered, GatheredWrites):
+            gathered.flush()
+            self.transport = gathered.transport
+        super().handle_websocket_upgrade()
 
 
 def http_protocol(limits: ConnectionLimits = ConnectionLimits()) -> dict[str, Any]:  # noqa: B008
