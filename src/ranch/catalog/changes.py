@@ -11,7 +11,8 @@ or a room created on one is usable on all; an agent removed ends the event strea
 listener fell behind, Redis reset) forgets everything it caches, reloads the tables and asks the
 database about every key and agent its open connections hold, ending those that no longer stand;
 while its fan-out is disconnected it asks every DEAF_RECHECK seconds, so a key revoked on another
-replica during a Redis outage still ends this one's connections within about that time.
+replica during a Redis outage still ends this one's connections within about that time (a database
+out as well is logged once, as unavailable, and asked again until it answers).
 In one process (no Redis) nothing is published: the change is applied where it was made.
 """
 
@@ -25,6 +26,7 @@ import anyio
 import orjson
 from anyio.abc import TaskStatus
 
+from ranch.db.engine import unavailable
 from ranch.exceptions import AgentNotFound
 from ranch.fanout import Fanout
 from ranch.fanout.hearing import hear
@@ -100,15 +102,22 @@ class Changes:
 
     async def _recheck_while_deaf(self, fanout: Fanout) -> None:
         """While the fan-out is disconnected, revocations made on other replicas are not heard: ask
-        the database instead, every DEAF_RECHECK seconds, about the keys of the open connections."""
+        the database instead, every DEAF_RECHECK seconds, about the keys of the open connections.
+        A round that fails is logged once, whatever the number of rounds it fails again (`_failed`),
+        and the next round asks again: a database outage ends, and a bug must not end the hub."""
+        failing: type[Exception] | None = None
         while True:
             await anyio.sleep(DEAF_RECHECK)
             if fanout.connected or not self.security.live.key_ids():
                 continue
             try:
                 await self.recheck_live()
-            except Exception:  # the database is out too: the next round, or the catch-up, asks again
-                logger.debug("could not re-check open connections' keys", exc_info=True)
+            except Exception as exc:
+                failing = _failed(exc, failing)
+            else:
+                if failing is not None:
+                    logger.info("open connections' keys are re-checked again")
+                failing = None
 
     async def _catch_up(self) -> None:
         """Whatever was missed: forget what is cached and start again from the database."""
@@ -150,3 +159,18 @@ class Changes:
             await self._resync()
         except Exception:  # the database is busy: the next change, or a restart, tries again
             logger.warning("could not serve the agents table as it is now", exc_info=True)
+
+
+RECHECK = f"re-checking open connections' keys (asked again every {DEAF_RECHECK:g} s)"
+
+
+def _failed(exc: Exception, before: type[Exception] | None) -> type[Exception]:
+    """Log a failed re-check: a database that cannot be used as such (`unavailable`), anything else
+    as the bug it is, with its traceback; a failure of the kind the round before failed with is
+    the same outage (or bug) going on, and is not logged again. The kind of failure now."""
+    if type(exc) is before:
+        logger.debug("re-checking open connections' keys failed again", exc_info=exc)
+        return before
+    if unavailable(exc, RECHECK) is None:
+        logger.error("could not re-check open connections' keys (a bug); trying again", exc_info=exc)
+    return type(exc)

@@ -20,8 +20,10 @@ The rules (docs/errors.md, "Limits"):
 - A message holds at most `max_parts` parts (64).
 - A part's `mediaType` is `type/subtype` of RFC 6838 names, optionally with `; name=value`
   parameters (RFC 9110), and a file's `filename` at most `MAX_FILENAME` characters.
-- A file part's URL is `http://` or `https://` with a host, at most `max_url_length` characters,
-  without whitespace or control characters (a URL is never shown or sent with a line break).
+- A file part's URL is `http://` or `https://` (the scheme in any case, RFC 3986) with a host, at
+  most `max_url_length` characters, without whitespace or control characters (a URL is never shown
+  or sent with a line break). `web_url` is the one scheme check: what a caller may send and what a
+  room stores of an agent's answer never differ.
 - Where ranch itself converts a caller's JSON parts to protobuf (REST), `check_value_keys` walks
   their data and metadata first: protobuf's converters recurse, and too deep fails there.
 - A JSON body or frame is UTF-8 and nests at most `MAX_JSON_DEPTH` levels (`load_json`,
@@ -181,7 +183,7 @@ def check_file_url(url: str, field: str, limits: Limits) -> None:
             "a URL holds no whitespace or control characters",
             field,
         )
-    if not url.startswith(("http://", "https://")):  # lower case, as docs/api.md writes them
+    if not web_url(url):
         raise InvalidInput(f"{field} must be an http:// or https:// URL", field)
     try:
         parsed = urlsplit(url)
@@ -193,8 +195,9 @@ def check_file_url(url: str, field: str, limits: Limits) -> None:
 
 
 def web_url(url: str) -> bool:
-    """Whether `url` is `http://` or `https://`: the only links a message may hold."""
-    return url.lower().startswith(("http://", "https://"))
+    """Whether `url` is `http://` or `https://`: the only links a message may hold. The scheme in
+    any case (`HTTPS://`): RFC 3986 makes it case-insensitive, as browsers and httpx read it."""
+    return url[:8].lower().startswith(("http://", "https://"))
 
 
 def check_id(value: str, field: str, limits: Limits) -> None:
