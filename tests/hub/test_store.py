@@ -12,16 +12,21 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks.database_task_store import DatabaseTaskStore
 from a2a.types import ListTasksRequest, Message, Part, Role, Task, TaskState, TaskStatus
+from a2a.utils.task import ListTasksCursor, encode_list_tasks_cursor
 from hypothesis import given
 from hypothesis import strategies as st
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from _support.fuzzkit import fuzzing
 from ranch.db import migrate
+from ranch.db.engine import open_engine
 from ranch.tasks.store import SqlTaskStore, owner_of
+
+pytestmark = pytest.mark.anyio
 
 STATES = [TaskState.TASK_STATE_WORKING, TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED]
 
@@ -121,3 +126,53 @@ def test_a_task_id_keeps_its_first_owner(tmp_path: Path) -> None:
         await engine.dispose()
 
     anyio.run(scenario)
+
+
+def listing_order(task: Task) -> tuple[bool, int, str]:
+    """ListTasks' order (A2A; the SDK's `ListTasksCursor.sort_key`), descending: timed tasks newest
+    first, ties by id, the untimed ones last."""
+    timed = task.status.HasField("timestamp")
+    return (timed, task.status.timestamp.ToNanoseconds() if timed else 0, task.id)
+
+
+async def test_pages_walk_every_task_once_in_order_on_each_database(database_url: str) -> None:
+    """Keyset pages over tasks that share timestamps and tasks with none, on SQLite and PostgreSQL
+    (which sorts NULL first where SQLite sorts it last): each task once, in ListTasks order, and
+    `totalSize` counts them all on every page; a token made by the SDK's own encoder is taken."""
+    engine = open_engine(database_url)
+    store = SqlTaskStore(engine, owner_of)
+    saved = []
+    for index in range(23):
+        status = TaskStatus(state=STATES[index % 3])
+        if index % 5:  # every fifth has no timestamp; the others share four
+            status.timestamp.FromSeconds(1_700_000_000 + index % 4)
+        saved.append(Task(id=f"t{index:02d}", context_id="c", status=status))
+    for task in saved:
+        await store.save(task, ctx("a/"))
+    await store.save(Task(id="other", context_id="c", status=saved[1].status), ctx("b/"))
+    expected = sorted(saved, key=listing_order, reverse=True)
+
+    for state, wanted in (
+        (None, expected),
+        (STATES[1], [task for task in expected if task.status.state == STATES[1]]),
+    ):
+        walked: list[str] = []
+        page = await store.list(ListTasksRequest(page_size=4, status=state), ctx("a/"))
+        for _ in range(20):
+            assert page.total_size == len(wanted)
+            walked += [task.id for task in page.tasks]
+            if not page.next_page_token:
+                break
+            request = ListTasksRequest(page_size=4, page_token=page.next_page_token, status=state)
+            page = await store.list(request, ctx("a/"))
+        assert walked == [task.id for task in wanted], state
+
+    last_timed = [task for task in expected if task.status.HasField("timestamp")][-1]
+    token = encode_list_tasks_cursor(
+        ListTasksCursor(last_timed.status.timestamp.ToNanoseconds(), last_timed.id)
+    )
+    after = await store.list(ListTasksRequest(page_size=50, page_token=token), ctx("a/"))
+    assert [task.id for task in after.tasks] == [
+        task.id for task in expected if not task.status.HasField("timestamp")
+    ]
+    await engine.dispose()

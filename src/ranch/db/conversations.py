@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import Table, and_, select
+from sqlalchemy import Select, Table, and_, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ranch.db.group_commit import CommitGroup, GroupWriter
@@ -54,12 +54,11 @@ class ConversationStore:
         """One process alone: learn which conversations are stored (their keys, read once)."""
         if self.shared:
             return
-        table = team_conversations.c
         stored: set[int] = set()
         async with self.engine.connect() as connection:
-            rows = await connection.stream(select(table.team_id, table.owner, table.context_id))
-            async for team_id, owner, context_id in rows:
-                stored.add(hash((team_id, owner, context_id)))
+            result = await connection.stream(stored_keys())
+            async for rows in result.partitions():  # row by row cost 4x the CPU at start
+                stored.update(hash((team_id, owner, context_id)) for team_id, owner, context_id in rows)
         self._stored = stored
 
     def may_hold(self, team_id: str, owner: str, context_id: str) -> bool:
@@ -114,6 +113,16 @@ class ConversationStore:
         row = {"agent_id": agent_id, "owner": owner, "context_id": context_id}
         ids = {"remote_context_id": remote_context_id, "waiting_task_id": waiting_task_id}
         await self._sessions.write({**row, **ids, "updated_at": time.time()})
+
+
+KEYS_PER_READ = 10_000
+"""Stored conversations' keys read at a time at start: a bounded batch, not one row per round trip."""
+
+
+def stored_keys() -> Select[str, str, str]:
+    """Every stored conversation's key, read once at start by a process that runs alone."""
+    table = team_conversations.c
+    return select(table.team_id, table.owner, table.context_id).execution_options(yield_per=KEYS_PER_READ)
 
 
 def _upsert(insert: Callable[[Any], Any], table: Table, changes: tuple[str, ...]) -> Any:

@@ -27,6 +27,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -349,11 +350,20 @@ ranch_tasks = Table(
     Column("body", LargeBinary, nullable=False),
     Column("runner", String(64), nullable=True),
     Index("ranch_tasks_owner_updated", "owner", "updated_ns", "id"),
-    Index("ranch_tasks_owner_context", "owner", "context_id"),
+    Index("ranch_tasks_owner_context_updated", "owner", "context_id", "updated_ns", "id"),
+    Index("ranch_tasks_owner_state_updated", "owner", "state", "updated_ns", "id"),
+    Index(
+        "ranch_tasks_runner",
+        "runner",
+        sqlite_where=text("runner IS NOT NULL"),
+        postgresql_where=text("runner IS NOT NULL"),
+    ),
 )
 """A2A tasks (and room executions): the task's protobuf encoding, what ListTasks filters on, and
 `runner`: the process driving it while it is SUBMITTED or WORKING (NULL when none of ours is:
-it ended, waits for input, or waits on an external agent)."""
+it ended, waits for input, or waits on an external agent). Each ListTasks filter has an index that
+ends in (updated_ns, id), its order; the runner index holds only the driven tasks (the take-over
+loop's read)."""
 
 push_configs = Table(
     "ranch_push_configs",

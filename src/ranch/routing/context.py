@@ -178,10 +178,12 @@ class Conversations:
     def get(self, owner: str, context_id: str) -> Conversation:
         """The conversation of `owner` on `context_id`, created on first use, now the most recent."""
         key = (owner, context_id)
-        conversation = self._items.pop(key, None)
+        conversation = self._items.get(key)
         if conversation is None:
             conversation = Conversation(max_bytes=self.per_conversation, resized=self._resized)
-        self._items[key] = conversation
+            self._items[key] = conversation
+        else:
+            self._items.move_to_end(key)
         self._evict()
         return conversation
 
@@ -200,15 +202,18 @@ class Conversations:
             self._evict()
 
     def _evict(self) -> None:
-        if len(self._items) <= self.max_count and self.size <= self.max_bytes:
-            return
-        for key in list(self._items):
-            if len(self._items) <= self.max_count and self.size <= self.max_bytes:
+        """Drop the least recently used until within bounds, each in O(1): the cost of a turn must not
+        grow with the conversations held. One in the middle of a turn is in use: it moves to the
+        newest end instead of going (at most one pass, so all of them in use ends the loop)."""
+        passed = 0
+        while len(self._items) > self.max_count or self.size > self.max_bytes:
+            if passed >= len(self._items):
                 return
-            conversation = self._items[key]
+            key, conversation = self._items.popitem(last=False)
             if conversation.lock.locked():
+                self._items[key] = conversation
+                passed += 1
                 continue
-            del self._items[key]
             conversation.resized = None
             self.size -= conversation.size
 

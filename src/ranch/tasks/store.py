@@ -22,14 +22,7 @@ from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
 from a2a.utils.errors import InvalidParamsError
 from a2a.utils.task import ListTasksCursor, decode_list_tasks_cursor, encode_list_tasks_cursor
 from google.protobuf.timestamp_pb2 import Timestamp
-from sqlalchemy import (
-    and_,
-    case,
-    func,
-    or_,
-    select,
-    update,
-)
+from sqlalchemy import Select, and_, func, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ranch.db.group_commit import CommitGroup, GroupWriter
@@ -77,11 +70,8 @@ class SqlTaskStore(TaskStore):
         await self._writer.write(row)
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
-        query = select(tasks.c.body).where(
-            and_(tasks.c.id == task_id, tasks.c.owner == self.owner_of(context))
-        )
         async with self.engine.connect() as connection:
-            body = (await connection.execute(query)).scalar_one_or_none()
+            body = (await connection.execute(get_query(task_id, self.owner_of(context)))).scalar_one_or_none()
         return None if body is None else Task.FromString(body)
 
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
@@ -95,26 +85,18 @@ class SqlTaskStore(TaskStore):
 
         `exclude` leaves out tasks by id: the task core lists its running tasks from memory.
         """
-        where = [tasks.c.owner == self.owner_of(context)]
-        if params.context_id:
-            where.append(tasks.c.context_id == params.context_id)
-        if params.status:
-            where.append(tasks.c.state == TaskState.Name(params.status))
-        if params.HasField("status_timestamp_after"):
-            where.append(tasks.c.updated_ns >= after_ns(params.status_timestamp_after))
-        if exclude:
-            where.append(tasks.c.id.not_in(list(exclude)))
-        order = (
-            case((tasks.c.updated_ns.is_(None), 1), else_=0),
-            tasks.c.updated_ns.desc(),
-            tasks.c.id.desc(),
-        )
-        page = select(tasks.c.body).where(*where)
-        if params.page_token:
-            page = page.where(_after(decode_cursor(params.page_token)))
+        where = list_filters(params, self.owner_of(context), exclude)
+        cursor = decode_cursor(params.page_token) if params.page_token else None
+        limit = page_size_of(params) + 1
         async with self.engine.connect() as connection:
-            total = (await connection.execute(select(func.count()).where(*where))).scalar_one()
-            rows = (await connection.execute(page.order_by(*order).limit(page_size_of(params) + 1))).all()
+            rows: list[Any] = []
+            for query in page_queries(where, cursor):
+                rows += (await connection.execute(query.limit(limit - len(rows)))).all()
+                if len(rows) >= limit:
+                    break
+            total = len(rows)  # a first page that holds every match has counted them
+            if cursor is not None or total >= limit:
+                total = (await connection.execute(count_query(where))).scalar_one()
         return [Task.FromString(row.body) for row in rows], total
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
@@ -130,11 +112,9 @@ class SqlTaskStore(TaskStore):
 
     async def orphaned(self, states: Sequence[str], alive: Collection[str]) -> Sequence[tuple[str, str, str]]:
         """(task id, owner, runner) of every stored task in one of `states` whose runner is not `alive`."""
-        query = select(tasks.c.id, tasks.c.owner, tasks.c.runner).where(
-            tasks.c.state.in_(states), tasks.c.runner.is_not(None), tasks.c.runner.not_in(list(alive))
-        )
         async with self.engine.connect() as connection:
-            return [(row.id, row.owner, row.runner) for row in await connection.execute(query)]
+            rows = await connection.execute(orphaned_query(states, alive))
+            return [(row.id, row.owner, row.runner) for row in rows]
 
     async def claim(self, task_id: str, runner: str, by: str) -> bool:
         """Take a task over from `runner`: True for the one replica whose claim succeeded."""
@@ -202,12 +182,57 @@ def page_response(rows: Sequence[Task], total: int, params: ListTasksRequest) ->
     return ListTasksResponse(tasks=page, next_page_token=token, page_size=page_size, total_size=total)
 
 
-def _after(cursor: ListTasksCursor) -> Any:
-    """Rows strictly after `cursor` in the order (timestamp desc, id desc), untimed rows last."""
-    if cursor.timestamp_ns is None:
-        return and_(tasks.c.updated_ns.is_(None), tasks.c.id < cursor.task_id)
-    return or_(
-        tasks.c.updated_ns < cursor.timestamp_ns,
-        and_(tasks.c.updated_ns == cursor.timestamp_ns, tasks.c.id < cursor.task_id),
-        tasks.c.updated_ns.is_(None),
+# -- the statements of the reads, by name: tests/db/test_query_plans.py checks each one's plan ----------
+
+
+def get_query(task_id: str, owner: str) -> Select[bytes]:
+    """GetTask: one task by its id (the primary key), if `owner`'s."""
+    return select(tasks.c.body).where(tasks.c.id == task_id, tasks.c.owner == owner)
+
+
+def list_filters(params: ListTasksRequest, owner: str, exclude: Collection[str] = ()) -> list[Any]:
+    """What a stored task must match to be listed; each filter is led by an index (owner, then
+    context or status, then the status timestamp: migration 0013)."""
+    where = [tasks.c.owner == owner]
+    if params.context_id:
+        where.append(tasks.c.context_id == params.context_id)
+    if params.status:
+        where.append(tasks.c.state == TaskState.Name(params.status))
+    if params.HasField("status_timestamp_after"):
+        where.append(tasks.c.updated_ns >= after_ns(params.status_timestamp_after))
+    if exclude:
+        where.append(tasks.c.id.not_in(list(exclude)))
+    return where
+
+
+def count_query(where: Sequence[Any]) -> Select[int]:
+    """`totalSize`, which A2A requires on every page: counted on the index that leads `where`,
+    without reading a task's body."""
+    return select(func.count()).select_from(tasks).where(*where)
+
+
+def page_queries(where: Sequence[Any], cursor: ListTasksCursor | None) -> list[Select[Any]]:
+    """The page after `cursor` as keyset reads on an index, in ListTasks order: the timed tasks by
+    (timestamp, id) descending, then the untimed ones by id descending. Each read walks the index
+    from the cursor on, so a page costs the same however many tasks come before or after it (a
+    `CASE` in the ORDER BY, for the untimed ones last, sorted every match on every call)."""
+    timed = select(tasks.c.body).where(*where, tasks.c.updated_ns.is_not(None))
+    untimed = select(tasks.c.body).where(*where, tasks.c.updated_ns.is_(None))
+    if cursor is not None and cursor.timestamp_ns is None:
+        reads = [untimed.where(tasks.c.id < cursor.task_id)]
+    elif cursor is not None:
+        position = tuple_(tasks.c.updated_ns, tasks.c.id) < tuple_(cursor.timestamp_ns, cursor.task_id)
+        reads = [timed.where(position), untimed]
+    else:
+        reads = [timed, untimed]
+    # the untimed ones too in the index's own order: PostgreSQL sees no other way to give them by id
+    return [read.order_by(tasks.c.updated_ns.desc(), tasks.c.id.desc()) for read in reads]
+
+
+def orphaned_query(states: Sequence[str], alive: Collection[str]) -> Select[str, str, str]:
+    """The take-over loop's read (every half lease): tasks driven by a replica not in `alive`. It
+    reads the partial index of driven tasks (`runner IS NOT NULL`), not the table: a finished task
+    has no runner, so the cost follows the work in flight, not the tasks stored."""
+    return select(tasks.c.id, tasks.c.owner, tasks.c.runner).where(
+        tasks.c.runner.is_not(None), tasks.c.runner.not_in(list(alive)), tasks.c.state.in_(states)
     )
