@@ -307,6 +307,7 @@ class Delivery(Base):
     __table_args__ = (
         Index("deliveries_agent_status", "agent_id", "status", "message_seq"),
         Index("deliveries_room_agent", "room_id", "agent_id", "message_seq"),
+        Index("deliveries_room_agent_status", "room_id", "agent_id", "status", "message_seq"),
         Index("deliveries_status_runner", "status", "runner"),
     )
 

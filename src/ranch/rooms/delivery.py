@@ -20,7 +20,7 @@ from a2a.types import Message, Part, Role, Task
 from a2a.utils.errors import A2AError
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
-from sqlalchemy import Select, and_, or_, select, update
+from sqlalchemy import ColumnElement, or_, select, update
 from sqlalchemy.orm import aliased
 
 from ranch.agents.base import Agent, AgentInfo, Call, Event
@@ -149,7 +149,7 @@ class Dispatcher:
                     .where(
                         Delivery.id == delivery_id,
                         Delivery.status == "pending",
-                        ~_ahead_of(delivery).exists(),
+                        ~_ahead_of(delivery),
                     )
                     .values(status="running", runner=self.rooms.tasks.runner),
                     execution_options={"synchronize_session": False},
@@ -249,23 +249,17 @@ class Dispatcher:
         return incoming
 
 
-def _ahead_of(delivery: Delivery) -> Select[str]:
-    """The deliveries of the same agent in the same room that go before this one: being answered,
-    or waiting with an earlier message."""
+def _ahead_of(delivery: Delivery) -> ColumnElement[bool]:
+    """Whether a delivery of the same agent in the same room goes before this one: being answered,
+    or waiting with an earlier message. Two lookups on the (room, agent, status, message) index, so
+    the room's past deliveries (all done) are never read."""
     other = aliased(Delivery)
-    return (
-        select(other.id)
-        .where(
-            other.room_id == delivery.room_id,
-            other.agent_id == delivery.agent_id,
-            other.id != delivery.id,
-            or_(
-                other.status == "running",
-                and_(other.status == "pending", other.message_seq < delivery.message_seq),
-            ),
-        )
-        .limit(1)
+    mine = (other.room_id == delivery.room_id, other.agent_id == delivery.agent_id, other.id != delivery.id)
+    running = select(other.id).where(*mine, other.status == "running")
+    earlier = select(other.id).where(
+        *mine, other.status == "pending", other.message_seq < delivery.message_seq
     )
+    return or_(running.exists(), earlier.exists())
 
 
 def _taken(agent: Agent, info: AgentInfo, message: RoomMessage, agent_id: str) -> list[Part]:
