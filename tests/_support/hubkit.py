@@ -131,7 +131,15 @@ class Live:
         return frame
 
     def subscribe(self, rooms: list[str], cursor: int = 0) -> dict[str, Any]:
+        """The deprecated form: a list of rooms, one cursor for them all (still served until 0.2.0)."""
         self.send({"type": "subscribe", "rooms": rooms, "cursor": cursor})
+        frame = self.recv()
+        assert frame["type"] == "subscribed", frame
+        return frame
+
+    def subscribe_from(self, cursors: dict[str, int]) -> dict[str, Any]:
+        """Each room after its own cursor (room id -> the last cursor seen there); the `subscribed` frame."""
+        self.send({"type": "subscribe", "rooms": cursors})
         frame = self.recv()
         assert frame["type"] == "subscribed", frame
         return frame

@@ -234,7 +234,7 @@ def test_the_public_names_are_listed_sorted_and_all_exist() -> None:
     assert issubclass(ranch.client.UnsupportedContent, ranch.client.HubError)
 
 
-def test_an_event_at_or_before_the_cursor_and_a_delivery_seen_are_not_yielded_again() -> None:
+def test_an_event_at_or_before_its_rooms_cursor_and_a_delivery_seen_are_not_yielded_again() -> None:
     """The stream's own rule, whatever the hub sends (a relay replaying, a delivery sent again)."""
     from ranch.client import EventStream
 
@@ -242,7 +242,10 @@ def test_an_event_at_or_before_the_cursor_and_a_delivery_seen_are_not_yielded_ag
     event: dict[str, Any] = {"type": "message.created", "room_id": "r", "at": None, "data": {}}
     assert stream._event({**event, "cursor": 5}) is None
     assert stream._event({**event, "cursor": 6}) is not None
-    assert stream._event({**event, "cursor": 6}) is None and stream.cursor == 6
+    assert stream._event({**event, "cursor": 6}) is None and stream.cursors == {"r": 6}
+    other = {**event, "room_id": "s", "cursor": 1}  # another room counts its own events
+    assert stream._event(other) is not None and stream._event(other) is None
+    assert stream.cursors == {"r": 6, "s": 1}
     assert stream._event({"type": "message.delta", "room_id": "r", "cursor": None, "data": {}}) is not None
     message = {"id": "m", "cursor": 1, "room_id": "r", "type": "text", "sender": {"kind": "user", "id": "u"},
                "text": "hi", "mentions": [], "metadata": {}, "thread_id": None, "execution_id": None,

@@ -307,9 +307,13 @@ def test_the_page_reconnects_with_its_last_cursor_and_misses_nothing(page: Page,
     with httpx.Client(base_url=hub.url, headers={"X-API-Key": DEMO_KEY}, trust_env=False) as client:
         response = client.post("/api/v1/rooms/demo/messages", json={"text": f"posted while away: {subject}"})
         assert response.status_code == 201, response.text
+        newest = client.get("/api/v1/rooms/demo/events", params={"before": 2**63 - 1, "limit": 50}).json()
+    posted = next(e["cursor"] for e in newest["items"] if subject in str(e["data"].get("text")))
 
     expect(page.locator("#live-status")).to_have_text("Live")
     expect(page.get_by_role("log").locator(".msg").filter(has_text=subject)).to_have_count(1)
+    cursors = page.evaluate("window.ranchLive.cursors")  # the room's own cursor, where a reconnect resumes
+    assert list(cursors) == ["demo"] and cursors["demo"] >= posted
 
 
 def live_demo_room(page: Page) -> WebSocketRoute:

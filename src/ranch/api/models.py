@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, computed_field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    computed_field,
+    model_validator,
+)
 
 from ranch.db.models import AgentKind, AgentRecord, Role, Visibility
 from ranch.policy.fields import Body, Count, Label, Name, Ref, Slug, UrlPrefix, plain
@@ -100,11 +109,34 @@ class TaskQuery(Query):
 # -- WebSocket frames ----------------------------------------------------------------------------------
 
 
+def _rooms_form(value: Any) -> str:
+    return "list" if isinstance(value, list) else "cursors"
+
+
+def _some_rooms(rooms: dict[str, int] | list[str]) -> dict[str, int] | list[str]:
+    if not rooms:
+        raise ValueError("name at least one room")
+    return rooms
+
+
+RoomCursors = Annotated[
+    Annotated[dict[Ref, Count], Tag("cursors")] | Annotated[list[Ref], Tag("list")],
+    Discriminator(_rooms_form),
+    AfterValidator(_some_rooms),
+]
+"""Room id -> the cursor of the last event of that room the client has (0: none); or (deprecated)
+a list of room ids that share one `cursor`."""
+
+
 class Subscribe(Body):
+    """`{"type": "subscribe", "rooms": {"demo": 41, "ops": 0}}`: replay each room's events after its
+    own cursor, then send live ones. The older form, a list of rooms and one `cursor` for them all,
+    is deprecated (docs/api.md)."""
+
     type: Literal["subscribe"]
-    rooms: Annotated[list[Ref], Field(min_length=1)]
-    cursor: Count = 0
-    """Replay the events after this cursor, then send live ones."""
+    rooms: RoomCursors
+    cursor: Count | None = None
+    """Only with a list of `rooms` (deprecated): the cursor of each of them (default 0)."""
 
 
 class Unsubscribe(Body):

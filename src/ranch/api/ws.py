@@ -1,14 +1,19 @@
-"""WebSocket /api/v1/ws: subscribe to rooms, replay from a cursor, then live events.
+"""WebSocket /api/v1/ws: subscribe to rooms, replay each from its cursor, then live events.
 
-One task reads the client's frames (subscribe, unsubscribe, ack, ping), one
-writes the watcher's queue to the socket; either ending closes both. An agent
-key also receives its unacknowledged deliveries on connect and new ones live.
-A connection never just drops: a binary frame gets an error frame and a close
-with 1003, an unexpected failure an error frame and a close with 1011.
+One task writes the watcher's frames to the socket, a second reads the client's frames (subscribe,
+unsubscribe, ack, ping); either ending ends both. An event goes out as the text the bus encoded
+once for every watcher of its room (rooms/watchers.py). An agent key also receives its
+unacknowledged deliveries on connect and new ones live. A connection never just drops: a binary
+frame gets an error frame and a close with 1003, an unexpected failure an error frame and a close
+with 1011, a client too slow for its events a close with 1013 (it resumes from its cursors).
+
+`subscribe` takes a cursor per room (`{"rooms": {"demo": 41}}`); the older form, a list of rooms
+and one `cursor` for them all, still works until ranch 0.2.0 and is answered with a deprecation note.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
@@ -16,6 +21,7 @@ from functools import partial
 from typing import Any, NoReturn, assert_never, cast
 
 import anyio
+import orjson
 from pydantic import TypeAdapter
 from sqlalchemy import select
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -26,6 +32,7 @@ from ranch.api.models import Ack, Delta, Frame, Ping, Subscribe, Unsubscribe
 from ranch.api.services import ApiServices
 from ranch.db.engine import unavailable
 from ranch.db.models import Execution
+from ranch.deprecation import RanchDeprecationWarning, deprecation_message, warn_deprecated
 from ranch.edge.guards import caller_key
 from ranch.exceptions import (
     Conflict,
@@ -40,14 +47,15 @@ from ranch.identity.principal import Principal
 from ranch.observe import metrics
 from ranch.policy.limits import load_json
 from ranch.rooms.access import visible_room
+from ranch.rooms.bus import Bus
 from ranch.rooms.executions import FINAL
 from ranch.rooms.runtime import RoomsRuntime
-from ranch.rooms.watchers import Watcher
+from ranch.rooms.watchers import Outgoing, Watcher, encoded, note
 
 MAX_ROOMS = 100
 """Rooms one connection may watch."""
 SUBSCRIBE = "ranch.subscribe"
-"""Internal frame: the reader asks the writer to replay and start a room (never sent)."""
+"""Internal frame: the reader asks the writer to replay and start rooms (never sent)."""
 CLOSE = "ranch.close"
 """Internal frame: the reader asks the writer to close the socket with `code` (never sent)."""
 CLOSE_WAIT_S = 5.0
@@ -55,7 +63,11 @@ CLOSE_WAIT_S = 5.0
 UNSUPPORTED_DATA = 1003
 UNAUTHENTICATED = 4401
 INTERNAL_ERROR = 1011
+TRY_AGAIN_LATER = 1013
 FRAMES: TypeAdapter[Frame] = TypeAdapter(cast(Any, Frame))  # an Annotated union
+OLD_SUBSCRIBE = "the WebSocket subscribe frame with a list of rooms and one cursor"
+NEW_SUBSCRIBE = 'a cursor per room, {"type": "subscribe", "rooms": {"<room id>": <cursor>}}'
+DEPRECATED_SINCE, REMOVED_IN = "0.1.0", "0.2.0"
 logger = logging.getLogger(__name__)
 
 
@@ -74,29 +86,39 @@ async def serve(websocket: WebSocket, services: ApiServices) -> None:
         known = await services.security.keys.fresh_key(websocket)
     except RanchError as exc:
         await websocket.accept()
-        await websocket.send_json({"type": "error", **errors.body(exc)})
+        await _send_json(websocket, _error_frame(exc))
         if isinstance(exc, RateLimited):  # too many refused keys from this address
             await websocket.close(code=4429, reason="too many failed authentications")
         else:
             await websocket.close(code=4401, reason="unauthenticated")
         return
-    await websocket.accept()
+    except Exception as exc:  # the key could not be looked up: the database (or its pool) is busy
+        failure = unavailable(exc, "the key of a WebSocket")
+        if failure is None:
+            raise
+        await websocket.accept()
+        await _send_json(websocket, _error_frame(failure))
+        await websocket.close(code=TRY_AGAIN_LATER, reason="the database is unavailable; try again")
+        return
     principal = known.principal
     watcher = runtime.bus.watch(principal.id if principal.kind == "agent" else None, principal)
+    # registered before the accept: a key revoked from the lookup on ends this connection too
     live = services.security.live.open(known.key_id, known.expires_at, partial(_key_ended, watcher))
     metrics.websockets(+1)
     try:
+        await websocket.accept()
+        if watcher.ended is not None:  # revoked (or expired) while the connection was accepted
+            await _refuse(websocket, watcher.ended)
+            return
         if principal.kind == "agent":
             async for page in pending_pages(runtime.sessions, principal.id):
                 for delivery in page:
-                    await websocket.send_json(delivery.model_dump(mode="json"))
-        async with anyio.create_task_group() as group:
-            group.start_soon(_write, websocket, runtime, watcher, group.cancel_scope)
-            await _read(websocket, services, principal, watcher)
-            group.cancel_scope.cancel()
+                    if watcher.ended is None:
+                        await _send(websocket, delivery.model_dump_json())
+        await _converse(websocket, services, principal, watcher)
     except WebSocketDisconnect:
         pass
-    except Exception as exc:  # the reader and the writer handle their own; this is the rest
+    except Exception as exc:  # the reader and the writer end the socket themselves; this is the rest
         logger.exception("a WebSocket connection of %s:%s failed", principal.kind, principal.id)
         await _fail(websocket, exc)
     finally:
@@ -106,11 +128,31 @@ async def serve(websocket: WebSocket, services: ApiServices) -> None:
 
 
 def _key_ended(watcher: Watcher, reason: Unauthorized) -> None:
-    """The key was revoked or expired: the writer sends nothing more but `reason`, then closes 4401
-    (woken by a frame, or at its next one when the queue is full)."""
-    watcher.ended = reason
-    with contextlib.suppress(anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
-        watcher.send.send_nowait({"type": CLOSE, "code": UNAUTHENTICATED, "reason": "unauthenticated"})
+    """The key was revoked or expired: the writer sends nothing more but `reason`, then closes 4401."""
+    watcher.end(reason)
+
+
+async def _converse(
+    websocket: WebSocket, services: ApiServices, principal: Principal, watcher: Watcher
+) -> None:
+    """Write the watcher's frames here while a second task reads the client's; either ending ends
+    both. The reader is a plain task this connection owns (cancelled and awaited here): anyio's task
+    group would cost an idle watcher about 6 KiB more."""
+    reader = asyncio.ensure_future(_read(websocket, services, principal, watcher))
+    reader.add_done_callback(lambda _reader: watcher.close())  # the client left, or asked to close
+    try:
+        await _write(websocket, services.runtime(), watcher)
+    finally:
+        reader.cancel()
+        await asyncio.wait([reader])
+        failure = None if reader.cancelled() else reader.exception()
+    with anyio.move_on_after(CLOSE_WAIT_S, shield=True):  # a client reading nothing never takes it
+        if watcher.ended is not None:
+            await _refuse(websocket, watcher.ended)
+        elif watcher.fell_behind:
+            await _close(websocket, TRY_AGAIN_LATER, "fell behind; reconnect with your last cursors")
+    if failure is not None:
+        raise failure
 
 
 async def _read(websocket: WebSocket, services: ApiServices, principal: Principal, watcher: Watcher) -> None:
@@ -123,14 +165,13 @@ async def _read(websocket: WebSocket, services: ApiServices, principal: Principa
         raw = message.get("text")
         if raw is None:
             refused = InvalidInput("frames must be text (JSON); binary frames are not accepted", "frame")
-            await _close_after(watcher, refused, UNSUPPORTED_DATA, "binary frames are not accepted")
+            await _close_after(runtime, watcher, refused, UNSUPPORTED_DATA, "binary frames are not accepted")
         try:
             await services.security.keys(websocket)  # a key revoked or expired since connecting ends it here
         except RateLimited:
             pass  # the address's refused-keys budget is spent (by others): this key was valid; go on
         except Unauthorized as exc:
-            await websocket.send_json({"type": "error", **errors.body(exc)})
-            await websocket.close(code=UNAUTHENTICATED, reason="unauthenticated")
+            watcher.end(exc)
             return
         try:
             key, decision = await services.rates.admit(caller_key(principal), "")
@@ -140,33 +181,34 @@ async def _read(websocket: WebSocket, services: ApiServices, principal: Principa
                 raise PayloadTooLarge(len(raw), limit, "frame")
             reply = await _handle(runtime, principal, watcher, raw)
         except RanchError as exc:
-            reply = _error_frame(exc)
+            reply = encoded(_error_frame(exc))
         except Exception as exc:
             failure = unavailable(exc, f"a WebSocket frame of {principal.kind}:{principal.id}")
             if failure is None:
                 logger.exception("a WebSocket frame of %s:%s failed", principal.kind, principal.id)
-                await _close_after(watcher, exc, INTERNAL_ERROR, "internal error")
-            reply = _error_frame(failure)  # the database is unavailable: the frame failed, the socket stays
-        if reply is not None:
-            await watcher.send.send(reply)
+                await _close_after(runtime, watcher, exc, INTERNAL_ERROR, "internal error")
+            # the database is unavailable: the frame failed, the socket stays
+            reply = encoded(_error_frame(failure))
+        if reply is not None and not runtime.bus.reply(watcher, reply):
+            return  # too far behind to be answered: the writer closes it (1013)
 
 
 def _error_frame(exc: BaseException) -> dict[str, Any]:
     return {"type": "error", **errors.body(exc)}
 
 
-async def _close_after(watcher: Watcher, exc: BaseException, code: int, reason: str) -> NoReturn:
+async def _close_after(
+    runtime: RoomsRuntime, watcher: Watcher, exc: BaseException, code: int, reason: str
+) -> NoReturn:
     """Have the writer send the error frame for `exc`, then close with `code`; this task waits to
     be cancelled as the connection ends (sending both here would race the writer)."""
-    await watcher.send.send(_error_frame(exc))
-    await watcher.send.send({"type": CLOSE, "code": code, "reason": reason})
+    runtime.bus.reply(watcher, encoded(_error_frame(exc)))
+    runtime.bus.reply(watcher, note({"type": CLOSE, "code": code, "reason": reason}))
     await anyio.sleep_forever()
     raise AssertionError("unreachable: the writer ends the connection")
 
 
-async def _handle(
-    runtime: RoomsRuntime, principal: Principal, watcher: Watcher, raw: str
-) -> dict[str, Any] | None:
+async def _handle(runtime: RoomsRuntime, principal: Principal, watcher: Watcher, raw: str) -> Outgoing | None:
     try:
         value = load_json(raw)
     except ValueError as exc:  # not JSON, or nested too deep
@@ -176,19 +218,13 @@ async def _handle(
     frame = errors.parsed(FRAMES, value)
     match frame:
         case Ping():
-            return {"type": "pong"}
-        case Subscribe():
-            rooms = list(dict.fromkeys(frame.rooms))
-            if len(set(watcher.rooms) | set(rooms)) > MAX_ROOMS:
-                raise InvalidInput(f"at most {MAX_ROOMS} rooms per connection", "rooms")
-            async with runtime.sessions() as session:
-                for room in rooms:
-                    await visible_room(session, principal, room)
-            return {"type": SUBSCRIBE, "rooms": rooms, "cursor": frame.cursor}  # the writer replays, in order
+            return encoded({"type": "pong"})
+        case Subscribe():  # the writer replays, in order with the frames before it
+            return note(await _subscription(runtime, principal, watcher, frame))
         case Unsubscribe():
             rooms = list(dict.fromkeys(frame.rooms))
             runtime.bus.unsubscribe(watcher, rooms)
-            return {"type": "unsubscribed", "rooms": rooms}
+            return encoded({"type": "unsubscribed", "rooms": rooms})
         case Delta():
             await _delta(runtime, principal, frame)
             return None
@@ -196,9 +232,40 @@ async def _handle(
             if principal.kind != "agent":
                 raise NotFound(f"no delivery '{frame.delivery_id}'", "delivery_id")
             await acknowledge(runtime.sessions, principal, frame.delivery_id)
-            return {"type": "acked", "delivery_id": frame.delivery_id}
+            return encoded({"type": "acked", "delivery_id": frame.delivery_id})
         case _:
             assert_never(frame)
+
+
+async def _subscription(
+    runtime: RoomsRuntime, principal: Principal, watcher: Watcher, frame: Subscribe
+) -> dict[str, Any]:
+    """The writer's note for a `subscribe`: each room's cursor, checked (the rooms exist, the
+    caller sees them, at most MAX_ROOMS on the connection); the old form's, with its note."""
+    asked: dict[str, Any] = {"type": SUBSCRIBE}
+    if isinstance(frame.rooms, dict):
+        if frame.cursor is not None:
+            raise InvalidInput(
+                "give each room's cursor in rooms; cursor goes only with a list of rooms", "cursor"
+            )
+        cursors = frame.rooms
+    else:  # the deprecated form: one cursor for every room listed
+        cursors = dict.fromkeys(frame.rooms, frame.cursor or 0)
+        asked.update(old=list(cursors), cursor=frame.cursor or 0, deprecation=_deprecated())
+    if len(watcher.rooms.keys() | cursors.keys()) > MAX_ROOMS:
+        raise InvalidInput(f"at most {MAX_ROOMS} rooms per connection", "rooms")
+    async with runtime.sessions() as session:
+        for room in cursors:
+            await visible_room(session, principal, room)
+    return {**asked, "cursors": cursors}
+
+
+def _deprecated() -> str:
+    """The deprecation note of the old `subscribe` form, warned once per process in the server's log."""
+    # a client's old frame never fails the server, whatever the process's warning filters say
+    with contextlib.suppress(RanchDeprecationWarning):
+        warn_deprecated(OLD_SUBSCRIBE, since=DEPRECATED_SINCE, removal=REMOVED_IN, use=NEW_SUBSCRIBE)
+    return deprecation_message(OLD_SUBSCRIBE, since=DEPRECATED_SINCE, removal=REMOVED_IN, use=NEW_SUBSCRIBE)
 
 
 async def _delta(runtime: RoomsRuntime, principal: Principal, frame: Delta) -> None:
@@ -222,54 +289,66 @@ async def _delta(runtime: RoomsRuntime, principal: Principal, frame: Delta) -> N
     runtime.bus.live(frame.room_id, "message.delta", data)
 
 
-async def _write(
-    websocket: WebSocket, runtime: RoomsRuntime, watcher: Watcher, scope: anyio.CancelScope
-) -> None:
-    try:
-        async for payload in watcher.receive:
-            if watcher.ended is not None:
-                return  # queued frames are checked as they are sent: after the key ended, none is
-            if payload["type"] == CLOSE:
-                await websocket.close(code=payload["code"], reason=payload["reason"])
-                return
-            if payload["type"] == SUBSCRIBE:
-                if not await _replay(websocket, runtime, watcher, payload["rooms"], payload["cursor"]):
-                    return  # evicted mid-replay: queued live frames come after a gap; close 1013
-            elif runtime.bus.accept(watcher, payload):
-                await websocket.send_json(payload)
-    except WebSocketDisconnect:
-        pass
-    except Exception as exc:
-        logger.exception("a WebSocket connection failed while sending")
-        await _fail(websocket, exc)
-    finally:
-        scope.cancel()  # the watcher was closed (too slow) or the socket broke: end the connection
-        if watcher.ended is not None:
-            with anyio.move_on_after(CLOSE_WAIT_S, shield=True):
-                await _refuse(websocket, watcher.ended)
-        elif watcher.closed:
-            watcher.receive.close()  # what is still queued is not sent: free it now
-            with anyio.move_on_after(CLOSE_WAIT_S, shield=True):  # a client reading nothing never takes it
-                await websocket.close(code=1013, reason="fell behind; reconnect with your last cursor")
-
-
-async def _replay(
-    websocket: WebSocket, runtime: RoomsRuntime, watcher: Watcher, rooms: list[str], cursor: int
-) -> bool:
-    """Start `rooms` and send their events after `cursor`, a bounded page at a time, before the live
-    ones queued meanwhile; False if the watcher fell behind (its queue overflowed) during it."""
+async def _write(websocket: WebSocket, runtime: RoomsRuntime, watcher: Watcher) -> None:
+    """Send the watcher's frames in order until it is closed (too slow, or the reader ended), its key
+    ends, or the reader asks for a close."""
     bus = runtime.bus
-    cursors = dict.fromkeys(rooms, cursor)
+    while (item := await watcher.next()) is not None:
+        if item.text is not None:
+            if bus.accept(watcher, item.payload):
+                await _send(websocket, item.text)
+        elif item.payload["type"] == CLOSE:
+            await _close(websocket, item.payload["code"], item.payload["reason"])
+            return
+        elif not await _replay(websocket, bus, watcher, item.payload):
+            return  # fell behind (or ended) mid-replay: queued live frames come after a gap
+
+
+async def _replay(websocket: WebSocket, bus: Bus, watcher: Watcher, asked: dict[str, Any]) -> bool:
+    """Start the rooms of `asked` and send each one's events after its cursor, a bounded page at a
+    time, before the live ones queued meanwhile; False if the watcher fell behind (its queue
+    overflowed) or its key ended during it."""
+    cursors: dict[str, int] = asked["cursors"]
     upto = await bus.subscribe(watcher, cursors)
     replayed = await bus.backlog_size(cursors, upto)
-    await websocket.send_json({"type": "subscribed", "rooms": rooms, "cursor": cursor, "replayed": replayed})
+    await _send_json(websocket, _subscribed(asked, upto, replayed))
     async for page in bus.replay(cursors, upto):
         for event in page:
             if watcher.closed or watcher.ended is not None:
                 return False
             if bus.accept(watcher, event):
-                await websocket.send_json(event)
-    return not watcher.closed
+                await _send_json(websocket, event)
+    return not watcher.closed and watcher.ended is None
+
+
+def _subscribed(asked: dict[str, Any], upto: dict[str, int], replayed: int) -> dict[str, Any]:
+    """`subscribed`: each room's cursor the replay starts after (`rooms`), the cursor up to which it
+    replays (`upto`: later events come live) and how many events it holds; the old form's answer
+    keeps its shape (`rooms` a list, one `cursor`) and adds the deprecation note."""
+    if "old" in asked:
+        return {
+            "type": "subscribed",
+            "rooms": asked["old"],
+            "cursor": asked["cursor"],
+            "upto": upto,
+            "replayed": replayed,
+            "deprecation": asked["deprecation"],
+        }
+    return {"type": "subscribed", "rooms": asked["cursors"], "upto": upto, "replayed": replayed}
+
+
+async def _send(websocket: WebSocket, text: str) -> None:
+    await websocket.send({"type": "websocket.send", "text": text})
+
+
+async def _send_json(websocket: WebSocket, payload: dict[str, Any]) -> None:
+    await _send(websocket, orjson.dumps(payload).decode())
+
+
+async def _close(websocket: WebSocket, code: int, reason: str) -> None:
+    """Close with `code`, unless the socket is gone already."""
+    with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):
+        await websocket.close(code=code, reason=reason)
 
 
 async def _refuse(websocket: WebSocket, reason: Unauthorized) -> None:
@@ -285,7 +364,7 @@ async def _fail(websocket: WebSocket, exc: BaseException) -> None:
 async def _end_with(websocket: WebSocket, exc: BaseException, code: int, reason: str) -> None:
     """`exc`'s error frame, then close with `code`; a client already gone is not an error."""
     try:
-        await websocket.send_json(_error_frame(exc))
+        await _send_json(websocket, _error_frame(exc))
         await websocket.close(code=code, reason=reason)
     except (WebSocketDisconnect, RuntimeError, OSError):
         pass  # the client left; there is no one to tell

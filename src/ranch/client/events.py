@@ -1,9 +1,11 @@
 """`EventStream`: rooms' events over the WebSocket, resumed after a dropped connection.
 
-The stream subscribes with the cursor of the last event it yielded, so after a reconnect the hub
-replays what was missed; an event at or before that cursor is never yielded again, nor is a
-delivery (an agent key's) already yielded on this stream. Live-only events (`message.delta`) carry
-no cursor: those sent while the connection was down are gone, as docs/api.md says.
+Each room counts its own events, so the stream keeps a cursor per room: the cursor of the last event
+of that room it yielded. It subscribes with them (`{"rooms": {"demo": 41, "ops": 0}}`), so after a
+reconnect the hub replays what each room missed; an event at or before its room's cursor is never
+yielded again, nor is a delivery (an agent key's) already yielded on this stream. Live-only events
+(`message.delta`) carry no cursor: those sent while the connection was down are gone, as
+docs/api.md says.
 """
 
 from __future__ import annotations
@@ -11,14 +13,15 @@ from __future__ import annotations
 import json
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
 from ranch.client import errors
+from ranch.deprecation import deprecated
 from ranch.rooms.views import DeliveryView, EventView
 
 if TYPE_CHECKING:
@@ -34,14 +37,22 @@ UNAUTHENTICATED = 4401
 
 
 class EventStream:
-    """`async for event in hub.events(["room"], cursor)`: `EventView`s, and `DeliveryView`s for an
-    agent's key. Reconnects with backoff until `aclose()`; a refused key raises `Unauthenticated`."""
+    """`async for event in hub.events({"demo": 41, "ops": 0})`: `EventView`s, and `DeliveryView`s
+    for an agent's key. Reconnects with backoff until `aclose()`; a refused key raises
+    `Unauthenticated`.
 
-    def __init__(self, hub: Hub, rooms: list[str], cursor: int = 0) -> None:
+    `rooms` maps each room to the cursor of the last event of it already seen (0: none); a list of
+    rooms starts each of them after `cursor`.
+    """
+
+    def __init__(self, hub: Hub, rooms: Mapping[str, int] | Sequence[str], cursor: int = 0) -> None:
         self.hub = hub
-        self.rooms = rooms
-        self.cursor = cursor
-        """The cursor of the last event yielded: where a reconnect resumes."""
+        if isinstance(rooms, str):  # one room, named alone
+            rooms = [rooms]
+        self.cursors: dict[str, int] = (
+            dict(rooms) if isinstance(rooms, Mapping) else dict.fromkeys(rooms, cursor)
+        )
+        """Room id -> the cursor of the last event of that room yielded: where a reconnect resumes."""
         self.connected = anyio.Event()
         self._connection: ClientConnection | None = None
         self._closed = False
@@ -56,6 +67,17 @@ class EventStream:
 
     def __aiter__(self) -> AsyncIterator[EventView | DeliveryView]:
         return self._events()
+
+    @property
+    def rooms(self) -> list[str]:
+        """The rooms it follows."""
+        return list(self.cursors)
+
+    @property
+    @deprecated(since="0.1.0", removal="0.2.0", use="EventStream.cursors (each room counts its own events)")
+    def cursor(self) -> int:
+        """The newest cursor yielded in any of its rooms: exact for one room."""
+        return max(self.cursors.values(), default=0)
 
     async def send(self, frame: dict[str, Any]) -> None:
         """A frame on the current connection (an `ack`, a `delta`); waits for one to be open."""
@@ -78,13 +100,15 @@ class EventStream:
         attempt = 0
         while not self._closed:
             try:
+                # no per-message deflate: the hub sends every watcher of a room the same text, and
+                # compressing it again per connection would cost the hub ~40 KiB and a deflate a watcher
                 async with connect(
-                    url, additional_headers=headers, proxy=None, open_timeout=10
+                    url, additional_headers=headers, proxy=None, open_timeout=10, compression=None
                 ) as connection:
                     self._connection = connection
                     self._subscribed = False
-                    if self.rooms:
-                        subscribe = {"type": "subscribe", "rooms": self.rooms, "cursor": self.cursor}
+                    if self.cursors:
+                        subscribe = {"type": "subscribe", "rooms": self.cursors}
                         await connection.send(json.dumps(subscribe))
                     self.connected.set()
                     attempt = 0
@@ -98,11 +122,13 @@ class EventStream:
                         "the hub refused the key", status=exc.response.status_code
                     ) from exc
                 logger.warning("the hub's WebSocket answered HTTP %s; retrying", exc.response.status_code)
+            except InvalidHandshake as exc:  # the connection dropped during the opening handshake
+                logger.info("the hub's WebSocket handshake failed (%s); retrying", exc)
             except ConnectionClosed as exc:
                 if exc.rcvd is not None and exc.rcvd.code == UNAUTHENTICATED:
                     raise errors.Unauthenticated("the hub refused the key", status=401) from exc
                 if not self._closed:
-                    logger.info("the WebSocket closed (%s); resuming after cursor %s", exc, self.cursor)
+                    logger.info("the WebSocket closed (%s); resuming after cursors %s", exc, self.cursors)
             except OSError as exc:
                 logger.info("cannot reach the hub's WebSocket (%r); retrying", exc)
             finally:
@@ -121,7 +147,7 @@ class EventStream:
             return None
         if kind == "error":
             error = errors.from_answer(0, frame)
-            if self.rooms and not self._subscribed:  # the subscription itself was refused
+            if self.cursors and not self._subscribed:  # the subscription itself was refused
                 raise error
             logger.warning("the hub refused a frame: %s", error)
             return None
@@ -135,7 +161,7 @@ class EventStream:
             return delivery
         event = EventView.model_validate(frame)
         if event.cursor is not None:
-            if event.cursor <= self.cursor:
+            if event.cursor <= self.cursors.get(event.room_id, 0):
                 return None
-            self.cursor = event.cursor
+            self.cursors[event.room_id] = event.cursor
         return event

@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import mimetypes
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -278,9 +278,10 @@ class Hub:
     async def ack(self, delivery_id: str) -> None:
         await self._call("POST", f"/agent/messages/{_segment(delivery_id)}/ack")
 
-    def events(self, rooms: Sequence[str], cursor: int = 0) -> EventStream:
-        """The rooms' events, live, from after `cursor` (see `ranch.client.events.EventStream`)."""
-        return EventStream(self, list(rooms), cursor)
+    def events(self, rooms: Mapping[str, int] | Sequence[str], cursor: int = 0) -> EventStream:
+        """The rooms' events, live: `{"demo": 41, "ops": 0}` starts each room after its own cursor (a
+        list of rooms starts each after `cursor`; see `ranch.client.events.EventStream`)."""
+        return EventStream(self, rooms, cursor)
 
     # -- the calls -------------------------------------------------------------------------------------
 

@@ -40,7 +40,7 @@ from ranch.identity.principal import Principal
 from ranch.rooms.locks import RoomLocks
 from ranch.rooms.pages import event_page
 from ranch.rooms.relay import Relay
-from ranch.rooms.watchers import WATCHER_BUFFER, Inbox, Outbox, Queued, Watcher, size_of
+from ranch.rooms.watchers import Outgoing, Watcher, encoded
 from ranch.wire.errors import rest_error_body
 
 logger = logging.getLogger(__name__)
@@ -236,16 +236,14 @@ class Bus:
         return self._to_own_agent(agent_id, payload)
 
     def _to_own_agent(self, agent_id: str, payload: dict[str, Any]) -> int:
-        sent = 0
-        for watcher in list(self._agents.get(agent_id, ())):
-            if self._offer(watcher, payload):
-                sent += 1
-        return sent
+        connections = self._agents.get(agent_id)
+        if not connections:
+            return 0
+        item = encoded(payload)
+        return sum(self._offer(watcher, item) for watcher in list(connections))
 
     def watch(self, agent_id: str | None = None, principal: Principal | None = None) -> Watcher:
-        send, receive = anyio.create_memory_object_stream[tuple[dict[str, Any], int]](WATCHER_BUFFER)
-        queued = Queued()
-        watcher = Watcher(Outbox(send, queued), Inbox(receive, queued), agent_id, principal=principal)
+        watcher = Watcher(agent_id, principal)
         self._watchers.add(watcher)
         if agent_id is not None:
             self._agents.setdefault(agent_id, set()).add(watcher)
@@ -259,16 +257,14 @@ class Bus:
     def unwatch(self, watcher: Watcher) -> None:
         """The watcher's owner is done with it."""
         self._evict(watcher)
-        watcher.receive.close()
 
     def _evict(self, watcher: Watcher) -> None:
-        """No more frames; its reader drains what is queued, then sees the end."""
+        """No more frames: it leaves every index, and its writer stops."""
         self._watchers.discard(watcher)
         if watcher.agent_id is not None:
             self._drop(self._agents, watcher.agent_id, watcher)
         self.unsubscribe(watcher, list(watcher.rooms))
-        watcher.closed = True
-        watcher.send.close()
+        watcher.close()
 
     def unsubscribe(self, watcher: Watcher, rooms: list[str]) -> None:
         """No more events of `rooms` for this watcher."""
@@ -358,10 +354,13 @@ class Bus:
         return True
 
     def _fan_out(self, payload: dict[str, Any]) -> None:
-        room, size = payload["room_id"], None
-        for watcher in list(self._followers.get(room, ())):
-            size = size_of(payload) if size is None else size
-            self._offer(watcher, payload, size)
+        """The room's watchers get the event: encoded once, the same text queued for each."""
+        room = payload["room_id"]
+        followers = self._followers.get(room)
+        if followers:
+            item = encoded(payload)
+            for watcher in list(followers):
+                self._offer(watcher, item)
         if payload["type"] == "participant.left":  # in cursor order, on every replica
             self._remove(room, payload["data"])
 
@@ -375,14 +374,17 @@ class Bus:
                 continue
             self.unsubscribe(watcher, [room])
             lost = NotFound(f"no room '{room}': you are no longer one of its participants", "room_id")
-            self._offer(watcher, {"type": "error", "room_id": room, **rest_error_body(lost)})
+            self._offer(watcher, encoded({"type": "error", "room_id": room, **rest_error_body(lost)}))
 
-    def _offer(self, watcher: Watcher, payload: dict[str, Any], size: int | None = None) -> bool:
-        try:
-            watcher.send.send_nowait(payload, size)
+    def reply(self, watcher: Watcher, item: Outgoing) -> bool:
+        """A frame of the connection's own (an answer to its client, a note to its writer), queued
+        after the events before it; False if that left it too far behind (it is closed)."""
+        return self._offer(watcher, item)
+
+    def _offer(self, watcher: Watcher, item: Outgoing) -> bool:
+        if watcher.offer(item):
             return True
-        except anyio.WouldBlock:  # too slow: close it; it reconnects with its cursor
-            self._evict(watcher)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):  # its reader is gone
-            self._evict(watcher)
+        if not watcher.closed:  # too slow: close it; it reconnects with its cursors
+            watcher.fell_behind = True
+        self._evict(watcher)  # (or its connection is gone)
         return False

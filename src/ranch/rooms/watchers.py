@@ -1,17 +1,24 @@
-"""A watcher of rooms: one WebSocket's queue, bounded in frames and in bytes.
+"""A watcher of rooms: one WebSocket's queue of encoded frames, bounded in frames and in bytes.
 
-A watcher too slow to keep up is closed (its queue is full in frames or in bytes) and reconnects
-with its cursors, losing nothing; the bus (rooms/bus.py) fans events out to watchers.
+An event is encoded once (`encoded`), and the same text is queued for every watcher of its room:
+ten thousand watchers cost one `orjson.dumps`, and a queue's size is that encoding's. A watcher too
+slow to keep up is closed (its queue is full in frames or in bytes) and reconnects with its cursors,
+losing nothing; the bus (rooms/bus.py) fans events out to watchers.
+
+An idle watcher holds as little as it can: no queue (a frame offered while its writer waits is
+handed over at once, and a queue is made only while frames pile up), and one bare future while its
+writer waits. anyio's memory stream and Event cost about 10 KiB a connection; at 10,000 watchers
+that is 100 MB.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import asyncio
+from collections import deque
+from collections.abc import AsyncIterator
 from typing import Any
 
-import anyio
 import orjson
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ranch.exceptions import Unauthorized
 from ranch.identity.principal import Principal
@@ -22,78 +29,125 @@ WATCHER_BYTES = 8 * 1024 * 1024
 """Bytes of frames (as JSON) a watcher may fall behind by before it is closed, whatever their count."""
 
 
-def size_of(payload: dict[str, Any]) -> int:
-    """A frame's size as JSON: what it costs a watcher's queue."""
-    return len(orjson.dumps(payload))
+class Outgoing:
+    """A frame as it goes out: its payload, and its JSON text made once for every watcher it is
+    queued for (None: a note from a connection's reader to its writer, never sent)."""
+
+    __slots__ = ("payload", "size", "text")
+
+    def __init__(self, payload: dict[str, Any], text: str | None, size: int) -> None:
+        self.payload = payload
+        self.text = text
+        self.size = size
+        """Bytes of its UTF-8 text: what it costs a watcher's queue."""
 
 
-@dataclass(eq=False)
-class Queued:
-    """The bytes a watcher's queue holds (shared by its two ends)."""
-
-    bytes: int = 0
-    limit: int = WATCHER_BYTES
+def encoded(payload: dict[str, Any]) -> Outgoing:
+    """`payload` encoded once, to be queued for any number of watchers."""
+    data = orjson.dumps(payload)
+    return Outgoing(payload, data.decode(), len(data))
 
 
-@dataclass(eq=False)
-class Outbox:
-    """The sending end of a watcher's queue: bounded in frames and in bytes."""
-
-    stream: MemoryObjectSendStream[tuple[dict[str, Any], int]]
-    queued: Queued
-
-    def send_nowait(self, payload: dict[str, Any], size: int | None = None) -> None:
-        """Queue a frame at once, or raise anyio.WouldBlock: the queue is full in frames or bytes."""
-        size = size_of(payload) if size is None else size
-        if self.queued.bytes + size > self.queued.limit:
-            raise anyio.WouldBlock
-        self.stream.send_nowait((payload, size))
-        self.queued.bytes += size
-
-    async def send(self, payload: dict[str, Any]) -> None:
-        """Queue the connection's own frame (a reply), waiting for room in frames."""
-        size = size_of(payload)
-        await self.stream.send((payload, size))
-        self.queued.bytes += size
-
-    def close(self) -> None:
-        self.stream.close()
+def note(payload: dict[str, Any]) -> Outgoing:
+    """A note from a connection's reader to its writer (subscribe, close): queued in order, never sent."""
+    return Outgoing(payload, None, 0)
 
 
-@dataclass(eq=False)
-class Inbox:
-    """The receiving end of a watcher's queue: its frames in order, until the queue is closed."""
-
-    stream: MemoryObjectReceiveStream[tuple[dict[str, Any], int]]
-    queued: Queued
-
-    def __aiter__(self) -> Inbox:
-        return self
-
-    async def __anext__(self) -> dict[str, Any]:
-        try:
-            payload, size = await self.stream.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            raise StopAsyncIteration from None
-        self.queued.bytes -= size
-        return payload
-
-    def close(self) -> None:
-        self.stream.close()
-
-
-@dataclass(eq=False)
 class Watcher:
-    """One WebSocket (or test) listening to some rooms; agents also get their deliveries."""
+    """One WebSocket (or in-process reader) listening to some rooms; an agent's also gets its
+    deliveries. The bus offers it frames (`offer`); its one writer takes them in order (`next`)."""
 
-    send: Outbox
-    receive: Inbox
-    agent_id: str | None = None
-    rooms: dict[str, int] = field(default_factory=dict)
-    """Room id -> the last cursor sent for it (replay and live events are deduplicated with it); the
-    bus changes it (`subscribe`, `unsubscribe`), keeping its index of each room's watchers."""
-    closed: bool = False
-    principal: Principal | None = None
-    """Whose connection it is: removed from a room, it stops getting the room's events."""
-    ended: Unauthorized | None = None
-    """Set when its key is revoked or expires: nothing more is sent but this error."""
+    __slots__ = (
+        "_bytes",
+        "_queue",
+        "_waiter",
+        "agent_id",
+        "closed",
+        "ended",
+        "fell_behind",
+        "principal",
+        "rooms",
+    )
+
+    def __init__(self, agent_id: str | None = None, principal: Principal | None = None) -> None:
+        self.agent_id = agent_id
+        self.principal = principal
+        """Whose connection it is: removed from a room, it stops getting the room's events."""
+        self.rooms: dict[str, int] = {}
+        """Room id -> the last cursor sent for it (replay and live events are deduplicated with it);
+        the bus changes it (`subscribe`, `unsubscribe`), keeping its index of each room's watchers."""
+        self.closed = False
+        """No more frames: it was closed (too slow, or its connection ended)."""
+        self.fell_behind = False
+        """It was closed because its queue was full: its client reconnects with its cursors (1013)."""
+        self.ended: Unauthorized | None = None
+        """Set when its key is revoked or expires: nothing more is sent but this error."""
+        self._queue: deque[Outgoing] | None = None
+        self._bytes = 0
+        self._waiter: asyncio.Future[Outgoing | None] | None = None
+
+    def offer(self, frame: Outgoing) -> bool:
+        """Queue `frame` at once; False when the watcher is closed or the frame would put it too far
+        behind (in frames or in bytes): the caller closes it."""
+        if self.closed:
+            return False
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():  # its writer waits: hand the frame over
+            self._waiter = None
+            waiter.set_result(frame)
+            return True
+        queue = self._queue
+        if self._bytes + frame.size > WATCHER_BYTES or (queue is not None and len(queue) >= WATCHER_BUFFER):
+            return False
+        if queue is None:
+            queue = self._queue = deque()
+        queue.append(frame)
+        self._bytes += frame.size
+        return True
+
+    async def next(self) -> Outgoing | None:
+        """The next frame, waiting for one; None once the watcher is closed or its key ended (what
+        was still queued is dropped: its client resumes from the last cursor it got)."""
+        while self.ended is None and not self.closed:
+            queue = self._queue
+            if queue:
+                frame = queue.popleft()
+                self._bytes -= frame.size
+                if not queue:
+                    self._queue = None  # idle again: hold nothing
+                return frame
+            waiter: asyncio.Future[Outgoing | None] = asyncio.get_running_loop().create_future()
+            self._waiter = waiter
+            try:
+                handed = await waiter
+            finally:
+                self._waiter = None
+            if handed is not None and self.ended is None and not self.closed:
+                return handed
+        return None
+
+    @property
+    def receive(self) -> AsyncIterator[dict[str, Any]]:
+        """Its frames' payloads in order until it is closed (`async for`; a reader in this process)."""
+        return self._payloads()
+
+    async def _payloads(self) -> AsyncIterator[dict[str, Any]]:
+        while (frame := await self.next()) is not None:
+            yield frame.payload
+
+    def close(self) -> None:
+        """No more frames; its writer stops (what was queued is dropped)."""
+        self.closed = True
+        self._queue = None
+        self._bytes = 0
+        self._wake()
+
+    def end(self, reason: Unauthorized) -> None:
+        """Its key ended: its writer sends nothing more but `reason`."""
+        self.ended = reason
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)

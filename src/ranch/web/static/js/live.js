@@ -1,6 +1,6 @@
 // The hub's WebSocket (/api/v1/ws): subscribe to rooms, and on any close reconnect and
-// subscribe again from the last cursor seen, so nothing is missed and nothing is shown twice.
-// A refused key ends the session instead.
+// subscribe again from the last cursor seen in each room (each room counts its own events),
+// so nothing is missed and nothing is shown twice. A refused key ends the session instead.
 
 import { ApiError, refused } from "./api.js";
 
@@ -12,16 +12,14 @@ export class LiveSocket {
   /**
    * @param {object} options
    * @param {string} options.key       the API key, sent as ?token=
-   * @param {string[]} options.rooms   rooms to subscribe to
-   * @param {number} options.cursor    replay the events after this cursor
-   * @param {(frame: object) => void} options.onEvent   each event frame, in cursor order
+   * @param {Object<string, number>} options.rooms   room id -> replay its events after this cursor
+   * @param {(frame: object) => void} options.onEvent   each event frame, in its room's cursor order
    * @param {(state: string, detail?: string) => void} options.onState
    *        "connecting" | "live" | "reconnecting" | "error"
    */
-  constructor({ key, rooms, cursor = 0, onEvent, onState = () => {} }) {
+  constructor({ key, rooms, onEvent, onState = () => {} }) {
     this.key = key;
-    this.rooms = rooms;
-    this.cursor = cursor;
+    this.cursors = { ...rooms }; // room id -> the cursor of its last event seen
     this.onEvent = onEvent;
     this.onState = onState;
     this.ws = null;
@@ -42,7 +40,7 @@ export class LiveSocket {
     const ws = new WebSocket(this.url());
     this.ws = ws;
     ws.addEventListener("open", () => {
-      ws.send(JSON.stringify({ type: "subscribe", rooms: this.rooms, cursor: this.cursor }));
+      ws.send(JSON.stringify({ type: "subscribe", rooms: this.cursors }));
       this.pinger = setInterval(() => this.send({ type: "ping" }), PING_MS);
     });
     ws.addEventListener("message", (message) => this.receive(message.data));
@@ -72,8 +70,9 @@ export class LiveSocket {
     }
     if (frame.type === "pong" || frame.type === "delivery") return;
     if (typeof frame.cursor === "number") {
-      if (frame.cursor <= this.cursor) return; // already seen (a replay overlapping what we had)
-      this.cursor = frame.cursor;
+      const seen = this.cursors[frame.room_id] ?? 0;
+      if (frame.cursor <= seen) return; // already seen (a replay overlapping what we had)
+      this.cursors[frame.room_id] = frame.cursor;
     }
     this.onEvent(frame);
   }

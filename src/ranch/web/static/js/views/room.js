@@ -2,7 +2,7 @@
 // status, and every team turn drawn as a sequence diagram.
 //
 // History comes from GET /rooms/{id}/events (the same frames the WebSocket sends), then the
-// WebSocket carries on from the last cursor; both go through `apply`.
+// WebSocket carries on from the room's last cursor; both go through `apply`.
 
 import { all, api, fileBlob, isHubFile, path, session } from "../api.js";
 import { focusHeading, h, replace, timeEl } from "../dom.js";
@@ -52,8 +52,7 @@ export async function roomPage(root, ctx) {
   view.settle();
   const live = new LiveSocket({
     key: session.key,
-    rooms: [roomId],
-    cursor: view.cursor,
+    rooms: { [roomId]: view.cursor },
     onEvent: (frame) => view.apply(frame),
     onState: ctx.setLive,
   });
