@@ -106,7 +106,7 @@ class Watcher:
     def __post_init__(self) -> None:
         ws_url = self.url.replace("http://", "ws://", 1) + f"/api/v1/ws?token={ADMIN_KEY}"
         self.connection = connect(ws_url, open_timeout=10, max_size=None)
-        self.connection.send(json.dumps({"type": "subscribe", "rooms": [self.room], "cursor": 0}))
+        self.connection.send(json.dumps({"type": "subscribe", "rooms": {self.room: 0}}))
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
 

@@ -127,3 +127,12 @@ def test_serve_refuses_a_bad_config_before_listening(tmp_path: Path, ranch: Run)
     result = ranch("serve", str(path), "--port", str(free_port()), timeout=30)
     assert result.returncode == 1
     assert "error: t: member 'x' is not a defined agent or team" in result.stderr
+
+
+def test_serve_with_no_agents_yet_says_where_to_register_them() -> None:
+    from ranch.cli.serve import banner
+    from ranch.config import parse_config
+
+    text = banner(parse_config("agents: []"), "http://127.0.0.1:8000", demo=False, db="hub.db")
+    assert text.splitlines()[0] == "ranch is serving your config at http://127.0.0.1:8000"
+    assert text.splitlines()[-1] == "no agents yet: register some at http://127.0.0.1:8000/api/v1/agents"

@@ -37,7 +37,9 @@ def register(commands: Any) -> None:
     watch.add_argument(
         "--last", type=int, default=10, metavar="N", help="first show the last N messages (10)"
     )
-    watch.add_argument("--since", type=int, metavar="CURSOR", help="replay the events after this cursor")
+    watch.add_argument(
+        "--since", type=int, metavar="CURSOR", help="replay the events after this cursor of the room's events"
+    )
     agents = _command(commands, "agents", "list the agents and teams you can use", list_agents)
     agents.add_argument("--skill", help="only those with a skill whose id or name contains this")
     agents.add_argument("--tag", help="only those with a skill tagged this")
@@ -118,7 +120,7 @@ async def watch_room(hub: Hub, args: argparse.Namespace) -> int:
     if not args.json:
         title = room.title or "untitled"
         print(f"-- watching {room.id} ({title}); Ctrl-C to stop", file=sys.stderr, flush=True)
-    async with hub.events([room.id], cursor) as stream:
+    async with hub.events({room.id: cursor}) as stream:
         async for event in stream:
             view.on(event)
     return 0

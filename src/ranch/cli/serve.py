@@ -274,7 +274,14 @@ def _connections(args: argparse.Namespace) -> dict[str, Any]:
         args.header_timeout, args.body_timeout, args.max_connections_per_address, proxies
     )
     trusted: dict[str, Any] = {"forwarded_allow_ips": list(proxies)} if proxies else {}
-    return {"proxy_headers": bool(proxies), **trusted, **http_protocol(limits)}
+    # no per-message compression: a room's event is encoded once for all its watchers, and a
+    # compressor per WebSocket cost 46 KiB of each idle watcher and a compression per watcher
+    return {
+        "proxy_headers": bool(proxies),
+        **trusted,
+        **http_protocol(limits),
+        "ws_per_message_deflate": False,
+    }
 
 
 def _tls(args: argparse.Namespace) -> dict[str, Any]:
@@ -303,7 +310,11 @@ def banner(config: RanchConfig, base: str, *, demo: bool, db: str, root: str | N
         lines.append(f"  agent {agent.id:<14} {agent_url(base, agent.id)}  ({agent.kind})")
     lines.append(f"  rooms: {base}/api/v1 (REST) and {base.replace('http', 'ws', 1)}/api/v1/ws")
     lines.append(f"  tasks and rooms are stored in {db}")
-    target = DEMO_TEAM if demo else (config.teams[0].id if config.teams else config.agents[0].id)
+    served = [team.id for team in config.teams] + [agent.id for agent in config.agents]
+    if not demo and not served:  # agents come later, registered over the API
+        lines.append(f"no agents yet: register some at {base}/api/v1/agents")
+        return "\n".join(lines)
+    target = DEMO_TEAM if demo else served[0]
     prompt = DEMO_PROMPT if demo else "hello"
     url_flag = "" if base == "http://127.0.0.1:8000" else f" --url {base}"
     lines.append(f'try: ranch send {target} "{prompt}"{url_flag} --stream')

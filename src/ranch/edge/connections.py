@@ -22,7 +22,7 @@ import logging
 import time
 import weakref
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
@@ -138,13 +138,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def _release(self) -> None:
         address, self._address = self._address, None
-        if address is None:
-            return
-        left = self._open.get(address, 1) - 1
-        if left > 0:
-            self._open[address] = left
-        else:
-            self._open.pop(address, None)
+        if address is not None:
+            _release_from(self._open, address)
 
     # what the client owes, and when
 
@@ -220,8 +215,19 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def handle_websocket_upgrade(self) -> None:
         self._stop_clock()  # a WebSocket has its own pings
         super().handle_websocket_upgrade()
-        if self._address is not None:  # counted until the WebSocket's connection ends
-            _then_release(self.transport.get_protocol(), self._release)
+        address, self._address = self._address, None
+        if address is not None:  # counted until the WebSocket's connection ends; the release holds
+            # the count, not this protocol (kept alive for the socket's life, it cost 7 KiB a watcher)
+            _then_release(self.transport.get_protocol(), partial(_release_from, self._open, address))
+
+
+def _release_from(open_: dict[str, int], address: str) -> None:
+    """One connection of `address` ended."""
+    left = open_.get(address, 1) - 1
+    if left > 0:
+        open_[address] = left
+    else:
+        open_.pop(address, None)
 
 
 def _then_release(protocol: asyncio.BaseProtocol, release: Any) -> None:
