@@ -27,7 +27,7 @@ TESTS = Path(__file__).parent
 sys.path.insert(0, str(TESTS))  # `_support`, and `entry: _support.probes:Probe` in test configs
 sys.path.append(str(TESTS.parent))  # `bench`: its OTLP receiver serves the tracing tests too
 
-from _support import probes  # noqa: E402 - needs the path above
+from _support import databases, probes, tls  # noqa: E402 - needs the path above
 from _support.fake_openai import FakeOpenAI, serve_fake_openai  # noqa: E402
 from _support.fuzzkit import PROFILE  # noqa: E402
 from _support.servers import Run, ServerProcess, free_port  # noqa: E402
@@ -41,6 +41,8 @@ runs the same examples, only slower)."""
 settings.register_profile("ranch-long", derandomize=False, print_blob=True, max_examples=5000, **_PROFILE)
 """`make fuzz` (RANCH_FUZZ=long): random examples, `fuzzkit.LONG_FACTOR` times each property's budget."""
 settings.load_profile(PROFILE)
+
+tls.share()  # every httpx client of the tests shares its TLS context (_support/tls.py)
 
 # -- the outside world --------------------------------------------------------------------------
 
@@ -76,51 +78,63 @@ def fresh_probes() -> Iterator[None]:
 
 # -- databases ----------------------------------------------------------------------------------
 
-POSTGRES_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
-
-
-async def _postgres(statement: str) -> None:
-    import asyncpg
-
-    connection = await asyncpg.connect(POSTGRES_ADMIN, timeout=5)
-    try:
-        await connection.execute(statement)
-    finally:
-        await connection.close()
-
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A fresh database: a SQLite file, then a PostgreSQL database at 127.0.0.1:5432.
+    """A fresh database at head: a SQLite file, then a PostgreSQL database at 127.0.0.1:5432, each a
+    copy of the worker's migrated template (`_support.databases`); a server finds nothing to migrate.
 
     PostgreSQL is required: when it cannot be reached the test fails and says so.
     """
     if request.param == "sqlite":
-        yield f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}"
+        yield f"sqlite+aiosqlite:///{databases.migrated_sqlite(tmp_path / 'hub.db')}"
         return
     with fresh_postgres() as url:
         yield url
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh database with nothing in it, as a user's first start finds it (migration tests)."""
+    if request.param == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}"
+        return
+    with fresh_postgres(empty=True) as url:
+        yield url
+
+
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
-    """A fresh PostgreSQL database at 127.0.0.1:5432, for what only runs there (replicas on several
-    machines). PostgreSQL is required: when it cannot be reached the test fails and says so."""
+    """A fresh PostgreSQL database at head at 127.0.0.1:5432, for what only runs there (replicas on
+    several machines). PostgreSQL is required: when it cannot be reached the test fails and says so."""
     with fresh_postgres() as url:
         yield url
 
 
 @contextlib.contextmanager
-def fresh_postgres() -> Iterator[str]:
+def fresh_postgres(*, empty: bool = False) -> Iterator[str]:
+    """A new database on the test PostgreSQL, dropped afterwards (without waiting): a clone of the
+    worker's migrated template (CREATE DATABASE … TEMPLATE), or `empty`."""
     name = f"ranch_test_{uuid.uuid4().hex[:12]}"
     try:
-        asyncio.run(_postgres(f'CREATE DATABASE "{name}"'))
+        if empty:
+            asyncio.run(databases.postgres(f'CREATE DATABASE "{name}"'))
+        else:
+            asyncio.run(databases.clone(name, databases.postgres_template()))
     except (TimeoutError, OSError) as exc:
         pytest.fail(f"this test needs PostgreSQL at 127.0.0.1:5432 (user postgres, trust auth): {exc}")
     try:
-        yield f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}"
+        yield databases.postgres_url(name)
     finally:
-        asyncio.run(_postgres(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        databases.drop_later(name)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def postgres_databases_dropped() -> Iterator[None]:
+    """The worker's PostgreSQL databases are gone at the end: the tests' (dropped in the background
+    as each test ends) and the template (made by the first test that needs it)."""
+    yield
+    databases.drop_postgres_databases()
 
 
 # -- a model provider ---------------------------------------------------------------------------

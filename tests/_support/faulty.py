@@ -133,6 +133,8 @@ class Faulty:
     flipped: bool = False
     stopping: threading.Event = field(default_factory=threading.Event)
     card_requests: dict[str, int] = field(default_factory=dict)
+    calls: dict[str, int] = field(default_factory=dict)
+    """JSON-RPC requests per mode, counted as they arrive (before any answer)."""
     open_streams: int = 0
 
     def card(self, mode: str, interface: str | None = None) -> dict[str, Any]:
@@ -173,6 +175,7 @@ class Faulty:
 
         async def rpc(request: Request) -> Response:
             mode, body = request.path_params["mode"], json.loads(await request.body())
+            self.calls[mode] = self.calls.get(mode, 0) + 1
             failure = await self._failure(mode, body)
             if failure is not None:
                 return failure

@@ -17,10 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
+from _support import databases
 from _support.servers import ServerThread, bind_socket
 from ranch.config import RanchConfig, parse_config
 from ranch.hub.app import Settings, create_app
@@ -45,9 +47,12 @@ class RunningRanch:
 def serve_ranch(config: str | RanchConfig, database: Path | str, **settings: Any) -> Iterator[RunningRanch]:
     """Serve `config` (YAML text or a parsed config); `database` is a SQLite file or a database URL.
 
+    A SQLite file that does not exist yet starts as a copy of the migrated template (`databases`),
+    so the server finds nothing to migrate (tests/hub/test_migrations.py starts on empty ones).
     `settings` are `Settings` fields; the admin key defaults to ADMIN_KEY and start-up notices
     are not printed.
     """
+    databases.seed(database)
     parsed = parse_config(config) if isinstance(config, str) else config
     database_url = f"sqlite+aiosqlite:///{database}" if isinstance(database, Path) else database
     options: dict[str, Any] = {"admin_key": ADMIN_KEY, "announce": lambda _line: None, **settings}
@@ -111,6 +116,18 @@ def wait_until(check: Callable[[], Any], timeout: float = 15.0, what: str = "con
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(0.05)
+
+
+async def eventually(check: Callable[[], Any], within: float = 15.0, what: str = "condition") -> Any:
+    """`wait_until` for async tests: polls without holding up the event loop the test runs on."""
+    deadline = time.monotonic() + within
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {within}s waiting for {what}")
+        await anyio.sleep(0.02)
 
 
 class Live:

@@ -1,17 +1,25 @@
-"""Migrations: a fresh database reaches head, and one made by ranch 0.1 keeps its tasks."""
+"""Migrations: a fresh database reaches head on the first start, one made by ranch 0.1 keeps its
+tasks, and a database already at head costs a start no migration work."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
 import pytest
 from a2a.types import Task, TaskState, TaskStatus
+from alembic import command
 from sqlalchemy import inspect, text
 from sqlalchemy.ext.asyncio import async_sessionmaker
 
+from _support.databases import run
+from _support.hubkit import ADMIN_KEY, Api
+from _support.servers import ServerThread
+from ranch.config import parse_config
 from ranch.db import migrate
 from ranch.db.engine import open_engine
 from ranch.db.models import ApiKey
+from ranch.hub.app import Settings, create_app
 from ranch.tasks.store import SqlTaskStore, owner_of
 from ranch.tasks.store import owner_context as _ctx
 
@@ -49,9 +57,9 @@ async def test_a_database_from_ranch_0_1_is_upgraded_with_its_tasks(tmp_path: Pa
     await engine.dispose()
 
 
-async def test_keys_from_before_0011_are_kept_and_made_by_no_key(database_url: str) -> None:
+async def test_keys_from_before_0011_are_kept_and_made_by_no_key(empty_database_url: str) -> None:
     """0011 adds `api_keys.parent_id`: a key that existed already keeps working, made by no key."""
-    engine = open_engine(database_url)
+    engine = open_engine(empty_database_url)
     await migrate.upgrade(engine, "0010")
     async with engine.begin() as connection:
         await connection.execute(
@@ -75,4 +83,45 @@ async def test_keys_from_before_0011_are_kept_and_made_by_no_key(database_url: s
     async with engine.connect() as connection:
         indexes = await connection.run_sync(lambda sync: inspect(sync).get_indexes("api_keys"))
     assert {"ix_api_keys_parent_id", "api_keys_owner"} <= {index["name"] for index in indexes}
+    await engine.dispose()
+
+
+CONFIG = """
+agents:
+  - {id: echo, kind: echo}
+"""
+
+
+def test_the_first_start_on_an_empty_database_migrates_it(empty_database_url: str) -> None:
+    """What a user's first `ranch serve` does: the server makes every table, then serves."""
+    settings = Settings(database_url=empty_database_url, admin_key=ADMIN_KEY, announce=lambda _line: None)
+    with ServerThread(create_app(parse_config(CONFIG), settings)) as hub:  # not serve_ranch: no template
+        assert httpx.get(f"{hub.url}/healthz", timeout=30).status_code == 200
+        admin = Api(hub.url, ADMIN_KEY)
+        room = admin.post("/rooms", {"title": "Ops"})["id"]
+        assert admin.get(f"/rooms/{room}")["title"] == "Ops"
+    assert run(lambda: revision_of(empty_database_url)) == migrate.head()
+
+
+async def revision_of(url: str) -> str | None:
+    engine = open_engine(url)
+    try:
+        return await migrate.current(engine)
+    finally:
+        await engine.dispose()
+
+
+async def test_a_database_at_head_is_not_migrated_again(
+    empty_database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every start after the first finds the database at head: one query, no migration scripts run."""
+    engine = open_engine(empty_database_url)
+    await migrate.upgrade(engine)
+    ran: list[str] = []
+    monkeypatch.setattr(command, "upgrade", lambda _config, revision: ran.append(revision))
+
+    await migrate.upgrade(engine)
+
+    assert ran == []
+    assert await migrate.current(engine) == migrate.head()
     await engine.dispose()

@@ -20,6 +20,7 @@ from google.protobuf.json_format import MessageToDict
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from _support.hubkit import eventually
 from ranch.agents.base import Agent, AgentInfo, Call, Event, reply, text_of
 from ranch.db import migrate
 from ranch.db.engine import open_engine
@@ -135,7 +136,7 @@ async def test_cancel_stops_the_agent_and_records_canceled(tmp_path: Path) -> No
     async with engine(tmp_path) as tasks:
         agent = Scripted(sleep=30)
         run = await tasks.start(agent, message("slowly"), Call(), OWNER, submit=True)
-        await anyio.sleep(0.05)
+        await eventually(lambda: agent.seen, what="the agent running")
         canceled = await tasks.cancel(run.task_id, OWNER, "changed my mind")
         assert canceled.status.state == TaskState.TASK_STATE_CANCELED
         assert text_of(canceled.status.message) == "changed my mind"

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from _support.hubkit import eventually
 from ranch.observe.collector import Collector, CollectorError
 
 HEADERS = {"Content-Type": "application/x-protobuf"}
@@ -31,6 +32,8 @@ class Peer:
 
     url: str
     connections: int = 0
+    closed: int = 0
+    """Connections the server has closed (its socket shut, the client told)."""
     bodies: list[bytes] = field(default_factory=list)
 
 
@@ -61,11 +64,14 @@ def serving(
     peer = Peer(f"{'https' if tls else 'http'}://localhost:{listener.getsockname()[1]}/v1/traces")
 
     def one(connection: socket.socket) -> None:
-        with connection:
-            while (body := _read_request(connection)) is not None:
-                peer.bodies.append(body)
-                if not answer(peer, connection, body):
-                    return
+        try:
+            with connection:
+                while (body := _read_request(connection)) is not None:
+                    peer.bodies.append(body)
+                    if not answer(peer, connection, body):
+                        return
+        finally:
+            peer.closed += 1
 
     def accept() -> None:
         while True:
@@ -116,16 +122,16 @@ def test_a_connection_the_collector_closed_is_made_again() -> None:
             connection.sendall(OK)  # ...and drops it without a word: the next export finds it closed
         return False
 
-    async def post(url: str) -> list[int]:
-        collector = Collector(url, HEADERS, timeout=5)
+    async def post(peer: Peer) -> list[int]:
+        collector = Collector(peer.url, HEADERS, timeout=5)
         statuses = [await collector.post(b"say close"), await collector.post(b"drop it")]
-        await asyncio.sleep(0.1)  # the drop reaches the client
+        await eventually(lambda: peer.closed == 2, what="the server dropping the idle connection")
         statuses.append(await collector.post(b"after the drop"))
         collector.close()
         return statuses
 
     with serving(close_after_each) as peer:
-        assert asyncio.run(post(peer.url)) == [200, 200, 200]
+        assert asyncio.run(post(peer)) == [200, 200, 200]
     assert peer.bodies == [b"say close", b"drop it", b"after the drop"] and peer.connections == 3
 
 

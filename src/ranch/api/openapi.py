@@ -7,10 +7,12 @@ the errors it may give, all in the one error shape. Served at `GET /api/v1/opena
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
 from pydantic import BaseModel, TypeAdapter
 
 from ranch._version import __version__
@@ -78,6 +80,13 @@ def document(operations: Sequence[Operation], prefix: str) -> dict[str, Any]:
         },
         "security": [{"bearer": []}, {"apiKey": []}],
     }
+
+
+@functools.cache
+def served(operations: tuple[Operation, ...], prefix: str) -> bytes:
+    """The document's JSON, made once per process: it changes only with the code, and making it
+    (pydantic's schemas of every model) cost each new app about 90 ms of CPU."""
+    return orjson.dumps(document(operations, prefix))
 
 
 def _adapter(model: type[BaseModel] | TypeAdapter[Any]) -> TypeAdapter[Any]:

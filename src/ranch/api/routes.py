@@ -11,7 +11,6 @@ import base64
 from typing import Any
 from urllib.parse import quote
 
-import orjson
 from google.protobuf.json_format import MessageToDict
 from sqlalchemy import select
 from starlette.requests import Request
@@ -634,7 +633,7 @@ def routes(services: ApiServices) -> list[BaseRoute]:
     """Every REST route, the OpenAPI document (no key needed) and the WebSocket; the edge's guards (trace
     id, key, rate limit) ran before each, as on A2A."""
 
-    document = orjson.dumps(openapi.document(OPERATIONS, PREFIX))
+    document = openapi.served(tuple(OPERATIONS), PREFIX)
 
     async def serve_document(request: Request) -> Response:
         return Response(document, media_type="application/json")

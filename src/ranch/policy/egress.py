@@ -14,6 +14,8 @@ same message (and the refusal as its cause).
 
 from __future__ import annotations
 
+import functools
+import ssl
 import typing
 
 import anyio
@@ -94,13 +96,26 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
         await self._inner.sleep(seconds)
 
 
+@functools.cache
+def tls_context(trust_env: bool = True) -> ssl.SSLContext:
+    """The certificate-checking TLS context every outbound client of this process shares.
+
+    httpx makes one per client and parses the whole CA bundle each time (about 20 ms of CPU), and
+    each app makes several clients. Sharing is safe: ranch loads no client certificate into it, and
+    every ranch client speaks HTTP/1.1, so the ALPN list httpcore sets on each connection is always
+    the same. `trust_env` reads SSL_CERT_FILE / SSL_CERT_DIR as httpx does, once per process.
+    """
+    return httpx.create_ssl_context(trust_env=trust_env)
+
+
 class GuardedTransport(httpx.AsyncHTTPTransport):
     """httpx's transport with `GuardedBackend` under its pool; no proxies from the environment."""
 
     def __init__(self, guard: UrlGuard, limits: httpx.Limits = DEFAULT_LIMITS) -> None:
-        super().__init__(limits=limits, trust_env=False)
+        context = tls_context(trust_env=False)
+        super().__init__(verify=context, limits=limits, trust_env=False)
         self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=httpx.create_ssl_context(trust_env=False),
+            ssl_context=context,
             max_connections=limits.max_connections,
             max_keepalive_connections=limits.max_keepalive_connections,
             keepalive_expiry=limits.keepalive_expiry,

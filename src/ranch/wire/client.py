@@ -33,6 +33,8 @@ from a2a.types import AgentCard
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, TransportProtocol
 from google.protobuf import json_format
 
+from ranch.policy.egress import tls_context
+
 DEFAULT_TIMEOUT = httpx.Timeout(connect=5.0, read=60.0, write=30.0, pool=10.0)
 DEFAULT_LIMITS = httpx.Limits(max_connections=200, max_keepalive_connections=50)
 DEFAULT_CARD_TIMEOUT = 5.0
@@ -127,7 +129,7 @@ class ClientPool:
         the same read limit, no redirects followed."""
         kwargs.update(follow_redirects=False, event_hooks={"response": [self._bound_response]})
         if self._transport is None:
-            return httpx.AsyncClient(**kwargs)
+            return httpx.AsyncClient(verify=tls_context(), **kwargs)
         kwargs.pop("limits", None)  # the transport has its own
         return httpx.AsyncClient(transport=self._transport(), trust_env=False, **kwargs)
 
