@@ -134,12 +134,13 @@ class EdgeApp(Starlette):
                 return 200
             if answer is not None:
                 self.fast_answers += 1
-                answer.raw_headers.append((TRACE_HEADER, trace))
                 if may_stream(call, self.guards.security):  # a stream ends when its key does
-                    ending = KeyedStream(call, self.guards.security, send, request_id_of(body))
+                    streamed = _Traced(send, trace)  # its status is the one sent: a refusal is a 401
+                    ending = KeyedStream(call, self.guards.security, streamed, request_id_of(body))
                     await ending.run(partial(answer, scope, receive))
-                else:
-                    await answer(scope, receive, send)
+                    return streamed.status
+                answer.raw_headers.append((TRACE_HEADER, trace))
+                await answer(scope, receive, send)
                 return answer.status_code
             receive = replay(body, receive)  # an A2A 0.3 method name: the SDK's dispatcher serves it
         sent = _Traced(send, trace)

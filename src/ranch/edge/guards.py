@@ -92,6 +92,9 @@ class Call:
     """The Content-Length; None when it is missing (a chunked body) or not a number."""
     fast: bool = False
     """A plain A2A 1.0 JSON-RPC POST with a Content-Length and no extensions: the fast path may take it."""
+    known: KnownKey | None = None
+    """What the key stood for when `check` let the request in: a stream registers with it
+    (`edge/ending.py`) without looking the key up again."""
 
 
 class Guards:
@@ -189,6 +192,7 @@ class Guards:
             known = self._known_now(call)  # a cached key needs no await, nor does a kept visibility row
             principal: Principal | None
             if known is not None:
+                call.known = known
                 scope[PRINCIPAL_KEY] = principal = known.principal
                 scope["user"] = known.holder
             else:
@@ -223,6 +227,7 @@ class Guards:
                 raise Unauthorized(KEY_REQUIRED)
             return None  # cards and the list show what callers without a key may see
         known = await security.keys.known(call.key, call.client, fresh=api)  # `_known_now` missed
+        call.known = known
         scope[PRINCIPAL_KEY] = principal = known.principal
         scope["user"] = known.holder
         return principal
