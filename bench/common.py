@@ -65,11 +65,16 @@ def server_process(
             _wait_healthy(process, command, health_url, timeout)
             yield process
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
+            stop(process)
+
+
+def stop(process: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
+    """Ask a child to stop; kill it when it has not within 10 s."""
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
 
 
 def _wait_healthy(

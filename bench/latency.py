@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import cast
 
-from bench.common import HOST, ROOT, median
+from bench.common import HOST, ROOT, median, stop
 
 HIGH_WATER = 1 << 20
 """Bytes one side may have read and not yet forwarded before the proxy stops reading it."""
@@ -140,11 +140,7 @@ def proxy(upstream: int, delay_ms: float = 1.0) -> Iterator[Proxy]:
             raise SystemExit(f"the latency proxy did not start: {line!r}")
         yield Proxy(int(line), process.pid)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop(process)
 
 
 def round_trip_ms(dsn: str, count: int = 50) -> float:

@@ -12,12 +12,11 @@ them these tests fail, saying so.
 from __future__ import annotations
 
 import threading
-import uuid
 from typing import Any
 
-from _support.hubkit import ADMIN_KEY, Api, Live, RunningRanch, serve_ranch, wait_until
+from _support.hubkit import ADMIN_KEY, Api, Live, RunningRanch, wait_until
+from _support.replicas import pair, room_log
 
-REDIS = "redis://127.0.0.1:6379/0"
 CONFIG = """
 agents:
   - id: scribe
@@ -34,8 +33,7 @@ POSTS = 8
 
 
 def replicas(database_url: str) -> tuple[Any, Any]:
-    shared = {"redis_url": REDIS, "redis_prefix": f"ranch-test-{uuid.uuid4().hex[:8]}"}
-    return serve_ranch(CONFIG, database_url, **shared), serve_ranch(CONFIG, database_url, **shared)
+    return pair(CONFIG, database_url)
 
 
 def room_on_both(first: RunningRanch, second: RunningRanch, agent: str, *, default: bool = True) -> str:
@@ -50,18 +48,6 @@ def room_on_both(first: RunningRanch, second: RunningRanch, agent: str, *, defau
         lambda: on_second.call("GET", f"/rooms/{room}").status_code == 200, what="the room on the other"
     )
     return room
-
-
-def room_log(hub: RunningRanch, room: str) -> list[int]:
-    """The cursors of the room's stored events, as REST pages them."""
-    admin, since = Api(hub.url, ADMIN_KEY), 0
-    cursors: list[int] = []
-    while True:
-        page = admin.get(f"/rooms/{room}/events", since=since, limit=200)["items"]
-        if not page:
-            return cursors
-        cursors += [event["cursor"] for event in page]
-        since = cursors[-1]
 
 
 def stored(frames: list[dict[str, Any]]) -> list[int]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -22,8 +21,8 @@ import asyncpg
 import httpx
 
 from _support.hubkit import ADMIN_KEY, Api, Live, RunningRanch, serve_ranch, wait_until
+from _support.replicas import pair, room_log
 
-REDIS = "redis://127.0.0.1:6379/0"
 CONFIG = """
 agents:
   - id: scribe
@@ -39,18 +38,7 @@ POSTS = 5
 
 
 def replicas(database_url: str) -> tuple[Any, Any]:
-    shared = {"redis_url": REDIS, "redis_prefix": f"ranch-test-{uuid.uuid4().hex[:8]}"}
-    return serve_ranch(CONFIG, database_url, **shared), serve_ranch(CONFIG, database_url, **shared)
-
-
-def room_log(hub: RunningRanch, room: str) -> list[int]:
-    """The cursors of the room's stored events, as REST pages them."""
-    admin, since = Api(hub.url, ADMIN_KEY), 0
-    cursors: list[int] = []
-    while page := admin.get(f"/rooms/{room}/events", since=since, limit=200)["items"]:
-        cursors += [event["cursor"] for event in page]
-        since = cursors[-1]
-    return cursors
+    return pair(CONFIG, database_url)
 
 
 def per_room(frames: list[dict[str, Any]]) -> dict[str, list[int]]:
