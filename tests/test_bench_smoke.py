@@ -99,9 +99,10 @@ def listening(port: int) -> bool:
 
 
 def needs_postgres_and_redis() -> None:
+    """Like every test that needs them (tests/conftest.py): fail, naming what is missing."""
     for name, port in (("PostgreSQL", 5432), ("Redis", 6379)):
         if not listening(port):
-            pytest.skip(f"{name} is not listening on 127.0.0.1:{port}")
+            pytest.fail(f"this benchmark needs {name} on 127.0.0.1:{port}, which is not listening")
 
 
 ROOM_OPERATIONS = [
