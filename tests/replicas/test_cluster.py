@@ -143,7 +143,10 @@ def _subscribed(live: Live, room: str) -> bool:
 
 
 def test_kill_9_of_a_replica_under_load_loses_no_acknowledged_task(postgres_url: str, tmp_path: Path) -> None:
-    with running_cluster(CONFIG, postgres_url, tmp_path / "cluster", lease=LEASE) as cluster:
+    # every caller is 127.0.0.1: on a fast run the load alone would empty the caller's budget (50/s)
+    # and the test's own GetTask would be refused RATE_LIMITED (tests/policy test the limits)
+    unlimited = ("--caller-rate", "off")
+    with running_cluster(CONFIG, postgres_url, tmp_path / "cluster", lease=LEASE, serve=unlimited) as cluster:
         victim = cluster.replicas[1]
         # tasks that will still be running on the victim when it dies
         running = []

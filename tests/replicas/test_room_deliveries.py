@@ -1,7 +1,7 @@
 """Room messages belong to the replica that queued them: a replica starting next to it leaves them
 alone, and when that replica dies (`kill -9`) another one handles what it had queued, once.
 
-Two `ranch serve` processes on one database with `--lease 1`. The agent takes one message of a
+Two `ranch serve` processes on one database with `--lease 6`. The agent takes one message of a
 room at a time, in order: a replica that took a live replica's queue at start would answer the
 second message while the first is still running.
 """
@@ -25,12 +25,15 @@ agents:
     entry: _support.probes:Probe
     options: {sleep: 60, sleep_on: "take your time", reply: "done: {text}"}
 """
-LEASE = 1.0
+LEASE = 6.0
+"""Long enough that a live replica's heartbeat (every 2 s) never lapses on a loaded machine (with
+`--lease 1`, a busy CI host once kept it silent for over a second, and its queue was taken); a
+dead replica of this host is known gone at the next take-over round (every 3 s) all the same."""
 TAKEN_OVER = 20.0
-"""Seconds the live replica may take to handle a dead one's queue: a lease and a take-over round
-(1.5 s) with room for a loaded machine."""
-LEFT_ALONE = 3.0
-"""Seconds the second replica is watched after its start: three take-over rounds."""
+"""Seconds the live replica may take to handle a dead one's queue: a take-over round (3 s) with
+room for a loaded machine."""
+LEFT_ALONE = 3.5
+"""Seconds the second replica is watched after its start: its take-over at start, and one round."""
 
 
 def serve(config: Path, database_url: str, log: Path) -> ServerProcess:
