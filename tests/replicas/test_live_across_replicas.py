@@ -138,6 +138,47 @@ def test_a_revocation_missed_while_redis_was_cut_off_closes_the_websocket_once_r
             live.close()
 
 
+def test_a_key_revoked_while_a_replica_is_cut_off_from_redis_is_refused_there_at_once(
+    database_url: str,
+) -> None:
+    """A replica keeps each key's principal for 5 s, and a revocation published while its Redis is
+    cut off never reaches it: until it hears the others again it serves no key from that cache, so
+    the key revoked on the first replica is refused on the second's REST API and A2A binding on the
+    very next call, though the second used it a moment before."""
+    prefix = f"ranch-test-{uuid.uuid4().hex[:8]}"
+    with (
+        TcpProxy(REDIS_PORT) as proxy,
+        serve_ranch(CONFIG, database_url, redis_url=REDIS, redis_prefix=prefix, auth="keys") as first,
+        serve_ranch(
+            CONFIG,
+            database_url,
+            redis_url=f"redis://127.0.0.1:{proxy.port}/0",
+            redis_prefix=prefix,
+            auth="keys",
+        ) as second,
+    ):
+        owner, key, key_id = organization(first)
+        on_second = Api(second.url, key)
+
+        def a2a() -> httpx.Response:
+            message = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+            body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+            headers = {"A2A-Version": "1.0", "X-API-Key": key}
+            return httpx.post(f"{second.url}/a2a/agents/greeter", json=body, headers=headers, timeout=30)
+
+        assert on_second.call("GET", "/rooms").status_code == 200  # the key is in its cache now
+        assert "result" in a2a().json()
+        proxy.cut()
+        wait_until(lambda: fanout(second) == "reconnecting", RECONNECTED, "the fan-out is cut off")
+        owner.post(f"/keys/{key_id}/revoke", None, status=200)
+        refused = on_second.call("GET", "/rooms")
+        assert refused.status_code == 401, refused.text
+        assert "revoked" in refused.json()["error"]["message"]
+        assert a2a().json()["error"]["code"] == -32061  # UNAUTHENTICATED, on the binding's own terms
+        assert on_second.call("GET", "/rooms").status_code == 401
+        proxy.restore()
+
+
 def fanout(replica: RunningRanch) -> str | None:
     """What the replica's /healthz says of its fan-out (connected, reconnecting)."""
     answer: str | None = httpx.get(f"{replica.url}/healthz", timeout=10).json().get("fanout")

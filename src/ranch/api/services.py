@@ -20,7 +20,8 @@ class ApiServices:
     runtime: Callable[[], RoomsRuntime]
     """The rooms side (database sessions, rooms, catalog); raises until the app has started."""
     security: Security
-    """Keys (looked up fresh on every REST call and WebSocket frame), visibility, sessions."""
+    """Keys (a REST call's from the key cache, as on A2A: a revoked key leaves it at once; a WebSocket's
+    looked up fresh), visibility, sessions."""
     changes: Changes
     """Tells the other replicas of a key revoked or an agent registered or removed here."""
     rates: RatePolicy

@@ -10,9 +10,10 @@ or a room created on one is usable on all; an agent removed ends the event strea
 (with AgentNotFound, as a new call is answered). A replica that may have missed messages (its
 listener fell behind, Redis reset) forgets everything it caches, reloads the tables and asks the
 database about every key and agent its open connections hold, ending those that no longer stand;
-while its fan-out is disconnected it asks every DEAF_RECHECK seconds, so a key revoked on another
-replica during a Redis outage still ends this one's connections within about that time (a database
-out as well is logged once, as unavailable, and asked again until it answers).
+while its fan-out is disconnected it serves no key from its cache (each call asks the database),
+and asks about the open connections' keys every DEAF_RECHECK seconds, so a key revoked on another
+replica during a Redis outage is refused here at once, and this one's connections end within about
+that time (a database out as well is logged once, as unavailable, and asked again until it answers).
 In one process (no Redis) nothing is published: the change is applied where it was made.
 """
 
@@ -95,6 +96,7 @@ class Changes:
         `resync` reloads the agents table and the rooms; `add_room(room_id, org_id)` learns one room.
         """
         self._fanout, self._resync, self._add_room = fanout, resync, add_room
+        self.security.keys.hearing = lambda: fanout.connected  # deaf, no key is served from the cache
         async with anyio.create_task_group() as group:
             await group.start(partial(hear, fanout, TOPIC, self._apply, on_gap=self._catch_up))
             task_status.started()

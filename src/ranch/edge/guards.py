@@ -65,7 +65,7 @@ class Entry(enum.Enum):
     """The agent list at /a2a/agents: public, but a key presented is checked."""
     MCP = "mcp"
     API = "api"
-    """The REST API: every key is looked up afresh; its routes say which need one."""
+    """The REST API: its routes say which need a key (taken from the key cache, as on A2A)."""
     OTHER = "other"
     """Health, the page, the JWKS, unknown paths: a trace id and the body limit only."""
 
@@ -210,9 +210,11 @@ class Guards:
             raise BodyTooLarge(call.length, self.max_body)
 
     def _known_now(self, call: Call) -> KnownKey | None:
-        """The presented key's cached entry on an entry that takes keys from the cache (A2A, cards,
-        /mcp with `--auth keys`); None when `_principal` must decide."""
-        if call.key is None or call.entry is Entry.API or not self.security.enabled:
+        """The presented key's cached entry on an entry that takes keys (the REST API; A2A, cards and
+        /mcp with `--auth keys`); None when `_principal` must decide. A revoked key is dropped from
+        the cache at once (`Changes.key_revoked`, on every replica), and an expired one is never
+        served from it: a REST call costs no query for its key, and is refused as soon as before."""
+        if call.key is None or not (self.security.enabled or call.entry is Entry.API):
             return None
         return self.security.keys.cached(call.key)
 
@@ -226,7 +228,7 @@ class Guards:
             if call.entry in KEYED:
                 raise Unauthorized(KEY_REQUIRED)
             return None  # cards and the list show what callers without a key may see
-        known = await security.keys.known(call.key, call.client, fresh=api)  # `_known_now` missed
+        known = await security.keys.known(call.key, call.client)  # `_known_now` missed
         call.known = known
         scope[PRINCIPAL_KEY] = principal = known.principal
         scope["user"] = known.holder

@@ -1,10 +1,12 @@
 """API keys -> the Principal behind them (a person or an agent of one organization).
 
-The one lookup every entry uses, `KeyResolver`: the REST API and the WebSocket ask the
-database on each request (`fresh`); the A2A bindings and `/mcp` keep each key's
-principal for a few seconds, so a busy caller costs one query per TTL, not one per
-call. Every lookup goes through `AuthFailures` first: an address that presented too
-many refused keys is answered 429 without a query.
+The one lookup every entry uses, `KeyResolver`: it keeps each key's principal for a few
+seconds, so a busy caller costs one query per TTL, not one per call (a WebSocket's key is
+asked `fresh`, on opening and on each frame). A revoked key leaves the cache at once, on every
+replica (catalog/changes.py); while this replica may not hear the others (its fan-out is cut
+off), the cache answers nothing and every key is asked of the database. Every lookup goes
+through `AuthFailures` first: an address that presented too many refused keys is answered 429
+without a query.
 """
 
 from __future__ import annotations
@@ -120,8 +122,9 @@ def client_address(connection: HTTPConnection) -> str:
 
 
 class KeyResolver:
-    """Keys -> principals, through the failed-authentication budget; `__call__` also keeps each
-    key's principal for `ttl` seconds (A2A, /mcp), `fresh` always asks the database (REST, WebSocket)."""
+    """Keys -> principals, through the failed-authentication budget; keeps each key's principal for
+    `ttl` seconds while `hearing()` (revocations made elsewhere reach this replica); `fresh` always
+    asks the database (a WebSocket's key)."""
 
     def __init__(
         self,
@@ -134,6 +137,9 @@ class KeyResolver:
         self.failures = failures or AuthFailures(None)
         self._known: TtlCache[str, KnownKey] = TtlCache(ttl, KEY_CACHE_SIZE, clock)
         """Principals by key digest; concurrent lookups of one key share one query."""
+        self.hearing: Callable[[], bool] = lambda: True
+        """Whether a key revoked on another replica is heard here at once (`Changes.follow` sets it
+        to its fan-out's `connected`); while it is not, no key is served from the cache."""
 
     async def __call__(self, connection: HTTPConnection) -> Principal:
         return await self.resolve(_required_key(connection), client_address(connection))
@@ -155,6 +161,8 @@ class KeyResolver:
     def cached(self, key: str) -> KnownKey | None:
         """What `key` stands for, when the cache holds it unexpired: no query, nothing to await (the
         guard chain asks this first on every keyed A2A call); None sends the caller to `known`."""
+        if not self.hearing():
+            return None
         holder = self._known.peek(digest(key))
         if holder is None or holder.expired(time.time()):
             return None
@@ -163,6 +171,7 @@ class KeyResolver:
     async def known(self, key: str, address: str, *, fresh: bool = False) -> KnownKey:
         """`resolve`, answering what the key stands for (its principal and user object)."""
         name = digest(key)
+        fresh = fresh or not self.hearing()  # revocations elsewhere may go unheard: ask the database
         holder = None if fresh else self._known.peek(name)
         if holder is not None:
             if not holder.expired(time.time()):

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Select, String, bindparam, exists, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from ranch.db.models import Participant, Room
+from ranch.db.models import AgentRecord, Execution, ExecutionStatus, Participant, Room
 from ranch.exceptions import Forbidden, NotFound
 from ranch.identity.principal import SYSTEM, Principal
 
@@ -42,3 +45,71 @@ async def require_room_admin(session: AsyncSession, principal: Principal, room_i
     )
     if role not in ("owner", "admin"):
         raise Forbidden(f"only an owner or admin of room '{room_id}' may do that")
+
+
+@dataclass(frozen=True)
+class Seat:
+    """A room as its sender sees it when posting (`seat`)."""
+
+    room: Room
+    """Its id, organization, status and default agent; not attached to any session."""
+    sender_kind: str
+    """`user`, or the agent's kind as a sender: `agent` or `team`."""
+    working: str | None = None
+    """The id of the sender's execution that is working in the room (an external agent answering)."""
+
+
+def _seat_query(kinds: tuple[str, ...]) -> Select[Any]:
+    """The query of `seat` for senders taking part as `kinds`, built once (the room and sender are
+    bound at each call: no statement is built per post)."""
+    room_id, who = bindparam("room_id", type_=String), bindparam("who", type_=String)
+    member = exists().where(
+        Participant.room_id == Room.id, Participant.kind.in_(kinds), Participant.ref == who
+    )
+    columns: list[Any] = [Room.org_id, Room.status, Room.default_agent, member.label("member")]
+    if "user" not in kinds:
+        kind = select(AgentRecord.kind).where(AgentRecord.id == who).scalar_subquery()
+        working = (
+            select(Execution.id)
+            .where(Execution.room_id == Room.id, Execution.agent_id == who)
+            .where(Execution.status == ExecutionStatus.WORKING)
+            .limit(1)
+            .scalar_subquery()
+        )
+        columns += [kind.label("agent_kind"), working.label("working")]
+    return select(*columns).where(Room.id == room_id)
+
+
+_SEATS = "ranch.seats"
+"""Where a session keeps the seats it read (`Session.info`)."""
+_SEAT_QUERIES: dict[tuple[str, ...], Select[Any]] = {
+    kinds: _seat_query(kinds) for kinds in (("user",), ("agent", "team"))
+}
+
+
+async def seat(session: AsyncSession, principal: Principal, room_id: str) -> Seat:
+    """What a post needs of its room and sender, in one query: `visible_room`'s answer and refusal
+    (NotFound), the sender's kind and, for an agent, its execution working in the room."""
+    if principal.kind == "user":  # a person's seat stays as it is for the transaction (an agent's
+        # working execution may move): posts of one person in one batch (rooms/commits.py) ask once
+        kept: dict[tuple[str, str], Seat] = session.info.setdefault(_SEATS, {})
+        if (room_id, principal.id) not in kept:
+            kept[room_id, principal.id] = await _seat(session, principal, room_id)
+        return kept[room_id, principal.id]
+    return await _seat(session, principal, room_id)
+
+
+async def _seat(session: AsyncSession, principal: Principal, room_id: str) -> Seat:
+    if session.new or session.dirty or session.deleted:
+        await session.flush()  # what this transaction changed (an execution moved) is read as it is now
+    connection = await session.connection()  # a plain statement: no ORM machinery on the way
+    params = {"room_id": room_id, "who": principal.id}
+    found = (await connection.execute(_SEAT_QUERIES[principal.participant_kinds], params)).first()
+    if found is None or (principal is not SYSTEM and found.org_id != principal.org_id):
+        raise NotFound(f"no room '{room_id}'", "room_id")
+    if not (principal is SYSTEM or principal.is_admin or found.member):
+        raise NotFound(f"no room '{room_id}'", "room_id")
+    room = Room(id=room_id, org_id=found.org_id, status=found.status, default_agent=found.default_agent)
+    if principal.kind == "user":
+        return Seat(room, "user")
+    return Seat(room, "team" if found.agent_kind == "team" else "agent", found.working)

@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar, cast
 
 from a2a.types import Message, Part, Task, TaskState, TaskStatus
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
 from anyio.abc import TaskGroup
-from sqlalchemy import or_, select
+from sqlalchemy import CursorResult, Table, insert, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ranch.agents.base import check_input
@@ -26,7 +26,6 @@ from ranch.db.models import (
     Delivery,
     DeliveryStatus,
     Execution,
-    ExecutionStatus,
     MessageType,
     Participant,
     ParticipantKind,
@@ -36,6 +35,7 @@ from ranch.db.models import (
     RoomMessage,
     RoomStatus,
     User,
+    now,
 )
 from ranch.exceptions import Conflict, InvalidInput, NotFound, PayloadTooLarge
 from ranch.identity.orgs import DEFAULT_ORG, candidates, own_id
@@ -47,9 +47,10 @@ from ranch.policy.limits import Limits, check_id, check_message, check_value_key
 from ranch.policy.logs import TRACE_ID
 from ranch.rooms import executions, views
 from ranch.rooms import parts as room_parts
-from ranch.rooms.access import require_room_admin, visible_room
+from ranch.rooms.access import Seat, require_room_admin, seat, visible_room
 from ranch.rooms.adapters import execution_view
 from ranch.rooms.bus import Bus, Tx, frame
+from ranch.rooms.commits import RoomCommits
 from ranch.rooms.delivery import Dispatcher
 from ranch.rooms.executions import FINAL
 from ranch.rooms.mentions import mentioned
@@ -65,6 +66,7 @@ Logged = TypeVar("Logged", RoomMessage, RoomEvent)
 MAX_AGENT_CHAIN = 10
 """Agent-to-agent messages in a row (by mention) before the room stops waking agents."""
 CHAIN_KEY = keys.CHAIN
+_INSERT_MESSAGE = insert(cast(Table, RoomMessage.__table__))
 
 
 class Rooms:
@@ -77,6 +79,8 @@ class Rooms:
         self.tasks = tasks
         """The task engine every execution runs in (an execution is a task owned by its room)."""
         self.dispatcher = Dispatcher(self, registry, group)
+        self.commits = RoomCommits(bus)
+        """Posts into a busy room share its transactions (rooms/commits.py)."""
         self.limits = limits or Limits()
         self.known: dict[str, str] = {}
         """Room id -> its organization, for the A2A gateway's check of each contextId without a query."""
@@ -241,39 +245,36 @@ class Rooms:
         self._check_content(parts, given, metadata, request.thread_id)
         if any(part.WhichOneof("content") != "text" for part in given):
             await self._check_takers(principal, room_id, request, given)
-        async with self.bus.transaction(room_id) as tx:
-            room = await visible_room(tx.session, principal, room_id)
-            if room.status != RoomStatus.ACTIVE:
-                raise Conflict(f"room '{room_id}' is {room.status}", "room_id")
-            sender_kind = "user" if principal.kind == "user" else await _agent_kind(tx.session, principal.id)
-            if principal.kind == "agent":
-                await self._check_member(tx.session, room.id, principal.id)
-            if request.reply_to is not None:
-                await _answer(tx.session, principal, room.id, request.reply_to)
+
+        async def check(tx: Tx) -> Seat:
+            found = await seat(tx.session, principal, room_id)
+            if found.room.status != RoomStatus.ACTIVE:
+                raise Conflict(f"room '{room_id}' is {found.room.status}", "room_id")
+            if request.reply_to is not None:  # refused before anything is written, else marked answered
+                await _answer(tx.session, principal, room_id, request.reply_to)
+            return found
+
+        async def apply(tx: Tx, found: Seat) -> RoomMessage:
             message = await self.write(
                 tx,
-                room,
-                sender_kind,
+                found.room,
+                found.sender_kind,
                 principal.id,
                 parts=parts,
                 kind=request.type,
                 mentions=request.mentions or [],
                 metadata=metadata,
                 thread_id=request.thread_id,
+                execution_id=found.working,
             )
-            if principal.kind == "agent":  # an external agent answering: its execution is idle again
-                row = await tx.session.scalar(
-                    select(Execution).where(
-                        Execution.room_id == room.id,
-                        Execution.agent_id == principal.id,
-                        Execution.status == ExecutionStatus.WORKING,
-                    )
-                )
+            if found.working is not None:  # an external agent answering: its execution is idle again
+                row = await executions.fresh(tx, found.working)
                 if row is not None:
-                    message.execution_id = row.id
                     await executions.move(tx, row, "ready", turn=True)
                     tx.later.append(partial(self._record, row, INPUT_REQUIRED, "ready", message.text))
             return message
+
+        return await self.commits.write(room_id, check, apply)
 
     async def _check_takers(
         self, principal: Principal, room_id: str, request: PostMessage, given: list[Part]
@@ -285,10 +286,11 @@ class Rooms:
             room = await visible_room(session, principal, room_id)
             wakes = request.type == MessageType.TEXT
             names = mentioned(request.text or "", list(request.mentions or [])) if wakes else []
-            if names and room.org_id != DEFAULT_ORG:
-                names = await _own_names(session, room.id, room.org_id, names)
             sender_kind = "user" if principal.kind == "user" else "agent"
-            targets = await _woken(session, room, names, sender_kind, principal.id)
+            present = await _present(session, room, names, sender_kind)
+            targets = _woken(
+                room, _own_names(room.org_id, names, present), sender_kind, principal.id, present
+            )
         registry = self.dispatcher.registry
         for target in targets:
             if target in registry:  # external agents read what they get over the API
@@ -335,8 +337,8 @@ class Rooms:
         if parts is not None:
             text = text or room_parts.joined_text(parts)
         names = mentioned(text, list(mentions)) if kind == "text" else []
-        if names and room.org_id != DEFAULT_ORG:
-            names = await _own_names(tx.session, room.id, room.org_id, names)
+        present = await _present(tx.session, room, names, sender_kind if wake and kind == "text" else None)
+        names = _own_names(room.org_id, names, present)
         meta = dict(metadata or {})
         if chain:
             meta[CHAIN_KEY] = chain
@@ -352,16 +354,19 @@ class Rooms:
             meta=meta,
             thread_id=thread_id,
             execution_id=execution_id,
+            created_at=now(),
         )
-        tx.session.add(message)
-        await tx.session.flush()
+        message.seq = await _insert(tx.session, message)
         await tx.emit(room.id, "message.created", views.message(message))
         if wake and kind == "text":
-            await self._deliver(tx, room, message, names, chain)
+            await self._deliver(
+                tx, room, message, _woken(room, names, sender_kind, sender_id, present), chain
+            )
         return message
 
-    async def _deliver(self, tx: Tx, room: Room, message: RoomMessage, names: list[str], chain: int) -> None:
-        targets = await _woken(tx.session, room, names, message.sender_kind, message.sender_id)
+    async def _deliver(
+        self, tx: Tx, room: Room, message: RoomMessage, targets: list[str], chain: int
+    ) -> None:
         if not targets:
             return
         if chain >= MAX_AGENT_CHAIN:
@@ -403,13 +408,6 @@ class Rooms:
                 tx.after.append(partial(self.bus.to_agent, target, payload))
             else:
                 tx.after.append(partial(self.dispatcher.wake, delivery))
-
-    async def _check_member(self, session: AsyncSession, room_id: str, agent_id: str) -> None:
-        member = await session.scalar(
-            select(Participant.ref).where(Participant.room_id == room_id, Participant.ref == agent_id)
-        )
-        if member is None:
-            raise NotFound(f"no room '{room_id}'", "room_id")
 
     async def messages(
         self, principal: Principal, room_id: str, since: int, limit: int, before: int | None = None
@@ -596,29 +594,38 @@ async def _answer(session: AsyncSession, principal: Principal, room_id: str, del
     row.status = DeliveryStatus.DONE
 
 
-async def _woken(
-    session: AsyncSession, room: Room, names: list[str], sender_kind: str, sender_id: str
+class Present(NamedTuple):
+    """The room's participants a message reads: every id, and those of its agents and teams."""
+
+    refs: set[str]
+    agents: set[str]
+
+
+async def _present(session: AsyncSession, room: Room, names: list[str], waker: str | None) -> Present | None:
+    """The room's participants when a message needs them (its mentions name some, or it may wake
+    the default agent: `waker` is the sender's kind when it wakes agents); None when it does not,
+    and no query is made (a plain post)."""
+    own = bool(names) and (room.org_id != DEFAULT_ORG or waker is not None)
+    if not own and not (waker == "user" and room.default_agent is not None):
+        return None
+    rows = (
+        await session.execute(select(Participant.ref, Participant.kind).where(Participant.room_id == room.id))
+    ).all()
+    agents = {ref for ref, kind in rows if kind in (ParticipantKind.AGENT, ParticipantKind.TEAM)}
+    return Present({ref for ref, _kind in rows}, agents)
+
+
+def _woken(
+    room: Room, names: list[str], sender_kind: str, sender_id: str, present: Present | None
 ) -> list[str]:
     """The agents and teams of the room a message wakes: those it names (not its sender), else, for
     a person's message, the room's default agent."""
-    agents = set(
-        (
-            await session.scalars(
-                select(Participant.ref).where(
-                    Participant.room_id == room.id, Participant.kind.in_(("agent", "team"))
-                )
-            )
-        ).all()
-    )
-    targets = [name for name in names if name in agents and name != sender_id]
-    if not targets and sender_kind == "user" and room.default_agent in agents:
+    if present is None:
+        return []
+    targets = [name for name in names if name in present.agents and name != sender_id]
+    if not targets and sender_kind == "user" and room.default_agent in present.agents:
         targets = [room.default_agent]
     return targets
-
-
-async def _agent_kind(session: AsyncSession, agent_id: str) -> str:
-    kind = await session.scalar(select(AgentRecord.kind).where(AgentRecord.id == agent_id))
-    return "team" if kind == "team" else "agent"
 
 
 async def _name(session: AsyncSession, row: Participant) -> str:
@@ -649,13 +656,37 @@ async def _participant(session: AsyncSession, room: Room, kind: str, ref: str) -
     return None
 
 
-async def _own_names(session: AsyncSession, room_id: str, org_id: str, names: list[str]) -> list[str]:
+def _own_names(org_id: str, names: list[str], present: Present | None) -> list[str]:
     """Mentions as participant ids: `@helper` in a room of `acme` is `acme.helper` when it takes part."""
-    present = set(
-        (await session.scalars(select(Participant.ref).where(Participant.room_id == room_id))).all()
-    )
-    resolved = (next((c for c in candidates(org_id, name) if c in present), name) for name in names)
+    if not names or present is None or org_id == DEFAULT_ORG:
+        return names
+    resolved = (next((c for c in candidates(org_id, name) if c in present.refs), name) for name in names)
     return list(dict.fromkeys(resolved))
+
+
+async def _insert(session: AsyncSession, message: RoomMessage) -> int:
+    """Store `message` with one INSERT, outside the session's unit of work (nothing to flush, no row
+    read back); its `seq`."""
+    row = {
+        "id": message.id,
+        "room_id": message.room_id,
+        "type": message.type,
+        "sender_kind": message.sender_kind,
+        "sender_id": message.sender_id,
+        "text": message.text,
+        "parts": message.parts,
+        "mentions": message.mentions,
+        "metadata": message.meta,
+        "thread_id": message.thread_id,
+        "execution_id": message.execution_id,
+        "created_at": message.created_at,
+    }
+    connection = await session.connection()  # a plain statement: no ORM machinery on the way
+    result = cast(CursorResult[Any], await connection.execute(_INSERT_MESSAGE, row))
+    key = result.inserted_primary_key  # SQLite's rowid, PostgreSQL's RETURNING
+    assert key is not None
+    seq: int = key[0]
+    return seq
 
 
 def _traceparent() -> str | None:

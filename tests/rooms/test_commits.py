@@ -1,0 +1,258 @@
+"""Posts into a busy room share its transactions (rooms/commits.py), and their callers see nothing
+else change: each write returns once it is committed, the room's events keep the order the writes
+came in, one write's refusal or failure is its own, and each runs in its caller's context.
+
+The writes are the room's own (a transaction of the room, events through the bus), on SQLite and on
+PostgreSQL; the room is kept busy by a transaction of it held open, as a long write holds it.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import pytest
+from sqlalchemy import insert, select
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
+
+from ranch.db.engine import open_engine
+from ranch.db.models import Organization, Room, RoomEvent
+from ranch.exceptions import NotFound
+from ranch.rooms.bus import Bus, Tx
+from ranch.rooms.commits import RoomCommits
+
+pytestmark = pytest.mark.anyio
+
+ROOM = "busy"
+CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("caller", default="")
+
+
+@pytest.fixture
+async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
+    engine = open_engine(database_url)
+    async with engine.begin() as connection:
+        await connection.execute(insert(Organization).values(id="acme", name="Acme"))
+        await connection.execute(insert(Room).values(id=ROOM, org_id="acme"))
+    yield engine
+    await engine.dispose()
+
+
+@pytest.fixture
+def bus(engine: AsyncEngine) -> Bus:
+    return Bus(
+        async_sessionmaker(engine, expire_on_commit=False), postgres=engine.dialect.name == "postgresql"
+    )
+
+
+class Notes:
+    """Writes that each emit one event saying its text, recording the transaction they ran in."""
+
+    def __init__(self, commits: RoomCommits) -> None:
+        self.commits = commits
+        self.seen: dict[str, Tx] = {}
+        """Text -> the transaction its `apply` ran in (the last one, after a retry)."""
+        self.contexts: dict[str, str] = {}
+
+    async def check(self, tx: Tx) -> None:
+        return None
+
+    def apply(self, text: str) -> Callable[[Tx, None], Awaitable[RoomEvent]]:
+        async def apply(tx: Tx, _checked: None) -> RoomEvent:
+            self.seen[text] = tx
+            self.contexts[text] = CALLER.get()
+            return await tx.emit(ROOM, "note", {"text": text})
+
+        return apply
+
+    async def say(self, text: str) -> RoomEvent:
+        return await self.commits.write(ROOM, self.check, self.apply(text))
+
+
+@asynccontextmanager
+async def held(bus: Bus) -> AsyncIterator[Callable[[], None]]:
+    """The room busy with a transaction of its own until the returned function is called."""
+    inside, release = anyio.Event(), anyio.Event()
+
+    async def hold() -> None:
+        async with bus.transaction(ROOM):
+            inside.set()
+            await release.wait()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(hold)
+        await inside.wait()
+        yield release.set
+        release.set()
+
+
+async def stored(engine: AsyncEngine) -> list[tuple[int, str]]:
+    """The room's events as committed: (cursor, text), in cursor order."""
+    async with engine.connect() as connection:
+        rows = await connection.execute(
+            select(RoomEvent.cursor, RoomEvent.data)
+            .where(RoomEvent.room_id == ROOM)
+            .order_by(RoomEvent.cursor)
+        )
+        return [(row.cursor, row.data["text"]) for row in rows.all()]
+
+
+async def test_writes_queued_while_the_room_is_busy_share_one_transaction_in_the_order_they_came(
+    engine: AsyncEngine, bus: Bus
+) -> None:
+    notes = Notes(RoomCommits(bus))
+    texts = [f"n{index}" for index in range(6)]
+    events: dict[str, RoomEvent] = {}
+
+    async def say(text: str) -> None:
+        events[text] = await notes.say(text)
+
+    async with held(bus) as release, anyio.create_task_group() as group:
+        for text in texts:
+            group.start_soon(say, text)
+        await anyio.wait_all_tasks_blocked()  # every write queued behind the held room
+        assert events == {}
+        release()
+    assert len({id(notes.seen[text]) for text in texts}) == 1
+    assert [events[text].cursor for text in texts] == [1, 2, 3, 4, 5, 6]
+    assert await stored(engine) == list(enumerate(texts, start=1))
+
+
+async def test_a_write_refused_by_its_check_fails_alone_and_takes_no_cursor(
+    engine: AsyncEngine, bus: Bus
+) -> None:
+    notes = Notes(RoomCommits(bus))
+    outcome: dict[str, Any] = {}
+
+    async def refuse(tx: Tx) -> None:
+        raise NotFound(f"no room '{ROOM}'", "room_id")
+
+    async def say(text: str) -> None:
+        try:
+            if text == "refused":
+                outcome[text] = await notes.commits.write(ROOM, refuse, notes.apply(text))
+            else:
+                outcome[text] = await notes.say(text)
+        except NotFound as exc:
+            outcome[text] = exc
+
+    async with held(bus) as release, anyio.create_task_group() as group:
+        for text in ("first", "before", "refused", "after"):
+            group.start_soon(say, text)
+        await anyio.wait_all_tasks_blocked()
+        release()
+    assert isinstance(outcome["refused"], NotFound)
+    assert notes.seen["before"] is notes.seen["after"]  # no retry: the others' transaction went on
+    assert await stored(engine) == [(1, "first"), (2, "before"), (3, "after")]
+
+
+async def test_a_batch_failing_while_it_writes_is_written_again_one_write_at_a_time(
+    engine: AsyncEngine, bus: Bus
+) -> None:
+    notes = Notes(RoomCommits(bus))
+    outcome: dict[str, Any] = {}
+
+    async def broken(tx: Tx, _checked: None) -> RoomEvent:
+        await tx.emit(ROOM, "note", {"text": "broken"})  # written, then the write fails
+        raise RuntimeError("the write broke")
+
+    async def say(text: str) -> None:
+        try:
+            if text == "broken":
+                outcome[text] = await notes.commits.write(ROOM, notes.check, broken)
+            else:
+                outcome[text] = await notes.say(text)
+        except RuntimeError as exc:
+            outcome[text] = exc
+
+    async with held(bus) as release, anyio.create_task_group() as group:
+        for text in ("first", "before", "broken", "after"):
+            group.start_soon(say, text)
+        await anyio.wait_all_tasks_blocked()
+        release()
+    assert str(outcome["broken"]) == "the write broke"
+    assert notes.seen["before"] is not notes.seen["after"]  # each in a transaction of its own
+    assert [outcome[text].cursor for text in ("first", "before", "after")] == [1, 2, 3]
+    assert await stored(engine) == [(1, "first"), (2, "before"), (3, "after")]
+
+
+async def test_each_write_runs_in_its_callers_context(bus: Bus) -> None:
+    notes = Notes(RoomCommits(bus))
+
+    async def say(text: str) -> None:
+        CALLER.set(f"caller of {text}")  # as a request's trace id is set for it
+        await notes.say(text)
+
+    async with held(bus) as release, anyio.create_task_group() as group:
+        for text in ("a", "b", "c"):
+            group.start_soon(say, text)
+        await anyio.wait_all_tasks_blocked()
+        release()
+    assert notes.contexts == {text: f"caller of {text}" for text in ("a", "b", "c")}
+
+
+async def test_a_write_whose_caller_left_before_its_batch_went_out_is_not_written(
+    engine: AsyncEngine, bus: Bus
+) -> None:
+    notes = Notes(RoomCommits(bus))
+    leaving = anyio.CancelScope()
+
+    async def left() -> None:
+        with leaving:
+            await notes.say("left")
+
+    async with held(bus) as release, anyio.create_task_group() as group:
+        group.start_soon(notes.say, "kept")
+        await anyio.wait_all_tasks_blocked()  # its transaction waits for the room
+        group.start_soon(left)
+        group.start_soon(notes.say, "kept too")
+        await anyio.wait_all_tasks_blocked()
+        leaving.cancel()  # its caller is gone (a client that hung up) while it waits for the room
+        await anyio.wait_all_tasks_blocked()
+        release()
+    assert await stored(engine) == [(1, "kept"), (2, "kept too")]
+
+
+async def test_work_failing_after_the_commit_fails_its_own_write_and_nothing_is_written_twice(
+    engine: AsyncEngine, bus: Bus
+) -> None:
+    notes = Notes(RoomCommits(bus))
+    outcome: dict[str, Any] = {}
+
+    async def recorded_late(tx: Tx, _checked: None) -> RoomEvent:
+        async def fail() -> None:  # as an execution's task is recorded once the post is stored
+            raise RuntimeError("recording failed")
+
+        tx.later.append(fail)
+        return await tx.emit(ROOM, "note", {"text": "recorded late"})
+
+    async def woken_late(tx: Tx, _checked: None) -> RoomEvent:
+        def fail() -> None:  # as a worker is woken once the post is stored
+            raise RuntimeError("waking failed")
+
+        tx.after.append(fail)
+        return await tx.emit(ROOM, "note", {"text": "woken late"})
+
+    special = {"recorded late": recorded_late, "woken late": woken_late}
+
+    async def say(text: str) -> None:
+        try:
+            if text in special:
+                outcome[text] = await notes.commits.write(ROOM, notes.check, special[text])
+            else:
+                outcome[text] = await notes.say(text)
+        except RuntimeError as exc:
+            outcome[text] = exc
+
+    texts = ["first", "before", "woken late", "recorded late", "after"]
+    async with held(bus) as release, anyio.create_task_group() as group:
+        for text in texts:
+            group.start_soon(say, text)
+        await anyio.wait_all_tasks_blocked()
+        release()
+    assert str(outcome["woken late"]) == "waking failed"
+    assert str(outcome["recorded late"]) == "recording failed"
+    assert [outcome[text].cursor for text in ("first", "before", "after")] == [1, 2, 5]
+    assert await stored(engine) == list(enumerate(texts, start=1))
