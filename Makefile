@@ -63,11 +63,15 @@ cluster: $(STAMP) haproxy  ## 3 replicas on PostgreSQL and Redis behind HAProxy 
 # once, and the benchmark smoke tests, which pin CPUs, never run side by side). WORKERS=0 runs serially.
 WORKERS ?= auto
 
-test: $(STAMP) browser haproxy a2a03 benchjs  ## the whole suite: ruff, mypy --strict, the layers contract, then pytest on every core
+test: $(STAMP) browser haproxy a2a03 benchjs  ## the whole suite: ruff, mypy --strict, the layers contract, pytest on every core, then the benchmarks' smoke runs
 	$(BIN)/ruff check src tests bench scripts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	$(BIN)/pytest -q -n $(WORKERS) --dist loadfile
+	$(BIN)/pytest -q -n $(WORKERS) --dist loadfile -m "not bench_smoke"
+	$(MAKE) --no-print-directory bench-smoke
+
+bench-smoke: $(STAMP) benchjs  ## each benchmark at its smallest: it still runs and prints its tables (no speed asserted)
+	$(BIN)/pytest -q -n $(WORKERS) --dist loadfile -m bench_smoke
 
 FUZZ_TESTS := tests/policy/test_fuzz.py tests/policy/test_api_fuzz.py tests/wire/test_codec.py \
 	tests/wire/test_jsonrpc_equivalence.py tests/hub/test_store.py

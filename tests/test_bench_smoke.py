@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.bench_smoke  # `make bench-smoke`, after the suite in `make test`
 ROOT = Path(__file__).resolve().parent.parent
 
 
