@@ -74,7 +74,7 @@ bench-smoke: $(STAMP) benchjs  ## each benchmark at its smallest: it still runs 
 	$(BIN)/pytest -q -n $(WORKERS) --dist loadfile -m bench_smoke
 
 FUZZ_TESTS := tests/policy/test_fuzz.py tests/policy/test_api_fuzz.py tests/wire/test_codec.py \
-	tests/wire/test_jsonrpc_equivalence.py tests/hub/test_store.py
+	tests/wire/test_jsonrpc_equivalence.py tests/tasks/test_store.py
 
 fuzz: $(STAMP)  ## the property tests random, 50x the suite's examples (RANCH_FUZZ=long; about an hour)
 	RANCH_FUZZ=long $(BIN)/pytest -q $(FUZZ_TESTS)

@@ -48,7 +48,7 @@ def serve_ranch(config: str | RanchConfig, database: Path | str, **settings: Any
     """Serve `config` (YAML text or a parsed config); `database` is a SQLite file or a database URL.
 
     A SQLite file that does not exist yet starts as a copy of the migrated template (`databases`),
-    so the server finds nothing to migrate (tests/hub/test_migrations.py starts on empty ones).
+    so the server finds nothing to migrate (tests/db/test_migrations.py starts on empty ones).
     `settings` are `Settings` fields; the admin key defaults to ADMIN_KEY and start-up notices
     are not printed.
     """

@@ -6,7 +6,7 @@ server's CPU per team turn (bench/README.md, Scale). This store implements the
 same `TaskStore` interface with one `INSERT ... ON CONFLICT DO UPDATE` (saves made
 at the same time share a transaction: `ranch.db.group_commit`) and the
 task's canonical protobuf encoding, plus the columns ListTasks filters and sorts
-on. tests/hub/test_store.py runs the same operations against both stores and
+on. tests/tasks/test_store.py runs the same operations against both stores and
 compares the answers. SQLite (WAL) by default; PostgreSQL by URL.
 """
 
