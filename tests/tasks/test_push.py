@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import ipaddress
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -331,3 +333,29 @@ def test_unsafe_webhooks_are_refused_when_the_switch_is_off(tmp_path: Path, rece
         )
         assert rest.status_code == 400 and rest.json()["error"]["details"][0]["reason"] == "UNSAFE_URL"
     assert len(receiver.hits) == before
+
+
+def test_a_hub_stopped_while_a_run_with_a_webhook_is_working_leaves_nothing_open(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    """The run is cancelled with the hub: its webhook queue is closed all the same (it was left open,
+    and its worker waiting, when the hub stopped mid-run; the unclosed stream surfaced later as a
+    ResourceWarning in whatever test the garbage collector ran in)."""
+    hook = f"{receiver.url}/hook"
+    with (
+        serve_ranch(CONFIG, tmp_path / "t.db", allow_loopback_webhooks=True) as ranch,
+        httpx.Client(timeout=10) as http,
+    ):
+        configuration = {"returnImmediately": True, "taskPushNotificationConfig": {"url": hook}}
+        sent = _rpc(
+            http,
+            ranch.agent_url("steady"),  # answers after 0.3 s: still working when the hub stops
+            "SendMessage",
+            {"message": as_json(user_message()), "configuration": configuration},
+        )
+        task_id = sent["result"]["task"]["id"]
+        wait_until(lambda: _states(receiver, "/hook", task_id) == ["TASK_STATE_SUBMITTED"])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []

@@ -220,7 +220,23 @@ class TaskEngine:
             metrics.runs(-1)
 
     async def _run(self, run: Run, agent: Agent, message: Message, call: Call, incoming: Message) -> None:
-        error: str | None = None
+        try:
+            error = await self._agent_part(run, agent, message, call, incoming)
+            if run.error is None:
+                await self._settle(run, incoming, error)
+        except StoreUnavailable as exc:
+            run.error = exc
+        finally:  # also when the hub stops mid-run: its subscribers and webhook queue are closed
+            run.close()
+            self.live.pop(run.task_id, None)
+            if self.push is not None:
+                self.push.finish(run.task_id)
+
+    async def _agent_part(
+        self, run: Run, agent: Agent, message: Message, call: Call, incoming: Message
+    ) -> str | None:
+        """The agent's events applied to the run until it ends or is canceled (`run.scope`); the
+        error the task ends with, if any."""
         with run.scope:
             try:
                 async with invoke(agent, message, call) as events:  # leaving it releases the agent's locks
@@ -230,20 +246,11 @@ class TaskEngine:
             except StoreUnavailable as exc:  # the task could not even be created: nothing to settle
                 run.error = exc
             except RanchError as exc:  # a timeout, or the agent failed
-                error = str(exc)
+                return str(exc)
             except Exception as exc:  # ranch's own part failed (a room sink): the task says so
                 logger.exception("the run of task %s failed", run.task_id)
-                error = f"ranch could not finish this task: {type(exc).__name__}: {exc}"
-        try:
-            if run.error is None:
-                await self._settle(run, incoming, error)
-        except StoreUnavailable as exc:
-            run.error = exc
-        finally:
-            run.close()
-            self.live.pop(run.task_id, None)
-            if self.push is not None:
-                self.push.finish(run.task_id)
+                return f"ranch could not finish this task: {type(exc).__name__}: {exc}"
+        return None
 
     def _publish(self, run: Run, event: Event) -> None:
         """Tell the run's subscribers, its webhooks when it has any, and other replicas when there are."""
