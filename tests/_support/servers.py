@@ -45,9 +45,15 @@ def bind_socket() -> socket.socket:
     return sock
 
 
+SHUTDOWN_POLL = 0.005
+"""Seconds between a stopping server's looks at its open connections and tasks."""
+
+
 class _Server(uvicorn.Server):
-    """uvicorn's server, whose main loop wakes when `stop` asks instead of at its next 0.1 s tick;
-    the shutdown is uvicorn's own."""
+    """uvicorn's server, whose main loop wakes when `stop` asks instead of at its next 0.1 s tick,
+    and whose shutdown looks at what is still open every few milliseconds instead of sleeping 0.1 s
+    first and then in 0.1 s steps (uvicorn 0.54 `Server.shutdown`): the same steps in the same order,
+    which cost every test server a tenth of a second or more at each stop."""
 
     def __init__(self, config: uvicorn.Config) -> None:
         super().__init__(config)
@@ -60,6 +66,29 @@ class _Server(uvicorn.Server):
         if loop is not None and woken is not None:
             with contextlib.suppress(RuntimeError):  # the loop has already ended
                 loop.call_soon_threadsafe(woken.set)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        for server in self.servers:
+            server.close()
+        for sock in sockets or []:
+            sock.close()
+        for connection in list(self.server_state.connections):
+            connection.shutdown()
+        try:
+            await asyncio.wait_for(self._drained(), timeout=self.config.timeout_graceful_shutdown)
+        except TimeoutError:
+            for task in self.server_state.tasks:
+                task.cancel(msg="Task cancelled, timeout graceful shutdown exceeded")
+        if not self.force_exit:
+            await self.lifespan.shutdown()
+
+    async def _drained(self) -> None:
+        """Until every connection has closed and every task ended (or `force_exit`)."""
+        await asyncio.sleep(0)  # the connections' shutdowns run first
+        while (self.server_state.connections or self.server_state.tasks) and not self.force_exit:  # noqa: ASYNC110 (uvicorn's sets, no event)
+            await asyncio.sleep(SHUTDOWN_POLL)
+        for server in self.servers:
+            await server.wait_closed()
 
     async def main_loop(self) -> None:
         self._loop, self._woken = asyncio.get_running_loop(), asyncio.Event()

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import anyio
+import pytest
 from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
@@ -35,6 +36,9 @@ from _support import probes
 from _support.hubkit import RunningRanch, serve_ranch, wait_until
 from _support.sdk import sdk_client, user_message
 from _support.servers import ServerThread
+from ranch.fanout import redis as fanout_redis
+from ranch.policy import redis_client
+from ranch.policy.redis_client import BLOCK_SLICE, REPLY_TIMEOUT
 
 REDIS = "redis://127.0.0.1:6379/0"
 CONFIG = """
@@ -50,9 +54,11 @@ agents:
   - id: quiet
     kind: python
     entry: _support.probes:Probe
-    options: {chunks: ["Before the pause, ", "after it"], chunk_pause: 5.5}  # quiet past 5 s
+    options: {chunks: ["Before the pause, ", "after it"], chunk_pause: 1.5}  # quiet past QUICK_REPLY_TIMEOUT
 """
 WORKING = TaskState.TASK_STATE_WORKING
+QUICK_REPLY_TIMEOUT = 1.0
+"""The Redis reply timeout of the quiet-member test (REPLY_TIMEOUT in production)."""
 
 
 @contextmanager
@@ -99,10 +105,15 @@ def test_a_task_running_on_one_replica_is_followed_read_and_listed_on_another(da
 
 
 def test_a_subscriber_on_another_replica_follows_a_member_quiet_longer_than_redis_timeouts(
-    database_url: str,
+    database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The other replica reads the task's log from Redis with blocking reads: a member quiet for
-    longer than the Redis client's reply timeout must not break the subscriber's stream."""
+    longer than the Redis client's reply timeout must not break the subscriber's stream. The
+    timeouts are scaled down (5 s and 2 s slices in production) so the member is quiet for 1.5 s,
+    not 5.5: the same ratio, a quarter of the wait."""
+    monkeypatch.setattr(redis_client, "REPLY_TIMEOUT", QUICK_REPLY_TIMEOUT)
+    monkeypatch.setattr(fanout_redis, "REPLY_TIMEOUT", QUICK_REPLY_TIMEOUT)
+    monkeypatch.setattr(fanout_redis, "BLOCK_SLICE", QUICK_REPLY_TIMEOUT * BLOCK_SLICE / REPLY_TIMEOUT)
     with replicas(database_url) as (first, second):
 
         async def scenario() -> None:
