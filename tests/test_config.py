@@ -112,7 +112,9 @@ def test_not_yaml_and_wrong_shape_are_clear() -> None:
     assert problems("- just\n- a list\n") == [
         "<config>: the top level must be a mapping with `agents` and `teams`"
     ]
-    assert problems("agentz: []\n") == ["<config>: unknown top-level key(s) agentz; expected agents, teams"]
+    assert problems("agentz: []\n") == [
+        "<config>: unknown top-level key(s) agentz; expected agents, teams, retention"
+    ]
 
 
 def test_defaults_follow_the_contract() -> None:

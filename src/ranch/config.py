@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal, cast
 
 import yaml
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Discriminator,
     Field,
@@ -301,11 +302,92 @@ class TeamConfig(_Strict):
         return self.name or self.id
 
 
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+OFF_WORDS = ("off", "none", "never", "0", "")
+
+
+def parse_duration(value: Any) -> float | None:
+    """Seconds from `3600`, `"90s"`, `"15m"`, `"12h"`, `"30d"` or `"2w"`; None for `off` (and 0).
+    Raises ValueError saying what is accepted."""
+    if value is None or value is False:  # YAML reads a bare `off` as false
+        return None
+    if value is True:
+        raise ValueError("a duration is seconds (3600) or 90s, 15m, 12h, 30d, 2w, or off")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    else:
+        text = str(value).strip().lower()
+        if text in OFF_WORDS:
+            return None
+        match = _DURATION.match(text)
+        if match is None:
+            raise ValueError(
+                f"{value!r} is no duration: give seconds (3600) or 90s, 15m, 12h, 30d, 2w, or off"
+            )
+        seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"]
+    if seconds < 0:
+        raise ValueError(f"a duration is >= 0 seconds, not {value!r}")
+    return seconds or None
+
+
+Lifetime = Annotated[float | None, BeforeValidator(parse_duration)]
+"""How long a stored row is kept once it is past use, in seconds (`30d` in YAML); None: for ever."""
+
+PUSH_OUTBOX_MIN = 3600.0
+"""The shortest lifetime of a push-outbox row: a webhook update may still be on its way before that."""
+DEFAULT_PUSH_OUTBOX = 7 * 86400.0
+
+
+class RetentionConfig(_Strict):
+    """`retention:`: how long ranch keeps what is finished (docs/deploy.md, "Retention"). Each lifetime
+    is off (kept for ever) unless given, but the push outbox's: its leftover rows are never read."""
+
+    tasks: Lifetime = None
+    """Finished tasks (completed, failed, canceled, rejected), from their last status change; with
+    their push configs and, for a room's execution, its row. A running or input-required one stays."""
+    events: Lifetime = None
+    """Room events (the WebSocket's replay), from when they happened. Off: rooms are history."""
+    messages: Lifetime = None
+    """Room messages (and their handled deliveries), from when they were posted; one an agent has
+    not handled yet stays. Off: rooms are history."""
+    conversations: Lifetime = None
+    """Team conversations and remote members' sessions idle that long, unless a task on their
+    context is not finished (it waits for input, or runs)."""
+    push_outbox: Lifetime = DEFAULT_PUSH_OUTBOX
+    """Push-outbox rows held that long: sent but not released, or given up (at least 1 h)."""
+    keys: Lifetime = None
+    """API keys revoked, or expired, that long ago."""
+    every: float = Field(default=600.0, ge=1.0)
+    """Seconds between two pruning rounds (each on one replica); `10m` in YAML."""
+    batch: int = Field(default=500, ge=1, le=10_000)
+    """Rows deleted per transaction: small, so no prune holds a lock for long."""
+
+    @field_validator("every", mode="before")
+    @classmethod
+    def _every(cls, value: Any) -> Any:
+        seconds = parse_duration(value)
+        if seconds is None:
+            raise ValueError(
+                "a round needs a period: give seconds or 10m, 1h (turn each lifetime off instead)"
+            )
+        return seconds
+
+    @field_validator("push_outbox")
+    @classmethod
+    def _outbox_long_enough(cls, value: float | None) -> float | None:
+        if value is not None and value < PUSH_OUTBOX_MIN:
+            raise ValueError(f"at least {PUSH_OUTBOX_MIN:g} s (1h): an update may still be on its way")
+        return value
+
+
 class RanchConfig(_Strict):
     """The whole file."""
 
     agents: list[AgentConfig] = Field(default_factory=list)
     teams: list[TeamConfig] = Field(default_factory=list)
+    retention: RetentionConfig = Field(default_factory=RetentionConfig)
+    """How long finished things are kept (docs/deploy.md, "Retention")."""
 
     def ids(self) -> list[str]:
         return [a.id for a in self.agents] + [t.id for t in self.teams]
@@ -330,12 +412,15 @@ def parse_config(text: str, source: str = "<config>") -> RanchConfig:
         raise ConfigError([f"{source}: the top level must be a mapping with `agents` and `teams`"])
     problems: list[str] = []
     raw = _expand_env(raw, problems, where="")
-    unknown = sorted(set(raw) - {"agents", "teams"})
+    unknown = sorted(set(raw) - {"agents", "teams", "retention"})
     if unknown:
-        problems.append(f"{source}: unknown top-level key(s) {', '.join(unknown)}; expected agents, teams")
+        problems.append(
+            f"{source}: unknown top-level key(s) {', '.join(unknown)}; expected agents, teams, retention"
+        )
     agents = _validate_entries(raw, "agents", _AGENT_ADAPTER, problems)
     teams = _validate_entries(raw, "teams", _TEAM_ADAPTER, problems)
-    config = RanchConfig(agents=agents, teams=teams)
+    retention = _validate_retention(raw.get("retention"), problems)
+    config = RanchConfig(agents=agents, teams=teams, retention=retention)
     # entries that failed validation still count as defined, so no spurious "not defined" follows
     problems.extend(cross_check(config, also_defined=_raw_ids(raw)))
     if problems:
@@ -357,6 +442,27 @@ def _validate_entries(
         except ValidationError as exc:
             problems.extend(_describe(exc, section, index, entry))
     return valid
+
+
+def _validate_retention(raw: Any, problems: list[str]) -> RetentionConfig:
+    """The `retention:` section; each problem names its field (`retention.tasks: ...`)."""
+    try:
+        return RetentionConfig.model_validate(raw or {})
+    except ValidationError as exc:
+        problems.extend(retention_problems(exc))
+        return RetentionConfig()
+
+
+def retention_problems(exc: ValidationError, flagged: Collection[str] = ()) -> list[str]:
+    """`retention.<field>: <why>` for each problem; `(--retention-<field>)` after the ones in `flagged`
+    (given as a flag or an environment variable rather than in the file)."""
+    problems = []
+    for error in exc.errors():
+        field = ".".join(str(part) for part in error["loc"])
+        flag = f" (--retention-{field.replace('_', '-')})" if field in flagged else ""
+        why = error["msg"].removeprefix("Value error, ")
+        problems.append(f"retention{'.' + field if field else ''}: {why}{flag}")
+    return problems
 
 
 def _raw_ids(raw: dict[str, Any]) -> set[str]:

@@ -28,9 +28,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, async_sessionma
 from sqlalchemy.pool import NullPool
 
 from _support.hubkit import ADMIN_KEY, Api, serve_ranch, wait_until
+from ranch.config import RetentionConfig
 from ranch.db.conversations import ConversationStore
 from ranch.db.engine import open_engine
 from ranch.db.models import (
+    ApiKey,
     Delivery,
     Execution,
     Organization,
@@ -43,6 +45,7 @@ from ranch.db.models import (
     team_conversations,
 )
 from ranch.db.replicas import Replicas
+from ranch.retention.pruner import Pruner
 from ranch.rooms import executions
 from ranch.rooms.bus import Bus
 from ranch.rooms.pages import event_page
@@ -386,3 +389,48 @@ def test_room_pages_and_the_delivery_claim_use_an_index(database_url: str) -> No
             anyio.run(replay)
         found = anyio.run(scans, engine, statements)
     assert found == []
+
+
+async def test_each_prune_reads_and_deletes_on_an_index(filled: AsyncEngine) -> None:
+    """Retention's counts (`--dry-run`), batch reads and deletes, for every lifetime, with a tenth of
+    the rows past it among the rest: a round costs the rows it deletes, not the rows kept."""
+    async with filled.begin() as connection:
+        await connection.execute(insert(ApiKey), [dead_or_live_key(n) for n in range(300)])
+        for table, column, which in (
+            ("messages", "created_at", "seq % 10 = 1"),
+            ("events", "created_at", "seq % 10 = 1"),
+            ("push_outbox", "created_at", "seq % 10 = 1"),
+            ("team_conversations", "updated_at", "context_id LIKE '%1'"),
+            ("member_sessions", "updated_at", "context_id LIKE '%1'"),
+        ):  # a tenth of each, long ago
+            await connection.execute(text(f"UPDATE {table} SET {column} = 1.0 WHERE {which}"))
+    if filled.dialect.name == "postgresql":
+        async with filled.execution_options(isolation_level="AUTOCOMMIT").connect() as connection:
+            await connection.execute(text("ANALYZE"))
+    every = RetentionConfig(
+        tasks="1d", events="1d", messages="1d", conversations="1d", push_outbox="1d", keys="1d", batch=50
+    )
+    # a day after the tasks' first tenth: their status times are 1 µs apart from 1_700_000_000 s on
+    pruner = Pruner(filled, every, clock=lambda: 1_700_000_000 + 86400 + TASKS * 1e-7)
+
+    async def prune() -> None:
+        counted = await pruner.run(dry_run=True)
+        assert all(counted.counts.values()), counted.counts
+        assert (await pruner.run()).counts == counted.counts
+
+    assert await scans(filled, await recorded(prune)) == []
+
+
+def dead_or_live_key(n: int) -> dict[str, Any]:
+    """Keys of a few people: one in ten revoked long ago, one in ten expired long ago."""
+    return {
+        "id": f"k{n}",
+        "digest": f"k{n}",
+        "prefix": "rk_",
+        "org_id": "filler",
+        "owner_kind": "user",
+        "owner_id": f"u{n % 7}",
+        "revoked": n % 10 == 0,
+        "revoked_at": 1.0 if n % 10 == 0 else None,
+        "expires_at": 2.0 if n % 10 == 1 else None if n % 2 else 4e9,
+    }

@@ -24,6 +24,7 @@ import anyio
 import orjson
 from pydantic import TypeAdapter
 from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ranch.api import errors
@@ -31,7 +32,7 @@ from ranch.api.inbox import acknowledge, pending_pages
 from ranch.api.models import Ack, Delta, Frame, Ping, Subscribe, Unsubscribe
 from ranch.api.services import ApiServices
 from ranch.db.engine import unavailable
-from ranch.db.models import Execution
+from ranch.db.models import Execution, PrunedEvents, Room
 from ranch.deprecation import RanchDeprecationWarning, deprecation_message, warn_deprecated
 from ranch.edge.guards import caller_key
 from ranch.exceptions import (
@@ -194,6 +195,8 @@ async def _read(websocket: WebSocket, services: ApiServices, principal: Principa
 
 
 def _error_frame(exc: BaseException) -> dict[str, Any]:
+    if isinstance(exc, CursorPruned):  # which room, and where it may resume, for a client to act on
+        return {"type": "error", **errors.body(exc), "room": exc.room, "oldest_cursor": exc.oldest}
     return {"type": "error", **errors.body(exc)}
 
 
@@ -255,9 +258,32 @@ async def _subscription(
     if len(watcher.rooms.keys() | cursors.keys()) > MAX_ROOMS:
         raise InvalidInput(f"at most {MAX_ROOMS} rooms per connection", "rooms")
     async with runtime.sessions() as session:
-        for room in cursors:
-            await visible_room(session, principal, room)
+        for room, cursor in cursors.items():
+            await _resumable(session, await visible_room(session, principal, room), cursor)
     return {**asked, "cursors": cursors}
+
+
+class CursorPruned(Conflict):
+    """A cursor older than a room's oldest kept event: retention pruned the events after it."""
+
+    def __init__(self, room: str, cursor: int, oldest: int) -> None:
+        super().__init__(
+            f"cursor {cursor} of room '{room}' is older than its oldest kept event: the events after "
+            f"it were pruned (retention); resume from cursor {oldest}, or read the room's messages",
+            f"rooms.{room}",
+        )
+        self.room = room
+        self.oldest = oldest
+
+
+async def _resumable(session: AsyncSession, room: Room, cursor: int) -> None:
+    """CursorPruned when events after `cursor` were pruned; one primary-key read, and only when
+    there is something to replay."""
+    if cursor >= room.last_event:
+        return
+    through = await session.scalar(select(PrunedEvents.through).where(PrunedEvents.room_id == room.id))
+    if through is not None and cursor < through:
+        raise CursorPruned(room.id, cursor, through)
 
 
 def _deprecated() -> str:

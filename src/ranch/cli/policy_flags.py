@@ -6,6 +6,7 @@ import argparse
 import os
 from typing import Any
 
+from ranch.config import parse_duration
 from ranch.fanout.signing import MIN_SECRET
 from ranch.hub.app import Settings
 from ranch.identity.sessions import DEFAULT_SESSION_TTL
@@ -53,6 +54,55 @@ def _positive(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"a number of seconds > 0, not {text}")
     return value
+
+
+def _duration(text: str) -> float:
+    """A lifetime or period: seconds, or with a unit (90s, 15m, 12h, 30d, 2w); `off` is 0 (off)."""
+    try:
+        return parse_duration(text) or 0.0
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+RETENTION_FLAGS = {
+    "tasks": "finished tasks (completed, failed, canceled, rejected), from their last status change",
+    "events": "room events (the WebSocket replay), from when they happened; off by default",
+    "messages": "room messages (and their handled deliveries), from when posted; off by default",
+    "conversations": "team conversations and remote members' sessions idle that long",
+    "push_outbox": "push-outbox rows held that long (sent but not released, or given up); at least 1h",
+    "keys": "API keys revoked or expired that long ago",
+    "every": "the period of the pruning rounds, each on one replica",
+}
+"""Each `retention:` setting that has a flag (`--retention-tasks`) and a variable (RANCH_RETENTION_TASKS)."""
+
+
+def add_retention_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--retention-*`: over the config file's `retention:` section (docs/deploy.md, "Retention")."""
+    env = os.environ.get
+    group = parser.add_argument_group("retention (docs/deploy.md; over the config's retention: section)")
+    for name, what in RETENTION_FLAGS.items():
+        variable = f"RANCH_RETENTION_{name.upper()}"
+        group.add_argument(
+            f"--retention-{name.replace('_', '-')}",
+            dest=f"retention_{name}",
+            type=_duration,
+            default=env(variable) or None,
+            metavar="DURATION",
+            help=f"{what} (env {variable}; seconds or 30d, 12h, 15m; off)",
+        )
+    group.add_argument(
+        "--retention-batch",
+        type=int,
+        default=env("RANCH_RETENTION_BATCH") or None,
+        metavar="N",
+        help="rows deleted per transaction (env RANCH_RETENTION_BATCH; default 500)",
+    )
+
+
+def retention_from(args: argparse.Namespace) -> dict[str, Any]:
+    """The `retention:` settings given as flags or variables (None: not given; 0.0: off)."""
+    given = {name: getattr(args, f"retention_{name}") for name in (*RETENTION_FLAGS, "batch")}
+    return {name: ("off" if value == 0.0 and name != "batch" else value) for name, value in given.items()}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -158,6 +208,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=_env_flag("RANCH_DEBUG", "PROTOCOL_DEBUG"),
         help="log messages (the first 4 KB) and timings, still scrubbed (env RANCH_DEBUG or PROTOCOL_DEBUG)",
     )
+    add_retention_arguments(parser)
 
 
 def settings_from(args: argparse.Namespace) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from ranch.exceptions import ConfigError
 from ranch.hub.app import DEFAULT_DATABASE_URL, DEFAULT_MAX_BODY, Settings, create_app
 from ranch.observe import metrics
 from ranch.policy.logs import AccessLog, configure_logging
+from ranch.retention.policy import merged
 from ranch.wire.cards import agent_url
 
 QUIET_UVICORN: dict[str, Any] = {"log_config": None, "access_log": False}
@@ -234,6 +235,7 @@ def _hub(args: argparse.Namespace, *, quiet: bool = False) -> tuple[RanchConfig,
         demo=args.config is None,
         announce=(lambda _line: None) if quiet else (lambda line: print(line, flush=True)),
         exit_on_failure=True,
+        retention=merged(config.retention, policy_flags.retention_from(args)),
         **policy_flags.settings_from(args),
     )
     return config, settings, access_log

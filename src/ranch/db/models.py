@@ -192,7 +192,21 @@ class ApiKey(Base):
     """The key its holder made this one with: it never outlives that key and is revoked with it.
     None for a key made by an owner or admin, at sign-up or at an agent's registration."""
 
-    __table_args__ = (Index("api_keys_owner", "owner_kind", "owner_id"),)
+    __table_args__ = (
+        Index("api_keys_owner", "owner_kind", "owner_id"),
+        Index(
+            "api_keys_revoked_at",
+            "revoked_at",
+            sqlite_where=text("revoked_at IS NOT NULL"),
+            postgresql_where=text("revoked_at IS NOT NULL"),
+        ),
+        Index(
+            "api_keys_expires_at",
+            "expires_at",
+            sqlite_where=text("expires_at IS NOT NULL"),
+            postgresql_where=text("expires_at IS NOT NULL"),
+        ),
+    )
 
 
 class AgentRecord(Base):
@@ -268,7 +282,10 @@ class RoomMessage(Base):
     execution_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     """The execution that wrote it (agent messages)."""
     created_at: Mapped[float] = mapped_column(Float, default=now)
-    __table_args__ = (Index("messages_room_seq", "room_id", "seq"),)
+    __table_args__ = (
+        Index("messages_room_seq", "room_id", "seq"),
+        Index("messages_created", "created_at"),  # retention's read (migration 0015)
+    )
 
 
 class Execution(Base):
@@ -309,6 +326,7 @@ class Delivery(Base):
         Index("deliveries_room_agent", "room_id", "agent_id", "message_seq"),
         Index("deliveries_room_agent_status", "room_id", "agent_id", "status", "message_seq"),
         Index("deliveries_status_runner", "status", "runner"),
+        Index("deliveries_status_message", "status", "message_seq"),  # retention; the take-over's order
     )
 
 
@@ -323,7 +341,10 @@ class RoomEvent(Base):
     type: Mapped[str] = mapped_column(String(32))
     data: Mapped[dict[str, Any]] = mapped_column(default=dict)
     created_at: Mapped[float] = mapped_column(Float, default=now)
-    __table_args__ = (Index("events_room_cursor", "room_id", "cursor", unique=True),)
+    __table_args__ = (
+        Index("events_room_cursor", "room_id", "cursor", unique=True),
+        Index("events_created", "created_at"),  # retention's read (migration 0015)
+    )
 
 
 class Replica(Base):
@@ -336,6 +357,27 @@ class Replica(Base):
     started_at: Mapped[float] = mapped_column(Float, default=now)
     heartbeat_at: Mapped[float] = mapped_column(Float, default=now)
     """Written every few seconds; a replica silent for longer than the lease is gone."""
+
+
+class PrunedEvents(Base):
+    """How far retention pruned a room's events: a WebSocket cursor older than `through` cannot be
+    resumed (the events after it are gone), and is told to resume from `through`."""
+
+    __tablename__ = "pruned_events"
+    room_id: Mapped[str] = mapped_column(ForeignKey("rooms.id", ondelete="CASCADE"), primary_key=True)
+    through: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"))
+    """The newest cursor among the room's pruned events."""
+
+
+class Lease(Base):
+    """Work one replica at a time does in turns (retention's rounds): who holds the turn, until when."""
+
+    __tablename__ = "leases"
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(64))
+    """The replica whose turn it is (or was)."""
+    until: Mapped[float] = mapped_column(Float)
+    """Seconds since the epoch; from then on the next turn is anyone's."""
 
 
 # -- tables written with SQLAlchemy Core (protobuf bodies; one prebuilt upsert per save) --
@@ -353,6 +395,7 @@ ranch_tasks = Table(
     Index("ranch_tasks_owner_updated", "owner", "updated_ns", "id"),
     Index("ranch_tasks_owner_context_updated", "owner", "context_id", "updated_ns", "id"),
     Index("ranch_tasks_owner_state_updated", "owner", "state", "updated_ns", "id"),
+    Index("ranch_tasks_state_updated", "state", "updated_ns"),
     Index(
         "ranch_tasks_runner",
         "runner",
@@ -364,7 +407,7 @@ ranch_tasks = Table(
 `runner`: the process driving it while it is SUBMITTED or WORKING (NULL when none of ours is:
 it ended, waits for input, or waits on an external agent). Each ListTasks filter has an index that
 ends in (updated_ns, id), its order; the runner index holds only the driven tasks (the take-over
-loop's read)."""
+loop's read); (state, updated_ns) finds the finished tasks past their lifetime (retention)."""
 
 push_configs = Table(
     "ranch_push_configs",
@@ -385,6 +428,7 @@ team_conversations = Table(
     Column("version", BigInteger, nullable=False, default=0),
     Column("state", JSON, nullable=False),
     Column("updated_at", Float, nullable=False, default=now),
+    Index("team_conversations_updated", "updated_at"),
 )
 """A team conversation (routing/context.py) by (team, owner, contextId): its transcript, how far
 each member has read, and the member waiting for input; `version` counts the turns that wrote it,
@@ -399,6 +443,7 @@ member_sessions = Table(
     Column("remote_context_id", String(255), nullable=False, default=""),
     Column("waiting_task_id", String(255), nullable=False, default=""),
     Column("updated_at", Float, nullable=False, default=now),
+    Index("member_sessions_updated", "updated_at"),
 )
 """A remote member's own ids for one owner's contextId (agents/remote.py): its context, and its
 task while that task waits for input, so a follow-up after a restart continues it."""

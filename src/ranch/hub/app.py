@@ -13,7 +13,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Literal
@@ -40,7 +40,7 @@ from ranch.catalog.changes import Changes
 from ranch.catalog.discovery import Wanted
 from ranch.catalog.records import resync
 from ranch.catalog.registry import Registry
-from ranch.config import RanchConfig
+from ranch.config import RanchConfig, RetentionConfig
 from ranch.db import migrate
 from ranch.db.conversations import ConversationStore
 from ranch.db.engine import SQLITE_BUSY_TIMEOUT_S, open_engine
@@ -64,6 +64,7 @@ from ranch.policy.limits import DEFAULT_MAX_MESSAGE_BYTES, Limits
 from ranch.policy.logs import AccessLog
 from ranch.policy.ratelimit import Rate, build_policy
 from ranch.policy.ssrf import UrlGuard
+from ranch.retention.rounds import Rounds
 from ranch.rooms.delivery import recover as recover_deliveries
 from ranch.rooms.gateway import Gateway
 from ranch.rooms.runtime import RoomsRuntime
@@ -153,6 +154,8 @@ class Settings:
     """Seconds a SQLite write waits for another connection's lock before it fails (and is retried)."""
     lease: float = DEFAULT_LEASE
     """Seconds a replica may stay silent before another takes its work over (docs/deploy.md)."""
+    retention: RetentionConfig | None = None
+    """How long finished things are kept (docs/deploy.md, "Retention"); None: the config's `retention:`."""
     exit_on_failure: bool = False
     """When the hub's background work fails while serving, stop the process (SIGTERM to itself:
     uvicorn stops serving, and `ranch serve` exits 1) so a supervisor restarts it. Off when
@@ -346,6 +349,10 @@ class Hub:
             await group.start(self.changes.follow, fanout, self._resync, known.__setitem__)
             await group.start(self._core.hear_stops)
             group.start_soon(self._take_over, replicas)
+            retention = self.settings.retention or self.config.retention
+            rounds = Rounds(engine, retention, replicas.id, forget_tasks=self._forget_tasks)
+            if rounds.active:  # one replica at a time prunes, a round per period
+                group.start_soon(rounds.loop)
             for service in self.services:
                 await stack.enter_async_context(service())
             try:
@@ -356,6 +363,12 @@ class Hub:
                 self._rooms = None
                 self._gateway = None
                 self._fanout = None
+
+    def _forget_tasks(self, task_ids: Sequence[str]) -> None:
+        """Pruned tasks leave this replica's cache of recent ones too: they answer TaskNotFound."""
+        if self._core is not None:
+            for task_id in task_ids:
+                self._core.recent.pop(task_id)
 
     async def _resync(self) -> None:
         """Serve what the agents table holds now, and know every room (other replicas changed them)."""
