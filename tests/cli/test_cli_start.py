@@ -43,6 +43,26 @@ SERVER = (
 CLIENT = ("ranch.client", "websockets", "a2a.client")
 """What a client command needs once it runs, and its parser does not."""
 
+MACHINERY = (
+    "ranch.hub",
+    "ranch.edge",
+    "ranch.tasks",
+    "ranch.identity",
+    "ranch.fanout",
+    "ranch.api.errors",
+    "ranch.wire.errors",
+    "ranch.policy.ratelimit",
+    "ranch.db",
+    "sqlalchemy",
+    "a2a.server",
+    "redis",
+    "uvicorn",
+    "alembic",
+    "aiosqlite",
+    "asyncpg",
+)
+"""What serves and stores: never loaded by a client command, even once it reads the hub's models."""
+
 
 WATCH = """
 import atexit, json, pathlib, sys
@@ -82,6 +102,33 @@ def test_help_loads_no_server_and_no_client(tmp_path: Path, argv: list[str]) -> 
 def test_send_loads_the_sdk_client_and_no_server(tmp_path: Path) -> None:
     modules = loaded(tmp_path, "from ranch.cli import main; main(['send', '--help'])")
     assert among(modules, SERVER) == []
+
+
+def test_import_ranch_client_loads_no_server(tmp_path: Path) -> None:
+    """A script or an external agent starts without the server: its models load on first use."""
+    assert among(loaded(tmp_path, "import ranch.client"), (*SERVER, "starlette")) == []
+
+
+@pytest.mark.parametrize("argv", [["rooms"], ["agents"], ["post", "demo", "hi"]], ids=" ".join)
+def test_a_client_command_loads_none_of_the_servers_machinery(tmp_path: Path, argv: list[str]) -> None:
+    """Each reads the hub's models (its request's, its answer's) before it calls: no SQLAlchemy."""
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    code = f"from ranch.cli import main; main({[*argv, '--url', url]!r})"
+    assert among(loaded(tmp_path, code), MACHINERY) == []
+
+
+def test_every_model_the_client_reads_loads_none_of_the_servers_machinery(tmp_path: Path) -> None:
+    code = "import ranch.client.models as m; [getattr(m, name) for name in m.__all__]"
+    assert among(loaded(tmp_path, code), MACHINERY) == []
+
+
+def test_rooms_reads_its_views_alone(tmp_path: Path) -> None:
+    """`ranch rooms` loads the rooms' views, not the config's models or the A2A SDK's types that the
+    registrations and the message bodies bring."""
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    modules = loaded(tmp_path, f"from ranch.cli import main; main(['rooms', '--url', {url!r}])")
+    assert "ranch.rooms.views" in modules
+    assert among(modules, ("ranch.config", "ranch.policy", "ranch.api", "yaml", "a2a")) == []
 
 
 def test_the_help_lists_every_command_as_its_module_registers_it() -> None:

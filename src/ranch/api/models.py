@@ -7,7 +7,7 @@ the catalog (`catalog.requests`), the key body with the keys (`identity.keys`); 
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -20,11 +20,14 @@ from pydantic import (
     model_validator,
 )
 
-from ranch.db.models import AgentKind, AgentRecord, Role, Visibility
 from ranch.policy.fields import Body, Count, Label, Name, Ref, Slug, UrlPrefix, plain
 from ranch.policy.limits import MAX_INT
+from ranch.protocol.vocabulary import AgentKind, Role, Visibility
 from ranch.rooms.views import Timestamp, View, unfolded
 from ranch.wire.cards import agent_url
+
+if TYPE_CHECKING:  # read by attribute; the client reads these models without the tables
+    from ranch.db.models import AgentRecord
 
 T = TypeVar("T")
 

@@ -16,8 +16,8 @@ from pydantic import Field, TypeAdapter, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
 from ranch.config import EchoAgentConfig, LlmAgentConfig, RemoteAgentConfig, RulesAgentConfig, TeamConfig
-from ranch.db.models import Visibility
 from ranch.policy.fields import Body, HistoryLength, Slug, Text
+from ranch.protocol.vocabulary import Visibility
 from ranch.wire.client_routing import USER
 
 

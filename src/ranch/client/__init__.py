@@ -8,6 +8,9 @@ answer in rooms without an A2A server of their own, and the hub's errors as exce
             print(event.type, event.data)
 """
 
+from typing import TYPE_CHECKING, Any
+
+from ranch.client import models
 from ranch.client.agent import Answer, Delivery, ExternalAgent, Handler
 from ranch.client.errors import (
     Conflict,
@@ -26,7 +29,21 @@ from ranch.client.errors import (
 )
 from ranch.client.events import EventStream
 from ranch.client.hub import Hub, file_part
-from ranch.rooms.views import DeliveryView, EventView, ExecutionView, MessageView, ParticipantView, RoomView
+
+if TYPE_CHECKING:
+    from ranch.client.models import (
+        DeliveryView,
+        EventView,
+        ExecutionView,
+        MessageView,
+        ParticipantView,
+        RoomView,
+    )
+
+_VIEWS = frozenset(
+    {"DeliveryView", "EventView", "ExecutionView", "MessageView", "ParticipantView", "RoomView"}
+)
+"""The hub's views, each loaded from its module when first named (`ranch.client.models`)."""
 
 __all__ = [
     "Answer",
@@ -56,3 +73,11 @@ __all__ = [
     "UnsupportedContent",
     "file_part",
 ]
+
+
+if not TYPE_CHECKING:  # type checkers read the imports above; an unknown name stays an error
+
+    def __getattr__(name: str) -> Any:
+        if name in _VIEWS:
+            return getattr(models, name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

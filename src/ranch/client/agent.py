@@ -29,10 +29,9 @@ from typing import Any, Union, cast
 import anyio
 from anyio.abc import TaskGroup
 
-from ranch.client import errors
+from ranch.client import errors, models
 from ranch.client.events import EventStream
 from ranch.client.hub import Hub
-from ranch.rooms.views import DeliveryView, MessageView
 
 logger = logging.getLogger(__name__)
 
@@ -53,8 +52,8 @@ class Delivery:
 
     id: str
     room_id: str
-    message: MessageView
-    history: list[MessageView]
+    message: models.MessageView
+    history: list[models.MessageView]
     """The room's messages before it, oldest first, as many as the agent's `history_length`."""
     hub: Hub
     """The client the agent runs on: to read more, post elsewhere, look agents up."""
@@ -87,7 +86,7 @@ class ExternalAgent:
         self._stopping = anyio.Event()
         self._drained = anyio.Event()
         """Set whenever the last delivery in hand is done (what a graceful stop waits for)."""
-        self._lanes: dict[str, deque[DeliveryView]] = {}
+        self._lanes: dict[str, deque[models.DeliveryView]] = {}
 
     def run(self) -> None:
         """Serve until SIGINT or SIGTERM, then stop gracefully."""
@@ -146,7 +145,7 @@ class ExternalAgent:
         self, stream: EventStream, workers: TaskGroup, hub: Hub, busy: anyio.Semaphore, limit: int
     ) -> None:
         async for event in stream:
-            if not isinstance(event, DeliveryView):
+            if not isinstance(event, models.DeliveryView):
                 continue
             lane = self._lanes.get(event.room_id)
             if lane is None:
@@ -157,7 +156,7 @@ class ExternalAgent:
     async def _lane(
         self,
         room_id: str,
-        lane: deque[DeliveryView],
+        lane: deque[models.DeliveryView],
         stream: EventStream,
         hub: Hub,
         busy: anyio.Semaphore,
@@ -174,7 +173,7 @@ class ExternalAgent:
             if not self._lanes:
                 self._drained.set()
 
-    async def _answer(self, view: DeliveryView, stream: EventStream, hub: Hub, limit: int) -> None:
+    async def _answer(self, view: models.DeliveryView, stream: EventStream, hub: Hub, limit: int) -> None:
         """Answer one delivery; nothing that goes wrong here stops the agent."""
         logger.info("delivery %s in room %s", view.delivery_id, view.room_id)
         try:
@@ -211,14 +210,14 @@ class ExternalAgent:
         stream.forget(view.delivery_id)
 
     @staticmethod
-    async def _drop(hub: Hub, view: DeliveryView) -> None:
+    async def _drop(hub: Hub, view: models.DeliveryView) -> None:
         """Acknowledge a delivery that cannot be answered (the agent left the room)."""
         logger.warning("delivery %s: the agent is not in room %s any more", view.delivery_id, view.room_id)
         with contextlib.suppress(errors.HubError):
             await hub.ack(view.delivery_id)
 
     @staticmethod
-    async def _send(hub: Hub, view: DeliveryView, answer: Answer) -> None:
+    async def _send(hub: Hub, view: models.DeliveryView, answer: Answer) -> None:
         """Post the answer, acknowledging the delivery with it (or alone, for no answer)."""
         try:
             if answer is None:

@@ -20,9 +20,8 @@ import anyio
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from ranch.client import errors
+from ranch.client import errors, models
 from ranch.deprecation import deprecated
-from ranch.rooms.views import DeliveryView, EventView
 
 if TYPE_CHECKING:
     from ranch.client.hub import Hub
@@ -65,7 +64,7 @@ class EventStream:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    def __aiter__(self) -> AsyncIterator[EventView | DeliveryView]:
+    def __aiter__(self) -> AsyncIterator[models.EventView | models.DeliveryView]:
         return self._events()
 
     @property
@@ -94,7 +93,7 @@ class EventStream:
         if self._connection is not None:
             await self._connection.close()
 
-    async def _events(self) -> AsyncIterator[EventView | DeliveryView]:
+    async def _events(self) -> AsyncIterator[models.EventView | models.DeliveryView]:
         url = self.hub.url.replace("http", "ws", 1) + "/api/v1/ws"
         headers = {"X-API-Key": self.hub.key} if self.hub.key else {}
         attempt = 0
@@ -138,7 +137,7 @@ class EventStream:
                 await anyio.sleep(min(0.2 * 2**attempt, 5.0))
                 attempt += 1
 
-    def _event(self, frame: dict[str, Any]) -> EventView | DeliveryView | None:
+    def _event(self, frame: dict[str, Any]) -> models.EventView | models.DeliveryView | None:
         """The frame as an event to yield; None for answers, and for what was yielded already."""
         kind = frame.get("type")
         if kind == "subscribed":
@@ -152,14 +151,14 @@ class EventStream:
             logger.warning("the hub refused a frame: %s", error)
             return None
         if kind == "delivery":
-            delivery = DeliveryView.model_validate(frame)
+            delivery = models.DeliveryView.model_validate(frame)
             if delivery.delivery_id in self._seen:
                 return None
             self._seen[delivery.delivery_id] = None
             if len(self._seen) > SEEN_DELIVERIES:
                 self._seen.popitem(last=False)
             return delivery
-        event = EventView.model_validate(frame)
+        event = models.EventView.model_validate(frame)
         if event.cursor is not None:
             if event.cursor <= self.cursors.get(event.room_id, 0):
                 return None

@@ -22,33 +22,9 @@ import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ranch._version import __version__
-from ranch.api.errors import invalid_input
-from ranch.api.models import (
-    AgentDetail,
-    AgentView,
-    CompleteExecution,
-    CreateOrg,
-    CreateUser,
-    Me,
-    NewOrganization,
-    NewUser,
-    OrganizationView,
-    Registered,
-    RegisteredExternal,
-    UpdateOrg,
-    UserView,
-)
-from ranch.catalog.requests import REGISTRATION
-from ranch.client import errors
+from ranch.client import errors, models
 from ranch.client.events import EventStream
-from ranch.rooms.requests import AddParticipant, CreateRoom, PostMessage, UpdateRoom
-from ranch.rooms.views import (
-    DeliveryView,
-    ExecutionView,
-    MessageView,
-    ParticipantView,
-    RoomView,
-)
+from ranch.protocol.invalid import invalid_input
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 MAX_RETRY_WAIT_S = 60.0
@@ -98,84 +74,85 @@ class Hub:
 
     # -- who, organizations, users -----------------------------------------------------------------------
 
-    async def me(self) -> Me:
-        return await self._get(Me, "/me")
+    async def me(self) -> models.Me:
+        return await self._get(models.Me, "/me")
 
-    async def create_organization(self, id: str, **fields: Any) -> NewOrganization:
-        body = _body(CreateOrg, {"id": id, **fields})
-        return _read(NewOrganization, await self._call("POST", "/organizations", body=body))
+    async def create_organization(self, id: str, **fields: Any) -> models.NewOrganization:
+        body = _body(models.CreateOrg, {"id": id, **fields})
+        return _read(models.NewOrganization, await self._call("POST", "/organizations", body=body))
 
-    async def organization(self) -> OrganizationView:
+    async def organization(self) -> models.OrganizationView:
         """The key's organization."""
-        return await self._get(OrganizationView, "/organizations/current")
+        return await self._get(models.OrganizationView, "/organizations/current")
 
-    async def update_organization(self, **fields: Any) -> OrganizationView:
+    async def update_organization(self, **fields: Any) -> models.OrganizationView:
         """Change the organization's `name` or `allowed_agent_urls` (an owner or admin)."""
-        body = _body(UpdateOrg, fields)
-        return _read(OrganizationView, await self._call("PATCH", "/organizations/current", body=body))
+        body = _body(models.UpdateOrg, fields)
+        return _read(models.OrganizationView, await self._call("PATCH", "/organizations/current", body=body))
 
-    async def users(self) -> list[UserView]:
-        return [item async for item in self._pages(UserView, "/users")]
+    async def users(self) -> list[models.UserView]:
+        return [item async for item in self._pages(models.UserView, "/users")]
 
-    async def create_user(self, name: str, **fields: Any) -> NewUser:
-        body = _body(CreateUser, {"name": name, **fields})
-        return _read(NewUser, await self._call("POST", "/users", body=body))
+    async def create_user(self, name: str, **fields: Any) -> models.NewUser:
+        body = _body(models.CreateUser, {"name": name, **fields})
+        return _read(models.NewUser, await self._call("POST", "/users", body=body))
 
     # -- agents ----------------------------------------------------------------------------------------
 
     async def agents(
         self, *, skill: str | None = None, tag: str | None = None, mode: str | None = None
-    ) -> list[AgentView]:
+    ) -> list[models.AgentView]:
         """The agents and teams the key may use, narrowed by skill, tag or media type."""
         filters = {name: value for name, value in (("skill", skill), ("tag", tag), ("mode", mode)) if value}
-        return [item async for item in self._pages(AgentView, "/agents", filters)]
+        return [item async for item in self._pages(models.AgentView, "/agents", filters)]
 
-    async def agent(self, agent_id: str) -> AgentDetail:
-        return await self._get(AgentDetail, f"/agents/{_segment(agent_id)}")
+    async def agent(self, agent_id: str) -> models.AgentDetail:
+        return await self._get(models.AgentDetail, f"/agents/{_segment(agent_id)}")
 
-    async def register_agent(self, spec: dict[str, Any]) -> Registered | RegisteredExternal:
+    async def register_agent(self, spec: dict[str, Any]) -> models.Registered | models.RegisteredExternal:
         """Register an agent (`spec`: its config entry, `visibility`, `tools`); an external agent's
         answer holds its key (`api_key`)."""
         try:
-            REGISTRATION.validate_python(spec)
+            models.REGISTRATION.validate_python(spec)
         except ValidationError as exc:
             raise _invalid(exc, spec) from None
         data = (await self._call("POST", "/agents", body=spec)).json()
         if "api_key" in data:
-            return RegisteredExternal.model_validate(data)
-        return Registered.model_validate(data)
+            return models.RegisteredExternal.model_validate(data)
+        return models.Registered.model_validate(data)
 
     async def delete_agent(self, agent_id: str) -> None:
         await self._call("DELETE", f"/agents/{_segment(agent_id)}")
 
     # -- rooms -----------------------------------------------------------------------------------------
 
-    async def rooms(self) -> list[RoomView]:
-        return [item async for item in self._pages(RoomView, "/rooms")]
+    async def rooms(self) -> list[models.RoomView]:
+        return [item async for item in self._pages(models.RoomView, "/rooms")]
 
-    async def room(self, room_id: str) -> RoomView:
-        return await self._get(RoomView, f"/rooms/{_segment(room_id)}")
+    async def room(self, room_id: str) -> models.RoomView:
+        return await self._get(models.RoomView, f"/rooms/{_segment(room_id)}")
 
-    async def create_room(self, title: str = "", **fields: Any) -> RoomView:
+    async def create_room(self, title: str = "", **fields: Any) -> models.RoomView:
         """A room (`id`, `type`, `default_agent`, `participants`: [{"kind", "id", "role"?}])."""
-        body = _body(CreateRoom, {"title": title, **fields} if title else fields)
-        return _read(RoomView, await self._call("POST", "/rooms", body=body))
+        body = _body(models.CreateRoom, {"title": title, **fields} if title else fields)
+        return _read(models.RoomView, await self._call("POST", "/rooms", body=body))
 
-    async def update_room(self, room_id: str, **fields: Any) -> RoomView:
-        body = _body(UpdateRoom, fields)
-        return _read(RoomView, await self._call("PATCH", f"/rooms/{_segment(room_id)}", body=body))
+    async def update_room(self, room_id: str, **fields: Any) -> models.RoomView:
+        body = _body(models.UpdateRoom, fields)
+        return _read(models.RoomView, await self._call("PATCH", f"/rooms/{_segment(room_id)}", body=body))
 
-    async def participants(self, room_id: str) -> list[ParticipantView]:
+    async def participants(self, room_id: str) -> list[models.ParticipantView]:
         return [
-            item async for item in self._pages(ParticipantView, f"/rooms/{_segment(room_id)}/participants")
+            item
+            async for item in self._pages(models.ParticipantView, f"/rooms/{_segment(room_id)}/participants")
         ]
 
     async def add_participant(
         self, room_id: str, kind: str, id: str, role: str | None = None
-    ) -> ParticipantView:
-        body = _body(AddParticipant, {"kind": kind, "id": id, **({"role": role} if role else {})})
+    ) -> models.ParticipantView:
+        body = _body(models.AddParticipant, {"kind": kind, "id": id, **({"role": role} if role else {})})
         path = f"/rooms/{_segment(room_id)}/participants"
-        return _read(ParticipantView, await self._call("POST", path, body=body))
+        return _read(models.ParticipantView, await self._call("POST", path, body=body))
 
     async def remove_participant(self, room_id: str, kind: str, id: str) -> None:
         path = f"/rooms/{_segment(room_id)}/participants/{_segment(kind)}/{_segment(id)}"
@@ -191,7 +168,7 @@ class Hub:
         parts: Sequence[dict[str, Any]] = (),
         files: Sequence[str | Path] = (),
         **fields: Any,
-    ) -> MessageView:
+    ) -> models.MessageView:
         """Post into a room: `text`, A2A `parts` (JSON form) and `files` (paths, sent inline), with
         `mentions`, `metadata`, `thread_id`, `type` or `reply_to` (a delivery it answers)."""
         every = list(parts)
@@ -202,27 +179,29 @@ class Hub:
             given["text"] = text
         if every:
             given["parts"] = every
-        body = _body(PostMessage, given)
-        return _read(MessageView, await self._call("POST", f"/rooms/{_segment(room_id)}/messages", body=body))
+        body = _body(models.PostMessage, given)
+        return _read(
+            models.MessageView, await self._call("POST", f"/rooms/{_segment(room_id)}/messages", body=body)
+        )
 
-    async def messages(self, room_id: str, since: int = 0) -> list[MessageView]:
+    async def messages(self, room_id: str, since: int = 0) -> list[models.MessageView]:
         """Every message after the cursor `since`, oldest first."""
         path = f"/rooms/{_segment(room_id)}/messages"
-        found: list[MessageView] = []
+        found: list[models.MessageView] = []
         while True:
             page = (await self._call("GET", path, params={"since": since, "limit": PAGE})).json()
-            found += [MessageView.model_validate(item) for item in page["items"]]
+            found += [models.MessageView.model_validate(item) for item in page["items"]]
             if page["next_cursor"] is None:
                 return found
             since = int(page["next_cursor"])
 
-    async def history(self, room_id: str, before: int, limit: int) -> list[MessageView]:
+    async def history(self, room_id: str, before: int, limit: int) -> list[models.MessageView]:
         """The newest `limit` messages before the cursor `before`, oldest first."""
-        found: list[MessageView] = []
+        found: list[models.MessageView] = []
         while len(found) < limit:
             params = {"before": before, "limit": min(limit - len(found), PAGE)}
             page = (await self._call("GET", f"/rooms/{_segment(room_id)}/messages", params=params)).json()
-            older = [MessageView.model_validate(item) for item in page["items"]]
+            older = [models.MessageView.model_validate(item) for item in page["items"]]
             found = older + found
             if not older:  # a page may hold fewer than asked (its byte bound): go on until none
                 break
@@ -253,27 +232,29 @@ class Hub:
 
     # -- executions ------------------------------------------------------------------------------------
 
-    async def executions(self, room_id: str) -> list[ExecutionView]:
-        return [item async for item in self._pages(ExecutionView, f"/rooms/{_segment(room_id)}/executions")]
+    async def executions(self, room_id: str) -> list[models.ExecutionView]:
+        return [
+            item async for item in self._pages(models.ExecutionView, f"/rooms/{_segment(room_id)}/executions")
+        ]
 
-    async def execution(self, execution_id: str) -> ExecutionView:
-        return await self._get(ExecutionView, f"/executions/{_segment(execution_id)}")
+    async def execution(self, execution_id: str) -> models.ExecutionView:
+        return await self._get(models.ExecutionView, f"/executions/{_segment(execution_id)}")
 
-    async def cancel(self, execution_id: str) -> ExecutionView:
+    async def cancel(self, execution_id: str) -> models.ExecutionView:
         answer = await self._call("POST", f"/executions/{_segment(execution_id)}/cancel")
-        return _read(ExecutionView, answer)
+        return _read(models.ExecutionView, answer)
 
-    async def complete(self, execution_id: str, reason: str = "") -> ExecutionView:
-        body = _body(CompleteExecution, {"reason": reason} if reason else {})
+    async def complete(self, execution_id: str, reason: str = "") -> models.ExecutionView:
+        body = _body(models.CompleteExecution, {"reason": reason} if reason else {})
         answer = await self._call("POST", f"/executions/{_segment(execution_id)}/complete", body=body)
-        return _read(ExecutionView, answer)
+        return _read(models.ExecutionView, answer)
 
     # -- an external agent's inbox ---------------------------------------------------------------------
 
-    async def next_delivery(self) -> DeliveryView | None:
+    async def next_delivery(self) -> models.DeliveryView | None:
         """The oldest delivery not acknowledged yet (an agent's key), or None."""
         answer = await self._call("GET", "/agent/messages/next")
-        return None if answer.status_code == 204 else _read(DeliveryView, answer)
+        return None if answer.status_code == 204 else _read(models.DeliveryView, answer)
 
     async def ack(self, delivery_id: str) -> None:
         await self._call("POST", f"/agent/messages/{_segment(delivery_id)}/ack")

@@ -12,15 +12,18 @@ from __future__ import annotations
 import binascii
 import json
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from a2a.types import Part
 from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 from pydantic import Field, model_validator
 
-from ranch.db.models import RoomMessage
 from ranch.policy.fields import Body, Text
 from ranch.policy.limits import Limits, check_value_keys, web_url
+from ranch.protocol.parts import decoded_size
+
+if TYPE_CHECKING:  # read by attribute; `PostMessage` (and so the client) reads `PartBody` without the tables
+    from ranch.db.models import RoomMessage
 
 HISTORY_DATA_CHARS = 200
 """How much of a data part's JSON the room history shows an agent (the part itself is whole)."""
@@ -135,11 +138,6 @@ def described(row: RoomMessage) -> str:
             size = f", {decoded_size(item['raw'])} bytes" if "raw" in item else ""
             lines.append(f"[file: {name} ({media_type}{size})]")
     return "\n".join(lines)
-
-
-def decoded_size(raw: str) -> int:
-    """The byte count of base64 text, without decoding it."""
-    return len(raw) * 3 // 4 - raw[-2:].count("=")
 
 
 def _whole_numbers(value: Any) -> Any:

@@ -11,8 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from ranch.db.models import MessageType, ParticipantKind, Role, RoomStatus, RoomType
 from ranch.policy.fields import Body, Filled, Ref, RoomName, Text, Title, filled
+from ranch.protocol.vocabulary import MessageType, ParticipantKind, Role, RoomStatus, RoomType
 from ranch.rooms.parts import PartBody
 
 MAX_PARTS = 64

@@ -8,7 +8,7 @@ the events a change writes.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import quote
 
 from pydantic import (
@@ -22,20 +22,19 @@ from pydantic import (
     model_validator,
 )
 
-from ranch.db.models import (
-    Delivery,
-    Execution,
+from ranch.protocol.parts import decoded_size
+from ranch.protocol.vocabulary import (
     ExecutionStatus,
     MessageType,
-    Participant,
     ParticipantKind,
     Role,
-    RoomMessage,
     RoomStatus,
     RoomType,
     iso,
 )
-from ranch.rooms.parts import decoded_size
+
+if TYPE_CHECKING:  # the rows are read by attribute; the client reads these models without the tables
+    from ranch.db.models import Delivery, Execution, Participant, RoomMessage
 
 
 def _iso(value: Any) -> Any:
