@@ -48,6 +48,23 @@ def replicas(database_url: str) -> Iterator[tuple[RunningRanch, RunningRanch]]:
         yield first, second
 
 
+@contextmanager
+def second_behind_a_proxy(database_url: str) -> Iterator[tuple[TcpProxy, RunningRanch, RunningRanch]]:
+    """Two replicas, the second reaching Redis through a proxy the test can cut."""
+    try:
+        redis.Redis(port=REDIS_PORT, socket_timeout=2).ping()
+    except redis.RedisError as exc:
+        pytest.fail(f"this test needs Redis at 127.0.0.1:{REDIS_PORT}: {exc}")
+    prefix = f"ranch-test-{uuid.uuid4().hex[:8]}"
+    through = {"redis_prefix": prefix, "auth": "keys"}
+    with (
+        TcpProxy(REDIS_PORT) as proxy,
+        serve_ranch(CONFIG, database_url, redis_url=REDIS, **through) as first,
+        serve_ranch(CONFIG, database_url, redis_url=f"redis://127.0.0.1:{proxy.port}/0", **through) as second,
+    ):
+        yield proxy, first, second
+
+
 def organization(first: RunningRanch) -> tuple[Api, str, str]:
     """acme's owner, and the member mia's key and key id; mia takes part in rooms r1 and r2."""
     owner = Api(
@@ -105,22 +122,7 @@ def test_a_revocation_missed_while_redis_was_cut_off_closes_the_websocket_once_r
     meanwhile never reaches it, so it asks the database about the keys it holds open (every second
     while cut off, and before it hands out the events it missed): the post made after the revocation
     never reaches the socket."""
-    try:
-        redis.Redis(port=REDIS_PORT, socket_timeout=2).ping()
-    except redis.RedisError as exc:
-        pytest.fail(f"this test needs Redis at 127.0.0.1:{REDIS_PORT}: {exc}")
-    prefix = f"ranch-test-{uuid.uuid4().hex[:8]}"
-    with (
-        TcpProxy(REDIS_PORT) as proxy,
-        serve_ranch(CONFIG, database_url, redis_url=REDIS, redis_prefix=prefix, auth="keys") as first,
-        serve_ranch(
-            CONFIG,
-            database_url,
-            redis_url=f"redis://127.0.0.1:{proxy.port}/0",
-            redis_prefix=prefix,
-            auth="keys",
-        ) as second,
-    ):
+    with second_behind_a_proxy(database_url) as (proxy, first, second):
         owner, key, key_id = organization(first)
         live = Live(second.url, key)
         try:
@@ -145,18 +147,7 @@ def test_a_key_revoked_while_a_replica_is_cut_off_from_redis_is_refused_there_at
     cut off never reaches it: until it hears the others again it serves no key from that cache, so
     the key revoked on the first replica is refused on the second's REST API and A2A binding on the
     very next call, though the second used it a moment before."""
-    prefix = f"ranch-test-{uuid.uuid4().hex[:8]}"
-    with (
-        TcpProxy(REDIS_PORT) as proxy,
-        serve_ranch(CONFIG, database_url, redis_url=REDIS, redis_prefix=prefix, auth="keys") as first,
-        serve_ranch(
-            CONFIG,
-            database_url,
-            redis_url=f"redis://127.0.0.1:{proxy.port}/0",
-            redis_prefix=prefix,
-            auth="keys",
-        ) as second,
-    ):
+    with second_behind_a_proxy(database_url) as (proxy, first, second):
         owner, key, key_id = organization(first)
         on_second = Api(second.url, key)
 
