@@ -90,6 +90,14 @@ class _Server(uvicorn.Server):
         for server in self.servers:
             await server.wait_closed()
 
+    def still_running(self) -> str:
+        """What the server's loop is still doing (each task's chain of awaits): the clue when it will
+        not stop. Read from another thread: a diagnostic only."""
+        loop = self._loop
+        if loop is None:
+            return "(no loop)"
+        return "\n".join(f"  {task.get_name()}: {_awaiting(task)}" for task in list(asyncio.all_tasks(loop)))
+
     async def main_loop(self) -> None:
         self._loop, self._woken = asyncio.get_running_loop(), asyncio.Event()
         counter = 0
@@ -97,6 +105,18 @@ class _Server(uvicorn.Server):
             counter = (counter + 1) % 864000
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._woken.wait(), 0.1)
+
+
+def _awaiting(task: asyncio.Task[Any]) -> str:
+    """Where `task` waits: its coroutines from the outermost to the one suspended."""
+    chain: list[str] = []
+    awaited: Any = task.get_coro()
+    while awaited is not None and len(chain) < 25:
+        frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None)
+        if frame is not None:
+            chain.append(f"{frame.f_code.co_name} ({Path(frame.f_code.co_filename).name}:{frame.f_lineno})")
+        awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
+    return " -> ".join(chain) or "(not started)"
 
 
 class ServerThread:
@@ -181,7 +201,10 @@ class ServerThread:
             self.server.force_exit = True
             thread.join(timeout / 2)
         if thread.is_alive():
-            raise TimeoutError(f"{self.name} on {self.url} did not stop within {timeout:.0f}s")
+            raise TimeoutError(
+                f"{self.name} on {self.url} did not stop within {timeout:.0f}s; still running:\n"
+                + self.server.still_running()
+            )
         self._thread = None
 
     def __enter__(self) -> Self:
