@@ -17,6 +17,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -96,7 +97,17 @@ class _Server(uvicorn.Server):
         loop = self._loop
         if loop is None:
             return "(no loop)"
-        return "\n".join(f"  {task.get_name()}: {_awaiting(task)}" for task in list(asyncio.all_tasks(loop)))
+        tasks = [f"  {task.get_name()}: {_awaiting(task)}" for task in list(asyncio.all_tasks(loop))]
+        threads = {thread.ident: thread.name for thread in threading.enumerate()}
+        stacks = [
+            f"  thread {threads.get(ident, ident)}: "
+            + " -> ".join(
+                f"{f.name} ({Path(f.filename).name}:{f.lineno})" for f in traceback.extract_stack(frame)[-6:]
+            )
+            for ident, frame in sys._current_frames().items()
+            if ident != threading.get_ident()
+        ]
+        return "\n".join(tasks + stacks)
 
     async def main_loop(self) -> None:
         self._loop, self._woken = asyncio.get_running_loop(), asyncio.Event()
@@ -105,6 +116,25 @@ class _Server(uvicorn.Server):
             counter = (counter + 1) % 864000
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._woken.wait(), 0.1)
+
+
+LEFTOVERS_WITHIN = 2.0
+"""Seconds a stopped server's loop gives the tasks still running to end once cancelled."""
+
+
+def _end_leftovers(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel what the server left running and give it LEFTOVERS_WITHIN seconds, where `asyncio.run`
+    waits for ever: SQLAlchemy's graceful close of a SQLite connection cancelled mid-query can await
+    aiosqlite's stopped worker thread for good (aiosqlite 0.22 under SQLAlchemy 2.1), which would hold
+    the test up instead of the server's own shutdown being what is tested."""
+    leftovers = asyncio.all_tasks(loop)
+    for task in leftovers:
+        task.cancel()
+    if leftovers:
+        loop.run_until_complete(asyncio.wait(leftovers, timeout=LEFTOVERS_WITHIN))
+    loop.run_until_complete(loop.shutdown_asyncgens())
+    with contextlib.suppress(TimeoutError):  # as asyncio.run does, within the same bound
+        loop.run_until_complete(asyncio.wait_for(loop.shutdown_default_executor(), LEFTOVERS_WITHIN))
 
 
 def _awaiting(task: asyncio.Task[Any]) -> str:
@@ -163,11 +193,14 @@ class ServerThread:
 
     def _run(self) -> None:
         sockets = [self._sock] if self._sock is not None else None
+        loop = asyncio.new_event_loop()
         try:
-            asyncio.run(self.server.serve(sockets=sockets))
+            loop.run_until_complete(self.server.serve(sockets=sockets))
         except BaseException as exc:  # uvicorn reports bind and lifespan failures as SystemExit
             self._error = exc
         finally:
+            _end_leftovers(loop)
+            loop.close()
             if self._sock is not None:
                 self._sock.close()
 

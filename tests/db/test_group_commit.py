@@ -123,3 +123,18 @@ def test_a_failing_deferred_row_does_not_fail_the_write_it_went_with(database_ur
             assert await _stored(engine) == {2: "task"}
 
     asyncio.run(scenario())
+
+
+def test_rows_queued_when_the_group_is_closed_are_committed_first(database_url: str) -> None:
+    """A hub stopping disposes its engine right after: what was deferred (a turn's conversation, which
+    would otherwise go out within `linger`) is committed by `aclose`, and no flush is left running."""
+
+    async def scenario() -> None:
+        async with _writing(database_url) as (engine, writer, _commits):
+            for number in range(3):
+                writer.defer({"id": number, "text": f"late {number}"})
+            await writer.group.aclose()
+            assert writer.group._flusher is None or writer.group._flusher.done()
+            assert await _stored(engine) == {number: f"late {number}" for number in range(3)}
+
+    asyncio.run(scenario())

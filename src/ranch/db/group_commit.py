@@ -33,6 +33,8 @@ logger = logging.getLogger(__name__)
 Row = Mapping[str, Any]
 LINGER = 0.05
 """Seconds a deferred row waits for a write to go out with before it goes out alone."""
+CLOSE_WITHIN = 5.0
+"""Seconds a shutdown waits for the rows queued so far to be committed."""
 
 
 @dataclass
@@ -84,6 +86,21 @@ class CommitGroup:
         self._start()
         while self._flusher is not None and not self._flusher.done():
             await asyncio.shield(self._flusher)
+
+    async def aclose(self, within: float = CLOSE_WITHIN) -> None:
+        """Let the rows queued so far be committed, for at most `within` seconds, then stop: the
+        engine may be disposed after this (a flush left running would use it after it is gone)."""
+        try:
+            await asyncio.wait_for(self.settle(), within)
+        except TimeoutError:
+            logger.warning("%d queued row(s) not committed at shutdown", len(self._pending))
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        flusher = self._flusher
+        if flusher is not None and not flusher.done():
+            flusher.cancel()
+            await asyncio.gather(flusher, return_exceptions=True)
 
     def _flushing(self) -> bool:
         return self._flusher is not None and not self._flusher.done()

@@ -308,6 +308,7 @@ class Hub:
             engine = open_engine(self.settings.database_url, busy_timeout=self.settings.sqlite_busy_timeout)
             stack.push_async_callback(engine.dispose)
             commits = CommitGroup(engine)  # a turn's conversation commits with its task
+            stack.push_async_callback(commits.aclose)  # before the engine is disposed
             store = SqlTaskStore(engine, owner_resolver=owner_of, commits=commits)
             await migrate.upgrade(engine)
             replicas = await stack.enter_async_context(Replicas(engine, lease=self.settings.lease))
