@@ -17,6 +17,11 @@ from the first watcher subscribed to all N, over N - 1. Server CPU per delivery:
 CPU over the posts, over N x posts. The client's CPU per delivery is shown too: when it nears the
 server's, the client is the limit, not the server.
 
+Events reach idle watchers by the direct path (api/wsframes.py); `--compare` first measures a
+server with it off (`RANCH_WS_DIRECT=off`: each watcher's writer task sends through
+`websocket.send`), in the same run, one server after the other, and the table's *fan-out* column
+says which is which.
+
 The open-files limit of this process (and so of the server it starts) is raised toward the hard
 limit; a size that does not fit under it is skipped and said so. Everything binds and connects to
 127.0.0.1; every loop is bounded in count and seconds.
@@ -261,6 +266,8 @@ class Result:
     server_cpu_us: float
     client_cpu_us: float
     errors: list[str]
+    path: str = "direct"
+    """How the events reached idle watchers (PATHS)."""
 
 
 async def open_watchers(port: int, shared: Shared, count: int, into: list[Watcher]) -> None:
@@ -423,6 +430,7 @@ def render(results: list[Result], posts: int, skipped: str, load: str) -> str:
     rows = [
         [
             r.size,
+            r.path,
             r.form,
             f"{r.got}/{r.size}",
             f"{r.deliveries}/{r.got * posts}",
@@ -438,6 +446,7 @@ def render(results: list[Result], posts: int, skipped: str, load: str) -> str:
     ]
     header = [
         "watchers",
+        "fan-out",
         "subscribe",
         "subscribed",
         "got",
@@ -454,8 +463,10 @@ def render(results: list[Result], posts: int, skipped: str, load: str) -> str:
         f"(raw asyncio, this process, on the other cores) subscribed to it, grown from one size to the "
         f"next. {posts} posts, one at a time; latency from just before each POST to each watcher reading "
         "its `message.created` (percentiles over every watcher and post). KiB per watcher: server RSS "
-        "growth from the first watcher to N, over N - 1. Targets: p99 <= 250 ms at 10k; <= 32 KiB per "
-        f"idle watcher.{load}"
+        "growth from the first watcher to N, over N - 1. *fan-out*: `direct`, the bus writes each event's "
+        "frame, built once, to every idle watcher's socket; `writer task` (`RANCH_WS_DIRECT=off`, its own "
+        "server), each watcher's task sends it through `websocket.send`. Targets: p99 <= 250 ms at 10k; "
+        f"<= 32 KiB per idle watcher.{load}"
     )
     text = table("WebSocket watchers of one room", header, rows, note)
     problems = [f"N={r.size}: {e}" for r in results for e in r.errors]
@@ -466,12 +477,49 @@ def render(results: list[Result], posts: int, skipped: str, load: str) -> str:
     return text
 
 
+PATHS = {"direct": "on", "writer task": "off"}
+"""How a room's event reaches an idle watcher's socket, and `RANCH_WS_DIRECT` for it: written
+straight to it by the bus (api/wsframes.py), or through the watcher's writer task and the ASGI
+`websocket.send` (as before the direct path, and still for a busy watcher)."""
+
+
+def serve_and_measure(
+    sizes: list[int], posts: int, profile: Path | None, path: str, spare: int
+) -> list[Result]:
+    """One `ranch serve` taking `path` to its watchers, measured at each of `sizes`."""
+    with tempfile.TemporaryDirectory(prefix="ranch-watchers-") as tmp:
+        folder = Path(tmp)
+        config = folder / "watchers.yaml"
+        config.write_text(CONFIG)
+        port = free_port()
+        command = [sys.executable, "-m", "ranch", "serve", str(config), "--port", str(port)]
+        command += ["--db", f"sqlite+aiosqlite:///{folder / 'watchers.db'}", "--caller-rate", "off"]
+        command += ["--agent-rate", "off", "--max-connections-per-address", str(spare)]
+        url = f"http://{HOST}:{port}"
+        env = {"RANCH_ADMIN_KEY": ADMIN_KEY, "RANCH_WS_DIRECT": PATHS[path]}
+        log = folder / "server.log"
+        with server_process(
+            command, f"{url}/healthz", timeout=60, quiet=True, env=env, log=log, cpus=SERVER_CPUS
+        ) as server:
+            room = make_room(url)
+            with pinned_here(LOAD_CPUS):
+                results = run_loop(lambda: measure(port, server.pid, room, sizes, posts, profile))
+    for result in results:
+        result.path = path
+    return results
+
+
 def main(argv: list[str] | None = None) -> str:
     parser = argparse.ArgumentParser(prog="bench.watchers", description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="watcher counts, growing")
     parser.add_argument("--posts", type=int, default=POSTS, help="posts measured per size")
     parser.add_argument(
         "--profile", type=Path, help="py-spy raw profile of the server over the largest N's posts"
+    )
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="also measure a server with the direct path off (RANCH_WS_DIRECT=off), first, in this run",
     )
     parser.add_argument("--quick", action="store_true", help="smoke run: 3 then 10 watchers, 2 posts")
     args = parser.parse_args(argv or [])
@@ -489,26 +537,11 @@ def main(argv: list[str] | None = None) -> str:
         )
     results: list[Result] = []
     before = host_load()
-    with tempfile.TemporaryDirectory(prefix="ranch-watchers-") as tmp:
-        folder = Path(tmp)
-        config = folder / "watchers.yaml"
-        config.write_text(CONFIG)
-        port = free_port()
-        command = [sys.executable, "-m", "ranch", "serve", str(config), "--port", str(port)]
-        command += ["--db", f"sqlite+aiosqlite:///{folder / 'watchers.db'}", "--caller-rate", "off"]
-        command += ["--agent-rate", "off", "--max-connections-per-address", str(max(sizes) + SPARE_FILES)]
-        url = f"http://{HOST}:{port}"
-        env = {"RANCH_ADMIN_KEY": ADMIN_KEY}
-        log = folder / "server.log"
-        with server_process(
-            command, f"{url}/healthz", timeout=60, quiet=True, env=env, log=log, cpus=SERVER_CPUS
-        ) as server:
-            room = make_room(url)
-            if fits:
-                with pinned_here(LOAD_CPUS):
-                    results = run_loop(
-                        lambda: measure(port, server.pid, room, fits, args.posts, args.profile)
-                    )
+    paths = ["writer task", "direct"] if args.compare else ["direct"]
+    if fits:
+        for path in paths:
+            profile = args.profile if path == paths[-1] else None
+            results += serve_and_measure(fits, args.posts, profile, path, max(sizes) + SPARE_FILES)
     load = f" Host load (1-minute average): {before:.1f} at the start, {host_load():.1f} at the end."
     text = render(results, args.posts, skipped, load)
     print(text)

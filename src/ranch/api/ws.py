@@ -2,10 +2,12 @@
 
 One task writes the watcher's frames to the socket, a second reads the client's frames (subscribe,
 unsubscribe, ack, ping); either ending ends both. An event goes out as the text the bus encoded
-once for every watcher of its room (rooms/watchers.py). An agent key also receives its
-unacknowledged deliveries on connect and new ones live. A connection never just drops: a binary
-frame gets an error frame and a close with 1003, an unexpected failure an error frame and a close
-with 1011, a client too slow for its events a close with 1013 (it resumes from its cursors).
+once for every watcher of its room (rooms/watchers.py); while the writer waits for work, the bus
+writes the event's frame, built once, straight to the socket instead (api/wsframes.py). An agent
+key also receives its unacknowledged deliveries on connect and new ones live. A connection never
+just drops: a binary frame gets an error frame and a close with 1003, an unexpected failure an
+error frame and a close with 1011, a client too slow for its events a close with 1013 (it resumes
+from its cursors).
 
 `subscribe` takes a cursor per room (`{"rooms": {"demo": 41}}`); the older form, a list of rooms
 and one `cursor` for them all, still works until ranch 0.2.0 and is answered with a deprecation note.
@@ -31,6 +33,7 @@ from ranch.api import errors
 from ranch.api.inbox import acknowledge, pending_pages
 from ranch.api.models import Ack, Delta, Frame, Ping, Subscribe, Unsubscribe
 from ranch.api.services import ApiServices
+from ranch.api.wsframes import DirectSocket
 from ranch.db.engine import unavailable
 from ranch.db.models import Execution, PrunedEvents, Room
 from ranch.deprecation import RanchDeprecationWarning, deprecation_message, warn_deprecated
@@ -108,6 +111,8 @@ async def serve(websocket: WebSocket, services: ApiServices) -> None:
     metrics.websockets(+1)
     try:
         await websocket.accept()
+        # while its writer waits, the room's events go straight to the socket (api/wsframes.py)
+        watcher.direct = DirectSocket.of(websocket._send, partial(runtime.bus.accept, watcher))
         if watcher.ended is not None:  # revoked (or expired) while the connection was accepted
             await _refuse(websocket, watcher.ended)
             return

@@ -9,13 +9,19 @@ An idle watcher holds as little as it can: no queue (a frame offered while its w
 handed over at once, and a queue is made only while frames pile up), and one bare future while its
 writer waits. anyio's memory stream and Event cost about 10 KiB a connection; at 10,000 watchers
 that is 100 MB.
+
+While a watcher's writer waits (nothing queued, no replay going on), a frame may skip it: a
+connection that can write a frame straight to its socket sets `direct` (api/wsframes.py), and the
+bus's offer goes there at once, so one event to ten thousand idle watchers wakes no task. Whatever
+`direct` declines (a paused or closing socket) goes through the writer as before, and so does
+everything offered while the writer is busy: nothing written directly overtakes a queued frame.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import orjson
@@ -28,18 +34,24 @@ WATCHER_BUFFER = 1024
 WATCHER_BYTES = 8 * 1024 * 1024
 """Bytes of frames (as JSON) a watcher may fall behind by before it is closed, whatever their count."""
 
+Direct = Callable[["Outgoing"], "bool | None"]
+"""Writes a frame to a connection's socket at once: True (written, or not for it), False (too far
+behind: close it), None (not now: the writer sends it)."""
+
 
 class Outgoing:
     """A frame as it goes out: its payload, and its JSON text made once for every watcher it is
     queued for (None: a note from a connection's reader to its writer, never sent)."""
 
-    __slots__ = ("payload", "size", "text")
+    __slots__ = ("payload", "size", "text", "wire")
 
     def __init__(self, payload: dict[str, Any], text: str | None, size: int) -> None:
         self.payload = payload
         self.text = text
         self.size = size
         """Bytes of its UTF-8 text: what it costs a watcher's queue."""
+        self.wire: bytes | None = None
+        """Its WebSocket frame, made by the first direct write and shared by every other one."""
 
 
 def encoded(payload: dict[str, Any]) -> Outgoing:
@@ -63,6 +75,7 @@ class Watcher:
         "_waiter",
         "agent_id",
         "closed",
+        "direct",
         "ended",
         "fell_behind",
         "principal",
@@ -85,15 +98,23 @@ class Watcher:
         self._queue: deque[Outgoing] | None = None
         self._bytes = 0
         self._waiter: asyncio.Future[Outgoing | None] | None = None
+        self.direct: Direct | None = None
+        """Its connection's direct writer, if it has one (used only while its writer waits)."""
 
     def offer(self, frame: Outgoing) -> bool:
-        """Queue `frame` at once; False when the watcher is closed or the frame would put it too far
-        behind (in frames or in bytes): the caller closes it."""
+        """Queue `frame` at once (while its writer waits, hand it over, or write it with `direct`);
+        False when the watcher is closed or the frame would put it too far behind (in frames or in
+        bytes, or in its socket's unsent bytes): the caller closes it."""
         if self.closed:
             return False
         waiter = self._waiter
-        if waiter is not None and not waiter.done():  # its writer waits: hand the frame over
-            self._waiter = None
+        if waiter is not None and not waiter.done():  # its writer waits: nothing is queued before it
+            direct = self.direct
+            if direct is not None and frame.text is not None and self.ended is None:
+                written = direct(frame)
+                if written is not None:
+                    return written
+            self._waiter = None  # hand the frame over
             waiter.set_result(frame)
             return True
         queue = self._queue
@@ -138,6 +159,7 @@ class Watcher:
     def close(self) -> None:
         """No more frames; its writer stops (what was queued is dropped)."""
         self.closed = True
+        self.direct = None
         self._queue = None
         self._bytes = 0
         self._wake()
