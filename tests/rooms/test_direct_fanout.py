@@ -10,11 +10,7 @@ after; a watcher that reads nothing is closed 1013 and resumes from its last cur
 
 from __future__ import annotations
 
-import base64
 import json
-import os
-import socket
-import struct
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -24,6 +20,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from _support.hubkit import ADMIN_KEY, Api, RunningRanch, serve_ranch, wait_until
+from _support.silent import Silent, kernel_buffers, read_all
 from ranch.api import wsframes
 from ranch.rooms import watchers
 
@@ -165,78 +162,18 @@ def test_many_watchers_get_every_event_in_order_with_one_replaying_and_one_key_r
     assert wsframes.written - direct_before >= WATCHERS * POSTS
 
 
-class Unread:
-    """A WebSocket that reads only when told to (a plain socket, small receive buffer: nothing reads
-    ahead behind the test's back)."""
-
-    def __init__(self, hub: RunningRanch, room: str, cursor: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", hub.server.port), timeout=60)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
-        key = base64.b64encode(os.urandom(16)).decode()
-        self.sock.sendall(
-            f"GET /api/v1/ws?token={ADMIN_KEY} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
-            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
-        )
-        self.buffer = b""
-        while b"\r\n\r\n" not in self.buffer:
-            self.buffer += self._read()
-        head, self.buffer = self.buffer.split(b"\r\n\r\n", 1)
-        assert head.startswith(b"HTTP/1.1 101"), head
-        self.close_code: int | None = None
-        data, mask = json.dumps({"type": "subscribe", "rooms": {room: cursor}}).encode(), os.urandom(4)
-        assert len(data) < 126
-        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(data))
-        self.sock.sendall(bytes([0x81, 0x80 | len(data)]) + mask + masked)
-        subscribed = self.recv()
-        assert subscribed is not None and subscribed["type"] == "subscribed", subscribed
-
-    def _read(self) -> bytes:
-        chunk = self.sock.recv(65536)
-        if not chunk:
-            raise ConnectionError("the server closed the connection without a close frame")
-        return chunk
-
-    def _take(self, count: int) -> bytes:
-        while len(self.buffer) < count:
-            self.buffer += self._read()
-        taken, self.buffer = self.buffer[:count], self.buffer[count:]
-        return taken
-
-    def recv(self) -> dict[str, Any] | None:
-        """The next text frame; None once the server closed (its code in `close_code`)."""
-        first, second = self._take(2)
-        length = second & 0x7F
-        if length == 126:
-            length = struct.unpack("!H", self._take(2))[0]
-        elif length == 127:
-            length = struct.unpack("!Q", self._take(8))[0]
-        payload = self._take(length)
-        if first & 0x0F == 0x8:
-            self.close_code = struct.unpack("!H", payload[:2])[0] if payload else 1005
-            return None
-        frame: dict[str, Any] = json.loads(payload)
-        return frame
-
-    def cursors_until(self, last: int) -> list[int]:
-        """Cursors of the frames up to the one with `last`, or until the server closes."""
-        cursors: list[int] = []
-        while not cursors or cursors[-1] != last:
-            frame = self.recv()
-            if frame is None:
-                break
-            if frame.get("cursor") is not None:
-                cursors.append(frame["cursor"])
-        return cursors
-
-    def close(self) -> None:
-        self.sock.close()
+def unread(hub: RunningRanch, room: str, cursor: int) -> Silent:
+    """A watcher of `room` from `cursor` that reads only when told to (`_support.silent`)."""
+    connection = Silent(hub.url)
+    connection.send({"type": "subscribe", "rooms": {room: cursor}})
+    subscribed = connection.recv()
+    assert subscribed is not None and subscribed["type"] == "subscribed", subscribed
+    return connection
 
 
-def kernel_buffers() -> int:
-    """At most how many unread bytes the kernel holds for one loopback connection (both ends)."""
-    with open("/proc/sys/net/ipv4/tcp_wmem") as wmem:
-        sending = int(wmem.read().split()[2])
-    return sending + 256 * 1024  # the reader's small receive buffer, and slack
+def cursors_until(connection: Silent, last: int) -> list[int]:
+    """Cursors of the frames up to the one with `last`, or until the server closes."""
+    return [frame["cursor"] for frame in read_all(connection, last) if frame.get("cursor") is not None]
 
 
 def test_a_watcher_reading_nothing_is_closed_1013_and_resumes_while_the_others_get_everything(
@@ -247,7 +184,7 @@ def test_a_watcher_reading_nothing_is_closed_1013_and_resumes_while_the_others_g
         api = Api(hub.url, ADMIN_KEY)
         room = api.post("/rooms", {"title": "busy"})["id"]
         fast = [watching(hub, ADMIN_KEY) for _ in range(3)]
-        slow = Unread(hub, room, 0)
+        slow = unread(hub, room, 0)
         try:
             for connection in fast:
                 subscribe(connection, room)
@@ -261,16 +198,16 @@ def test_a_watcher_reading_nothing_is_closed_1013_and_resumes_while_the_others_g
             for connection in fast:
                 got = [json.loads(raw) for raw in texts_until(connection, f"{posts - 1} " + "y" * TEXT)]
                 assert [f["cursor"] for f in stored(got)] == log
-            seen = slow.cursors_until(log[-1])
+            seen = cursors_until(slow, log[-1])
             assert slow.close_code == 1013, f"not closed for falling behind (got {len(seen)} frames)"
             assert seen == log[: len(seen)] and len(seen) < len(log)
         finally:
             for connection in fast:
                 connection.close()
             slow.close()
-        again = Unread(hub, room, seen[-1] if seen else 0)
+        again = unread(hub, room, seen[-1] if seen else 0)
         try:
-            rest = again.cursors_until(log[-1])
+            rest = cursors_until(again, log[-1])
         finally:
             again.close()
     assert seen + rest == log, "resuming from the last cursor missed or repeated events"
