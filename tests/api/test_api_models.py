@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, TypeAdapter
 
-from ranch.api.errors import parsed, spelled
+from ranch.api.errors import parsed
 from ranch.api.models import (
     CompleteExecution,
     CreateOrg,
@@ -28,6 +28,7 @@ from ranch.catalog.discovery import Wanted
 from ranch.catalog.requests import REGISTRATION, RegisterExternal, RegisterRules, RegisterTeam
 from ranch.exceptions import InvalidInput
 from ranch.identity.keys import CreateKey
+from ranch.protocol.invalid import spelled
 from ranch.rooms.requests import AddParticipant, CreateRoom, PostMessage, UpdateRoom
 
 Model = type[BaseModel] | TypeAdapter[Any]

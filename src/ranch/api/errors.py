@@ -13,7 +13,6 @@ from starlette.responses import JSONResponse
 
 from ranch.observe import metrics
 from ranch.protocol.invalid import invalid_input
-from ranch.protocol.invalid import spelled as spelled  # its old home: tests/api read it here
 from ranch.wire.errors import headers_for, http_status_for, rest_error_body
 
 M = TypeVar("M")
