@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel, TypeAdapter
@@ -82,13 +83,19 @@ class Call:
         """The body, parsed with `model`: the one its operation documents."""
         assert model is self.operation.body, f"{self.operation.name} documents {self.operation.body}"
         value = await json_body(self.request)
-        adapter: TypeAdapter[M] = model if isinstance(model, TypeAdapter) else TypeAdapter(model)
+        adapter: TypeAdapter[M] = model if isinstance(model, TypeAdapter) else _adapter(model)
         return errors.parsed(adapter, value)
 
     def query(self, model: type[Q]) -> Q:
         """The query parameters, parsed with `model`: the one its operation documents."""
         assert model is self.operation.query, f"{self.operation.name} documents {self.operation.query}"
-        return errors.parsed(TypeAdapter(model), dict(self.request.query_params))
+        return errors.parsed(_adapter(model), dict(self.request.query_params))
+
+
+@cache
+def _adapter(model: type[M]) -> TypeAdapter[M]:
+    """One adapter per model, built once: building one costs more than the parse it serves."""
+    return TypeAdapter(model)
 
 
 async def json_body(request: Request) -> dict[str, Any]:

@@ -26,14 +26,14 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from anyio.abc import TaskStatus
-from sqlalchemy import and_, func, or_, select, update
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy import Table, and_, bindparam, func, insert, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 
-from ranch.db.models import Delivery, Room, RoomEvent, iso
+from ranch.db.models import Delivery, Room, RoomEvent, RoomMessage, iso, now
 from ranch.exceptions import NotFound
 from ranch.fanout import Fanout
 from ranch.identity.principal import Principal
@@ -49,7 +49,49 @@ RETRY = 1.0
 """Seconds before reading a room's events again when the database failed."""
 
 
-def frame(event: RoomEvent) -> dict[str, Any]:
+ANY_ROOM = "*"
+"""`Bus.transaction(ANY_ROOM)` may write events of any room: only where one lock orders every room's
+writes (SQLite's one writer), so that queued writes into many rooms share one commit there."""
+_LOCK_ROOM = select(Room.id).where(Room.id == bindparam("room")).with_for_update(key_share=True)
+_COUNT_EVENTS = (
+    update(Room)
+    .where(Room.id == bindparam("room"))
+    .values(last_event=Room.last_event + bindparam("count"))
+    .returning(Room.last_event)
+)
+"""Statements built once: a room's are bound at each transaction, none is built per write."""
+_INSERT_EVENTS = insert(cast(Table, RoomEvent.__table__))
+_INSERT_MESSAGES = insert(cast(Table, RoomMessage.__table__)).returning(
+    RoomMessage.seq, sort_by_parameter_order=True
+)
+
+
+@dataclass(eq=False)
+class NewEvent:
+    """An event a transaction writes: numbered and stored as it commits (`Bus.transaction`).
+
+    `data` may be a function, called once the transaction's held messages are stored: a
+    `message.created` event shows its message's `seq`, which only the INSERT gives."""
+
+    room_id: str
+    type: str
+    data: dict[str, Any] | Callable[[], dict[str, Any]]
+    created_at: float
+    cursor: int = 0
+
+    def row(self) -> dict[str, Any]:
+        if callable(self.data):
+            self.data = self.data()
+        return {
+            "room_id": self.room_id,
+            "cursor": self.cursor,
+            "type": self.type,
+            "data": self.data,
+            "created_at": self.created_at,
+        }
+
+
+def frame(event: RoomEvent | NewEvent) -> dict[str, Any]:
     """The wire form of a stored event (WebSocket frame and `GET .../events` item)."""
     return {
         "type": event.type,
@@ -67,7 +109,7 @@ class Tx:
 
     session: AsyncSession
     room_id: str | None = None
-    events: list[RoomEvent] = field(default_factory=list)
+    events: list[NewEvent] = field(default_factory=list)
     after: list[Callable[[], object]] = field(default_factory=list)
     """Run after commit, at once (waking a worker)."""
     later: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
@@ -76,12 +118,33 @@ class Tx:
     deliveries: list[Delivery] = field(default_factory=list)
     """Deliveries this transaction created (the A2A gateway waits on its own)."""
 
-    async def emit(self, room_id: str, type: str, data: dict[str, Any]) -> RoomEvent:
-        if room_id != self.room_id:  # a room's cursors are counted in a transaction of that room
+    held: list[tuple[RoomMessage, dict[str, Any]]] = field(default_factory=list)
+    """Messages to store together in one INSERT (`hold`)."""
+
+    async def emit(
+        self, room_id: str, type: str, data: dict[str, Any] | Callable[[], dict[str, Any]]
+    ) -> NewEvent:
+        if room_id != self.room_id and self.room_id != ANY_ROOM:  # counted in a transaction of that room
             raise RuntimeError(f"an event of room {room_id!r} written in a transaction of {self.room_id!r}")
-        event = RoomEvent(room_id=room_id, type=type, data=data)
+        event = NewEvent(room_id, type, data, now())
         self.events.append(event)  # its cursor is counted as the transaction ends (`Bus.transaction`)
         return event
+
+    def hold(self, message: RoomMessage, row: dict[str, Any]) -> None:
+        """Store `message` (its columns: `row`) with the transaction's other held messages, in one
+        INSERT before the transaction commits (or before a message that cannot wait): a batch of posts
+        (rooms/commits.py) costs one statement for its messages. Its `seq` is set then."""
+        self.held.append((message, row))
+
+    async def store_held(self) -> None:
+        """Insert the held messages now, in the order they were held (their `seq`s grow in it)."""
+        if not self.held:
+            return
+        held, self.held = self.held, []
+        connection = await self.session.connection()  # a plain statement: no ORM machinery on the way
+        result = await connection.execute(_INSERT_MESSAGES, [row for _message, row in held])
+        for (message, _row), seq in zip(held, result.scalars().all(), strict=True):
+            message.seq = seq
 
 
 class Bus:
@@ -127,45 +190,52 @@ class Bus:
             task_status.started()
             await self._read_back()
 
+    def batch_key(self, room_id: str) -> str:
+        """Which writes may share a transaction with a write of `room_id` (rooms/commits.py): its
+        room's, where rooms are written in parallel; every room's, where one lock orders them all."""
+        return room_id if self._locks.per_room else ANY_ROOM
+
     @asynccontextmanager
     async def transaction(self, room_id: str | None = None) -> AsyncIterator[Tx]:
-        """A write transaction of `room_id` (its events, in its order), or of no room (no events)."""
+        """A write transaction of `room_id` (its events, in its order), of no room (no events), or of
+        `ANY_ROOM` where one lock orders every room (`batch_key`)."""
+        if room_id == ANY_ROOM and self._locks.per_room:
+            raise RuntimeError("a transaction of every room, where rooms are written in parallel")
         async with self._locks.hold(room_id):
             async with self.sessions() as session, session.begin():
                 tx = Tx(session, room_id)
+                connection = await session.connection()
                 if room_id is not None and self._postgres:  # the room's row, locked for this transaction
-                    await session.execute(
-                        select(Room.id).where(Room.id == room_id).with_for_update(key_share=True)
-                    )
+                    await connection.execute(_LOCK_ROOM, {"room": room_id})
                 yield tx
-                if tx.events:
-                    await self._count(session, tx)
-            if room_id is not None and tx.events:
-                self._committed(room_id, tx.events)
+                await tx.store_held()
+                rooms = await self._count(connection, tx.events) if tx.events else {}
+            for room, events in rooms.items():
+                self._committed(room, events)
         for callback in tx.after:
             callback()
         for work in tx.later:
             await work()
 
     @staticmethod
-    async def _count(session: AsyncSession, tx: Tx) -> None:
-        """Number the transaction's events on from the room's newest and store them: one statement
-        that counts on the room's row, inside the write (SQLite reads outside its transactions until
-        the first write, so the count is never read before it)."""
-        counted = (
-            update(Room)
-            .where(Room.id == tx.room_id)
-            .values(last_event=Room.last_event + len(tx.events))
-            .returning(Room.last_event)
-        )
-        last = await session.scalar(counted, execution_options={"synchronize_session": False})
-        if last is None:
-            raise NotFound(f"no room '{tx.room_id}'", "room_id")
-        for offset, event in enumerate(tx.events, start=last - len(tx.events) + 1):
-            event.cursor = offset
-        session.add_all(tx.events)
+    async def _count(connection: AsyncConnection, events: list[NewEvent]) -> dict[str, list[NewEvent]]:
+        """Number each room's events on from its newest and store them all; the events by room. One
+        statement a room counts on its row, inside the write (SQLite reads outside its transactions
+        until the first write, so the count is never read before it)."""
+        rooms: dict[str, list[NewEvent]] = {}
+        for event in events:
+            rooms.setdefault(event.room_id, []).append(event)
+        for room, own in rooms.items():
+            counted = await connection.execute(_COUNT_EVENTS, {"room": room, "count": len(own)})
+            last = counted.scalar()
+            if last is None:
+                raise NotFound(f"no room '{room}'", "room_id")
+            for offset, event in enumerate(own, start=last - len(own) + 1):
+                event.cursor = offset
+        await connection.execute(_INSERT_EVENTS, [event.row() for event in events])  # one INSERT
+        return rooms
 
-    def _committed(self, room: str, events: list[RoomEvent]) -> None:
+    def _committed(self, room: str, events: list[NewEvent]) -> None:
         """Hand out a room's events committed here: at once when they are next, else from the table."""
         if self._relay is not None:
             self._relay.committed(room, events[-1].cursor)

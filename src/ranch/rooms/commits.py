@@ -8,7 +8,8 @@ write queued by then (those that came while it waited for the room's lock too), 
 it came, so their events take the room's next cursors in that order and are handed out together
 once committed. A write returns only once its transaction has committed: nothing is acknowledged
 before it is stored, and no write waits for a batch to fill (that of a quiet room goes out at
-once, alone).
+once, alone). Where one lock orders every room's writes (SQLite has one writer), the queue is one
+for all rooms (`Bus.batch_key`): posts into many rooms share a transaction as those into one do.
 
 A write comes in two steps. `check` reads and refuses: its RanchError fails that write alone, so it
 must write nothing before it raises. `apply` writes. If a batch fails anywhere else, it is rolled
@@ -44,6 +45,7 @@ MAX_BATCH = 64
 
 @dataclass(eq=False)
 class _Write(Generic[C, T]):
+    room_id: str
     check: Callable[[Tx], Awaitable[C]]
     apply: Callable[[Tx, C], Awaitable[T]]
     future: asyncio.Future[T]
@@ -98,13 +100,14 @@ class _Room:
 
 
 class RoomCommits:
-    """Writes of each room, committed in shared transactions of that room (see the module)."""
+    """Writes of each room, committed in shared transactions of that room, or of every room where
+    one lock orders them all (see the module)."""
 
     def __init__(self, bus: Bus, *, max_batch: int = MAX_BATCH) -> None:
         self.bus = bus
         self.max_batch = max_batch
         self._rooms: dict[str, _Room] = {}
-        """Rooms with writes queued or going out; memory follows the rooms being written."""
+        """Queues (`Bus.batch_key`) with writes queued or going out; memory follows the rooms written."""
 
     async def write(
         self, room_id: str, check: Callable[[Tx], Awaitable[C]], apply: Callable[[Tx, C], Awaitable[T]]
@@ -113,24 +116,25 @@ class RoomCommits:
         queued meanwhile; returns once committed, raises what the write raised. Cancelled before its
         batch goes out, it is not written."""
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        room = self._rooms.get(room_id)
+        key = self.bus.batch_key(room_id)
+        room = self._rooms.get(key)
         if room is None:
-            room = self._rooms[room_id] = _Room()
-        room.pending.append(_Write(check, apply, future, contextvars.copy_context()))
+            room = self._rooms[key] = _Room()
+        room.pending.append(_Write(room_id, check, apply, future, contextvars.copy_context()))
         if room.flusher is None:
             # a task of its own: a caller cancelled mid-batch never strands the others' writes
-            room.flusher = asyncio.ensure_future(self._flush(room_id, room))
+            room.flusher = asyncio.ensure_future(self._flush(key, room))
         return await future
 
-    async def _flush(self, room_id: str, room: _Room) -> None:
+    async def _flush(self, key: str, room: _Room) -> None:
         batch: list[_Write[Any, Any]] = []
         try:
             while room.pending:
                 batch = []
                 try:
-                    await self._together(room_id, room, batch)
+                    await self._together(key, room, batch)
                 except Exception:
-                    await self._one_by_one(room_id, batch)
+                    await self._one_by_one(batch)
                 for write in batch:
                     write.settle()
         except BaseException:  # the loop is shutting down: no caller waits forever
@@ -141,7 +145,7 @@ class RoomCommits:
         finally:
             room.flusher = None
             if not room.pending:
-                del self._rooms[room_id]
+                del self._rooms[key]
 
     def _take(self, room: _Room, batch: list[_Write[Any, Any]]) -> None:
         """The next batch, in the order the writes came; those whose caller is gone are dropped."""
@@ -150,7 +154,7 @@ class RoomCommits:
             if not write.future.done():
                 batch.append(write)
 
-    async def _together(self, room_id: str, room: _Room, batch: list[_Write[Any, Any]]) -> None:
+    async def _together(self, key: str, room: _Room, batch: list[_Write[Any, Any]]) -> None:
         """One transaction for the writes queued when it has the room (those that came while it
         waited for the room's lock go in too), put in `batch`. Raises only when nothing of it was
         committed."""
@@ -161,7 +165,7 @@ class RoomCommits:
             committed = True
 
         try:
-            async with self.bus.transaction(room_id) as tx:
+            async with self.bus.transaction(key) as tx:
                 event.listen(tx.session.sync_session, "after_commit", mark)
                 self._take(room, batch)
                 for write in batch:
@@ -169,18 +173,18 @@ class RoomCommits:
         except Exception:
             if not committed:
                 raise
-            logger.exception("room %s: the work after a committed batch failed", room_id)
+            logger.exception("room %s: the work after a committed batch failed", key)
 
-    async def _one_by_one(self, room_id: str, batch: list[_Write[Any, Any]]) -> None:
+    async def _one_by_one(self, batch: list[_Write[Any, Any]]) -> None:
         for write in batch:
             write.result, write.error = None, None
             if write.future.done():
                 continue  # its caller is gone, and the batch it was in was rolled back
             try:
-                write.result = await asyncio.create_task(self._alone(room_id, write), context=write.context)
+                write.result = await asyncio.create_task(self._alone(write), context=write.context)
             except Exception as exc:
                 write.error = exc
 
-    async def _alone(self, room_id: str, write: _Write[Any, T]) -> T:
-        async with self.bus.transaction(room_id) as tx:
+    async def _alone(self, write: _Write[Any, T]) -> T:
+        async with self.bus.transaction(write.room_id) as tx:
             return await write.run(tx)

@@ -356,12 +356,15 @@ class Rooms:
             execution_id=execution_id,
             created_at=now(),
         )
-        message.seq = await _insert(tx.session, message)
-        await tx.emit(room.id, "message.created", views.message(message))
-        if wake and kind == "text":
-            await self._deliver(
-                tx, room, message, _woken(room, names, sender_kind, sender_id, present), chain
-            )
+        targets = _woken(room, names, sender_kind, sender_id, present) if wake and kind == "text" else []
+        if targets:  # its deliveries name its seq: stored now, after the messages held before it
+            await tx.store_held()
+            message.seq = await _insert(tx.session, message)
+            await tx.emit(room.id, "message.created", views.message(message))
+            await self._deliver(tx, room, message, targets, chain)
+        else:  # stored with the transaction's other messages (a batch of posts: one INSERT)
+            tx.hold(message, _row(message))
+            await tx.emit(room.id, "message.created", partial(views.message, message))
         return message
 
     async def _deliver(
@@ -667,7 +670,17 @@ def _own_names(org_id: str, names: list[str], present: Present | None) -> list[s
 async def _insert(session: AsyncSession, message: RoomMessage) -> int:
     """Store `message` with one INSERT, outside the session's unit of work (nothing to flush, no row
     read back); its `seq`."""
-    row = {
+    connection = await session.connection()  # a plain statement: no ORM machinery on the way
+    result = cast(CursorResult[Any], await connection.execute(_INSERT_MESSAGE, _row(message)))
+    key = result.inserted_primary_key  # SQLite's rowid, PostgreSQL's RETURNING
+    assert key is not None
+    seq: int = key[0]
+    return seq
+
+
+def _row(message: RoomMessage) -> dict[str, Any]:
+    """The columns of a new message, as an INSERT takes them."""
+    return {
         "id": message.id,
         "room_id": message.room_id,
         "type": message.type,
@@ -681,12 +694,6 @@ async def _insert(session: AsyncSession, message: RoomMessage) -> int:
         "execution_id": message.execution_id,
         "created_at": message.created_at,
     }
-    connection = await session.connection()  # a plain statement: no ORM machinery on the way
-    result = cast(CursorResult[Any], await connection.execute(_INSERT_MESSAGE, row))
-    key = result.inserted_primary_key  # SQLite's rowid, PostgreSQL's RETURNING
-    assert key is not None
-    seq: int = key[0]
-    return seq
 
 
 def _traceparent() -> str | None:
