@@ -27,6 +27,7 @@ from ranch.rooms.commits import RoomCommits
 pytestmark = pytest.mark.anyio
 
 ROOM = "busy"
+OTHERS = ("east", "west")
 CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("caller", default="")
 
 
@@ -35,7 +36,8 @@ async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
     engine = open_engine(database_url)
     async with engine.begin() as connection:
         await connection.execute(insert(Organization).values(id="acme", name="Acme"))
-        await connection.execute(insert(Room).values(id=ROOM, org_id="acme"))
+        for room in (ROOM, *OTHERS):
+            await connection.execute(insert(Room).values(id=room, org_id="acme"))
     yield engine
     await engine.dispose()
 
@@ -59,16 +61,16 @@ class Notes:
     async def check(self, tx: Tx) -> None:
         return None
 
-    def apply(self, text: str) -> Callable[[Tx, None], Awaitable[RoomEvent]]:
+    def apply(self, text: str, room: str = ROOM) -> Callable[[Tx, None], Awaitable[RoomEvent]]:
         async def apply(tx: Tx, _checked: None) -> RoomEvent:
             self.seen[text] = tx
             self.contexts[text] = CALLER.get()
-            return await tx.emit(ROOM, "note", {"text": text})
+            return await tx.emit(room, "note", {"text": text})
 
         return apply
 
-    async def say(self, text: str) -> RoomEvent:
-        return await self.commits.write(ROOM, self.check, self.apply(text))
+    async def say(self, text: str, room: str = ROOM) -> RoomEvent:
+        return await self.commits.write(room, self.check, self.apply(text, room))
 
 
 @asynccontextmanager
@@ -88,12 +90,12 @@ async def held(bus: Bus) -> AsyncIterator[Callable[[], None]]:
         release.set()
 
 
-async def stored(engine: AsyncEngine) -> list[tuple[int, str]]:
+async def stored(engine: AsyncEngine, room: str = ROOM) -> list[tuple[int, str]]:
     """The room's events as committed: (cursor, text), in cursor order."""
     async with engine.connect() as connection:
         rows = await connection.execute(
             select(RoomEvent.cursor, RoomEvent.data)
-            .where(RoomEvent.room_id == ROOM)
+            .where(RoomEvent.room_id == room)
             .order_by(RoomEvent.cursor)
         )
         return [(row.cursor, row.data["text"]) for row in rows.all()]
@@ -256,3 +258,57 @@ async def test_work_failing_after_the_commit_fails_its_own_write_and_nothing_is_
     assert str(outcome["recorded late"]) == "recording failed"
     assert [outcome[text].cursor for text in ("first", "before", "after")] == [1, 2, 5]
     assert await stored(engine) == list(enumerate(texts, start=1))
+
+
+async def test_writes_queued_into_many_rooms_share_one_transaction_each_room_in_its_order(
+    engine: AsyncEngine, bus: Bus
+) -> None:
+    notes = Notes(RoomCommits(bus, lanes=1))
+    inside, go_on = anyio.Event(), anyio.Event()
+
+    async def slow(tx: Tx) -> None:  # the batch going out: the writes below queue behind it
+        inside.set()
+        await go_on.wait()
+
+    queued = [(room, f"{room} {n}") for n in range(3) for room in (*OTHERS, ROOM)]
+    async with anyio.create_task_group() as group:
+        group.start_soon(notes.commits.write, ROOM, slow, notes.apply("first"))
+        await inside.wait()
+        for room, text in queued:
+            group.start_soon(notes.say, text, room)
+        await anyio.wait_all_tasks_blocked()
+        go_on.set()
+    assert len({id(notes.seen[text]) for _room, text in queued}) == 1
+    assert notes.seen["first"] is not notes.seen[queued[0][1]]
+    for room in OTHERS:
+        assert await stored(engine, room) == [(n + 1, f"{room} {n}") for n in range(3)]
+    assert await stored(engine) == [(1, "first"), *((n + 2, f"{ROOM} {n}") for n in range(3))]
+
+
+async def test_a_room_another_writer_holds_is_left_out_of_a_batch_and_its_writes_follow_once_free(
+    engine: AsyncEngine, bus: Bus, database_url: str
+) -> None:
+    if not database_url.startswith("postgresql"):
+        pytest.skip("SQLite has one writer: every room's writes wait for the one that holds it")
+    notes = Notes(RoomCommits(bus))
+    done: list[str] = []
+    through = anyio.Event()
+
+    async def say(text: str, room: str) -> None:
+        await notes.say(text, room)
+        done.append(text)
+        if room != ROOM:
+            through.set()
+
+    async with held(bus) as release, anyio.create_task_group() as group:
+        group.start_soon(say, "waits for its room", ROOM)
+        group.start_soon(say, "goes through", OTHERS[0])
+        with anyio.fail_after(10):  # the free room's write commits while the other is held
+            await through.wait()
+        group.start_soon(say, "after it", ROOM)
+        await anyio.wait_all_tasks_blocked()
+        assert done == ["goes through"]
+        release()
+    assert done[1:] == ["waits for its room", "after it"]
+    assert await stored(engine) == [(1, "waits for its room"), (2, "after it")]
+    assert await stored(engine, OTHERS[0]) == [(1, "goes through")]

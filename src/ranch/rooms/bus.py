@@ -23,7 +23,7 @@ outside any lock; replayed and live events are deduplicated by cursor (`accept`)
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -49,10 +49,16 @@ RETRY = 1.0
 """Seconds before reading a room's events again when the database failed."""
 
 
-ANY_ROOM = "*"
-"""`Bus.transaction(ANY_ROOM)` may write events of any room: only where one lock orders every room's
-writes (SQLite's one writer), so that queued writes into many rooms share one commit there."""
+LANES = 8
+"""Batches of room writes going out at once where rooms are written in parallel (rooms/commits.py);
+each holds a pooled connection."""
 _LOCK_ROOM = select(Room.id).where(Room.id == bindparam("room")).with_for_update(key_share=True)
+_LOCK_FREE_ROOMS = (
+    select(Room.id)
+    .where(Room.id.in_(bindparam("rooms", expanding=True)))
+    .order_by(Room.id)  # rows locked in one order by every writer: no deadlock between batches
+    .with_for_update(key_share=True, skip_locked=True)
+)
 _COUNT_EVENTS = (
     update(Room)
     .where(Room.id == bindparam("room"))
@@ -104,11 +110,13 @@ def frame(event: RoomEvent | NewEvent) -> dict[str, Any]:
 
 @dataclass
 class Tx:
-    """A write transaction of one room (or of none); `emit` records an event that goes out once it
-    commits."""
+    """A write transaction of some rooms (or of none); `emit` records an event of one of them that
+    goes out once it commits."""
 
     session: AsyncSession
-    room_id: str | None = None
+    rooms: frozenset[str] | None = frozenset()
+    """The rooms whose events it may write (it holds their locks); None: any room, where one lock
+    orders every room's writes."""
     events: list[NewEvent] = field(default_factory=list)
     after: list[Callable[[], object]] = field(default_factory=list)
     """Run after commit, at once (waking a worker)."""
@@ -124,8 +132,8 @@ class Tx:
     async def emit(
         self, room_id: str, type: str, data: dict[str, Any] | Callable[[], dict[str, Any]]
     ) -> NewEvent:
-        if room_id != self.room_id and self.room_id != ANY_ROOM:  # counted in a transaction of that room
-            raise RuntimeError(f"an event of room {room_id!r} written in a transaction of {self.room_id!r}")
+        if self.rooms is not None and room_id not in self.rooms:  # counted in a transaction of its room
+            raise RuntimeError(f"an event of room {room_id!r} written in a transaction of {set(self.rooms)}")
         event = NewEvent(room_id, type, data, now())
         self.events.append(event)  # its cursor is counted as the transaction ends (`Bus.transaction`)
         return event
@@ -190,28 +198,61 @@ class Bus:
             task_status.started()
             await self._read_back()
 
-    def batch_key(self, room_id: str) -> str:
-        """Which writes may share a transaction with a write of `room_id` (rooms/commits.py): its
-        room's, where rooms are written in parallel; every room's, where one lock orders them all."""
-        return room_id if self._locks.per_room else ANY_ROOM
+    @property
+    def lanes(self) -> int:
+        """Batches of writes that may go out at once (rooms/commits.py): one where one lock orders
+        every room's writes (SQLite has one writer), `LANES` where rooms are written in parallel."""
+        return LANES if self._locks.per_room else 1
 
     @asynccontextmanager
     async def transaction(self, room_id: str | None = None) -> AsyncIterator[Tx]:
-        """A write transaction of `room_id` (its events, in its order), of no room (no events), or of
-        `ANY_ROOM` where one lock orders every room (`batch_key`)."""
-        if room_id == ANY_ROOM and self._locks.per_room:
-            raise RuntimeError("a transaction of every room, where rooms are written in parallel")
+        """A write transaction of `room_id` (its events, in its order), or of no room (no events)."""
+        rooms = () if room_id is None else (room_id,)
         async with self._locks.hold(room_id):
-            async with self.sessions() as session, session.begin():
-                tx = Tx(session, room_id)
-                connection = await session.connection()
-                if room_id is not None and self._postgres:  # the room's row, locked for this transaction
-                    await connection.execute(_LOCK_ROOM, {"room": room_id})
+            async with self._written(rooms, wait=True) as tx:
                 yield tx
-                await tx.store_held()
-                rooms = await self._count(connection, tx.events) if tx.events else {}
-            for room, events in rooms.items():
-                self._committed(room, events)
+        await self._after(tx)
+
+    @asynccontextmanager
+    async def batch(self, rooms: Sequence[str]) -> AsyncIterator[Tx]:
+        """A write transaction of those of `rooms` no other writer holds now (`tx.rooms`): a room
+        another transaction holds, here or on another replica, is left out rather than waited for.
+        Where one lock orders every room, it waits for that lock and may write any room."""
+        if not self._locks.per_room:
+            async with self._locks.hold(None):
+                async with self._written((), wait=True) as tx:
+                    tx.rooms = None
+                    yield tx
+            await self._after(tx)
+            return
+        async with self._locks.free_of(rooms) as free:
+            async with self._written(free, wait=False) as tx:
+                yield tx
+        await self._after(tx)
+
+    @asynccontextmanager
+    async def _written(self, rooms: Sequence[str], *, wait: bool) -> AsyncIterator[Tx]:
+        """A transaction holding `rooms`' rows on PostgreSQL (`wait`: one room, waited for; else those
+        free now), its held messages stored and its events counted before it commits, and its events
+        handed out once it has (still inside this process's locks of the rooms)."""
+        async with self.sessions() as session, session.begin():
+            connection = await session.connection()
+            if rooms and self._postgres:
+                if wait:
+                    await connection.execute(_LOCK_ROOM, {"room": rooms[0]})
+                else:
+                    found = await connection.execute(_LOCK_FREE_ROOMS, {"rooms": list(rooms)})
+                    locked = set(found.scalars())
+                    rooms = [room for room in rooms if room in locked]
+            tx = Tx(session, frozenset(rooms))
+            yield tx
+            await tx.store_held()
+            counted = await self._count(connection, tx.events) if tx.events else {}
+        for room, events in counted.items():
+            self._committed(room, events)
+
+    @staticmethod
+    async def _after(tx: Tx) -> None:
         for callback in tx.after:
             callback()
         for work in tx.later:

@@ -1,20 +1,21 @@
-"""Group commit for room writes: those queued while their room is busy go out in one transaction.
+"""Group commit for room writes: those queued meanwhile go out together, each room's in order.
 
-A post waits for its room's lock (rooms/locks.py) and then pays for a transaction of its own: a
-connection, BEGIN, the room's row lock and count, COMMIT. Under load, the posts into one room queue
-behind each other; `RoomCommits` runs them in one transaction of the room (one `Bus.transaction`):
-each room has at most one transaction of writes going out, and once it holds the room it takes every
-write queued by then (those that came while it waited for the room's lock too), each in the order
-it came, so their events take the room's next cursors in that order and are handed out together
-once committed. A write returns only once its transaction has committed: nothing is acknowledged
-before it is stored, and no write waits for a batch to fill (that of a quiet room goes out at
-once, alone). Where one lock orders every room's writes (SQLite has one writer), the queue is one
-for all rooms (`Bus.batch_key`): posts into many rooms share a transaction as those into one do.
+A post pays for a transaction: a connection, BEGIN, its room's row lock and count, COMMIT. Under
+load, `RoomCommits` runs the writes queued by then in one transaction (`Bus.batch`), those of many
+rooms together: each room's writes in the order they came, so their events take the room's next
+cursors in that order and are handed out together once committed. A room is in at most one batch
+going out at a time; a room another writer holds (a long write, another replica's batch) is left
+out of a batch rather than waited for, and its writes go out on their own once it is free, so a busy
+room never holds up the others'. Where rooms are written in parallel (PostgreSQL), up to
+`Bus.lanes` batches go out at once; where one lock orders every room (SQLite has one writer), one
+does, and it takes every write queued by the time it has the lock. A write returns only once its
+transaction has committed: nothing is acknowledged before it is stored, and no write waits for a
+batch to fill (that of a quiet room goes out at once, alone).
 
 A write comes in two steps. `check` reads and refuses: its RanchError fails that write alone, so it
 must write nothing before it raises. `apply` writes. If a batch fails anywhere else, it is rolled
-back and its writes run again one by one, each in a transaction of its own, so one bad write fails
-only its own caller (db/group_commit.py does the same for task saves). Each write runs in its
+back and its writes run again one by one, each in a transaction of its own room, so one bad write
+fails only its own caller (db/group_commit.py does the same for task saves). Each write runs in its
 caller's context (its trace id and span), in a task of its own.
 """
 
@@ -23,8 +24,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, Generic, TypeVar
 
@@ -93,71 +95,135 @@ class _Write(Generic[C, T]):
             self.future.set_result(self.result)
 
 
-@dataclass(eq=False)
-class _Room:
-    pending: list[_Write[Any, Any]] = field(default_factory=list)
-    flusher: asyncio.Task[None] | None = None
-
-
 class RoomCommits:
-    """Writes of each room, committed in shared transactions of that room, or of every room where
-    one lock orders them all (see the module)."""
+    """Room writes, committed in shared transactions (see the module)."""
 
-    def __init__(self, bus: Bus, *, max_batch: int = MAX_BATCH) -> None:
+    def __init__(self, bus: Bus, *, max_batch: int = MAX_BATCH, lanes: int | None = None) -> None:
         self.bus = bus
         self.max_batch = max_batch
-        self._rooms: dict[str, _Room] = {}
-        """Queues (`Bus.batch_key`) with writes queued or going out; memory follows the rooms written."""
+        self.lanes = min(lanes or bus.lanes, bus.lanes)
+        """Batches going out at once (never more than the bus allows)."""
+        self._pending: list[_Write[Any, Any]] = []
+        """Writes not yet in a batch, in the order they came."""
+        self._busy: set[str] = set()
+        """Rooms whose writes are going out (in a batch, or waiting for their room alone)."""
+        self._lanes = 0
+        """Batches being taken and written."""
+        self._tasks: set[asyncio.Future[None]] = set()
+        """The lanes and lone rooms' writers running (kept: a task nobody holds may be collected)."""
 
     async def write(
         self, room_id: str, check: Callable[[Tx], Awaitable[C]], apply: Callable[[Tx, C], Awaitable[T]]
     ) -> T:
-        """`apply(tx, await check(tx))` in a transaction of `room_id`, with the room's other writes
-        queued meanwhile; returns once committed, raises what the write raised. Cancelled before its
-        batch goes out, it is not written."""
+        """`apply(tx, await check(tx))` in a transaction of `room_id`, with other writes queued
+        meanwhile; returns once committed, raises what the write raised. Cancelled before its batch
+        goes out, it is not written."""
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        key = self.bus.batch_key(room_id)
-        room = self._rooms.get(key)
-        if room is None:
-            room = self._rooms[key] = _Room()
-        room.pending.append(_Write(room_id, check, apply, future, contextvars.copy_context()))
-        if room.flusher is None:
-            # a task of its own: a caller cancelled mid-batch never strands the others' writes
-            room.flusher = asyncio.ensure_future(self._flush(key, room))
+        self._pending.append(_Write(room_id, check, apply, future, contextvars.copy_context()))
+        self._open_lane()
         return await future
 
-    async def _flush(self, key: str, room: _Room) -> None:
+    def _open_lane(self) -> None:
+        if self._pending and self._lanes < self.lanes:
+            self._lanes += 1
+            # a task of its own: a caller cancelled mid-batch never strands the others' writes
+            self._spawn(self._lane())
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _lane(self) -> None:
+        """Batches, one after another, while there are writes to take."""
         batch: list[_Write[Any, Any]] = []
         try:
-            while room.pending:
+            while self._pending:
                 batch = []
                 try:
-                    await self._together(key, room, batch)
+                    left = await self._together(batch)
                 except Exception:
+                    left = {}
                     await self._one_by_one(batch)
+                taken = {write.room_id for write in batch}
+                for room, writes in left.items():  # held by another writer: they wait for it alone
+                    self._spawn(self._alone_in(room, writes))
+                    taken.discard(room)
+                self._busy.difference_update(taken)
                 for write in batch:
-                    write.settle()
+                    if write.room_id in taken:
+                        write.settle()
+                if not batch:
+                    break  # what is queued waits for rooms other batches hold; they take it next
         except BaseException:  # the loop is shutting down: no caller waits forever
-            for write in batch + room.pending:
+            for write in batch + self._pending:
                 write.future.cancel()
-            room.pending.clear()
+            self._pending.clear()
             raise
         finally:
-            room.flusher = None
-            if not room.pending:
-                del self._rooms[key]
+            self._lanes -= 1
 
-    def _take(self, room: _Room, batch: list[_Write[Any, Any]]) -> None:
-        """The next batch, in the order the writes came; those whose caller is gone are dropped."""
-        while room.pending and len(batch) < self.max_batch:
-            write = room.pending.pop(0)
-            if not write.future.done():
+    def _take(self, batch: list[_Write[Any, Any]]) -> None:
+        """The next batch, in the order the writes came, of rooms no other batch has: a room's writes
+        after one left out stay too (they keep its order). Those whose caller is gone are dropped."""
+        kept: list[_Write[Any, Any]] = []
+        closed: set[str] = set()
+        for index, write in enumerate(self._pending):
+            if len(batch) >= self.max_batch:
+                kept += self._pending[index:]
+                break
+            if write.future.done():
+                continue
+            if write.room_id in self._busy or write.room_id in closed:
+                closed.add(write.room_id)
+                kept.append(write)
+            else:
                 batch.append(write)
+        self._pending = kept
+        self._busy.update(write.room_id for write in batch)
 
-    async def _together(self, key: str, room: _Room, batch: list[_Write[Any, Any]]) -> None:
-        """One transaction for the writes queued when it has the room (those that came while it
-        waited for the room's lock go in too), put in `batch`. Raises only when nothing of it was
-        committed."""
+    async def _together(self, batch: list[_Write[Any, Any]]) -> dict[str, list[_Write[Any, Any]]]:
+        """One transaction for the next batch (put in `batch`); the writes of rooms it left out because
+        another writer holds them, by room. Raises only when nothing of it was committed."""
+        if self.bus.lanes == 1:  # one lock for every room: take what is queued once it is ours
+            async with self._committing(self.bus.batch(())) as tx:
+                self._take(batch)
+                await self._run(tx, batch)
+            return {}
+        self._take(batch)
+        if not batch:
+            return {}
+        left: dict[str, list[_Write[Any, Any]]] = {}
+        async with self._committing(self.bus.batch(list(dict.fromkeys(w.room_id for w in batch)))) as tx:
+            assert tx.rooms is not None
+            for write in batch:
+                if write.room_id not in tx.rooms:
+                    left.setdefault(write.room_id, []).append(write)
+            await self._run(tx, [write for write in batch if write.room_id in tx.rooms])
+        return left
+
+    async def _alone_in(self, room: str, writes: list[_Write[Any, Any]]) -> None:
+        """Writes of one room another writer held: one transaction of it, once it is free."""
+        try:
+            try:
+                async with self._committing(self.bus.transaction(room)) as tx:
+                    await self._run(tx, writes)
+            except Exception:
+                await self._one_by_one(writes)
+        except BaseException:  # the loop is shutting down
+            for write in writes:
+                write.future.cancel()
+            raise
+        finally:
+            self._busy.discard(room)
+        for write in writes:
+            write.settle()
+        self._open_lane()  # its room's later writes, queued meanwhile
+
+    @asynccontextmanager
+    async def _committing(self, transaction: AbstractAsyncContextManager[Tx]) -> AsyncIterator[Tx]:
+        """`transaction`, where a failure after its commit (in the work it left for after) is logged,
+        not raised: its writes are stored, and each such failure is its own write's."""
         committed = False
 
         def mark(_session: Session) -> None:
@@ -165,15 +231,18 @@ class RoomCommits:
             committed = True
 
         try:
-            async with self.bus.transaction(key) as tx:
+            async with transaction as tx:
                 event.listen(tx.session.sync_session, "after_commit", mark)
-                self._take(room, batch)
-                for write in batch:
-                    await asyncio.create_task(write.try_in(tx), context=write.context)
+                yield tx
         except Exception:
             if not committed:
                 raise
-            logger.exception("room %s: the work after a committed batch failed", key)
+            logger.exception("the work after a committed batch of room writes failed")
+
+    @staticmethod
+    async def _run(tx: Tx, writes: list[_Write[Any, Any]]) -> None:
+        for write in writes:
+            await asyncio.create_task(write.try_in(tx), context=write.context)
 
     async def _one_by_one(self, batch: list[_Write[Any, Any]]) -> None:
         for write in batch:

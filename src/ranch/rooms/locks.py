@@ -10,7 +10,7 @@ its writers queue on one lock rather than fail on a busy database file.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -53,3 +53,27 @@ class RoomLocks:
             held.users -= 1
             if not held.users:
                 del self._rooms[room]
+
+    @asynccontextmanager
+    async def free_of(self, rooms: Sequence[str]) -> AsyncIterator[list[str]]:
+        """The locks of those of `rooms` nobody holds or waits for now, taken without waiting (a
+        batch of writes leaves a busy room out rather than wait for it); the rooms it holds."""
+        assert self.per_room, "one lock for every room: `hold` it"
+        taken: list[_Held] = []
+        free: list[str] = []
+        try:
+            for room in rooms:
+                held = self._rooms.get(room)
+                if held is not None:  # held, or waited for: its writers come first
+                    continue
+                held = self._rooms[room] = _Held(anyio.Lock(), users=1)
+                held.lock.acquire_nowait()
+                taken.append(held)
+                free.append(room)
+            yield free
+        finally:
+            for room, held in zip(free, taken, strict=True):
+                held.lock.release()
+                held.users -= 1
+                if not held.users:
+                    del self._rooms[room]
