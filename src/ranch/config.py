@@ -110,6 +110,9 @@ class RemoteAgentConfig(_AgentBase):
     """Refuse the agent unless its card carries a signature that verifies with one of `trusted_keys`."""
     trusted_keys: list[str] = Field(default_factory=list)
     """Files of the keys that may sign its card: PEM public keys or JWKS (JSON) files."""
+    binding: Literal["auto", "http", "grpc"] = "auto"
+    """How ranch calls it: `auto` as its card prefers (gRPC when a GRPC interface comes before the
+    HTTP ones, or is the only one), `http` over JSON-RPC or HTTP+JSON, `grpc` over its GRPC interface."""
 
     @model_validator(mode="after")
     def _keys_to_verify_with(self) -> RemoteAgentConfig:

@@ -64,7 +64,7 @@ def rpc(url: str, method: str, params: dict[str, Any], **client: Any) -> dict[st
 
 
 def interface_urls(card: dict[str, Any]) -> set[str]:
-    return {interface["url"] for interface in card["supportedInterfaces"]}
+    return {i["url"] for i in card["supportedInterfaces"] if not i.get("tenant")}  # (not /a2a, gRPC)
 
 
 # -- push notifications, per kind ------------------------------------------------------------------

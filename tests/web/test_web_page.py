@@ -286,8 +286,9 @@ def test_an_agent_page_shows_its_card_skills_and_the_client_routing_extension(pa
         ["search", "summarize"]
     )
     interfaces = page.get_by_role("region", name="Interfaces").locator("tbody tr")
-    expect(interfaces).to_have_count(4)
+    expect(interfaces).to_have_count(6)  # its own URL in A2A 1.0 and 0.3, and /a2a with its tenant
     expect(interfaces.first).to_contain_text("JSONRPC")
+    expect(interfaces.last).to_contain_text("researcher")
     routing = page.locator(".extension--routing")
     expect(routing).to_contain_text("Client routing")
     expect(routing).to_contain_text("https://ranch.woi.dev/extensions/client-routing/v1")

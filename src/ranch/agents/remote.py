@@ -1,4 +1,4 @@
-"""`kind: remote`: an A2A agent built with any SDK, reached over HTTP.
+"""`kind: remote`: an A2A agent built with any SDK, reached over HTTP or gRPC (agents/remote_grpc.py).
 
 The card is read from the agent's URL (cached); calls go through the shared
 `ClientPool`. When the card declares client routing, the `A2A-Extensions`
@@ -31,6 +31,7 @@ from a2a.client.errors import A2AClientError, A2AClientTimeoutError
 from a2a.client.service_parameters import with_a2a_extensions
 from a2a.types import (
     AgentCard,
+    AgentInterface,
     CancelTaskRequest,
     Message,
     SendMessageRequest,
@@ -43,6 +44,7 @@ from a2a.utils.signing import SignatureVerificationError
 from google.protobuf import json_format
 
 from ranch.agents.base import Agent, AgentInfo, Call, Event
+from ranch.agents.remote_grpc import grpc_client, grpc_interface, prefers_grpc, same_host
 from ranch.db.conversations import ConversationStore
 from ranch.exceptions import AgentError, AgentTimeout, AgentUnavailable, InvalidAgentReply, ReplyTooLarge
 from ranch.policy.egress import RefusedConnection
@@ -79,6 +81,7 @@ class RemoteAgent(Agent):
         headers: dict[str, str] | None = None,
         card_ttl: float = 300.0,
         verify: Verify | None = None,
+        binding: str = "auto",
     ) -> None:
         self.id = fallback.id
         self.url = url.rstrip("/")
@@ -87,6 +90,10 @@ class RemoteAgent(Agent):
         self._headers = dict(headers or {})
         self._ttl = card_ttl
         self._verify = verify
+        self.binding = binding
+        """`auto` (as the card prefers), `http` or `grpc` (`RemoteAgentConfig.binding`)."""
+        self._grpc: tuple[AgentCard, Client] | None = None
+        """The gRPC client made for the card now cached (a new card, a new client)."""
         self._sessions: OrderedDict[tuple[str, str], RemoteSession] = OrderedDict()
         self._state: ConversationStore | None = None
         """Where the sessions are kept when the hub has a database (then it is the truth)."""
@@ -96,11 +103,44 @@ class RemoteAgent(Agent):
 
     async def card(self) -> AgentCard:
         """The peer's card, fetched with this agent's headers (its credentials), verified if configured."""
-        card, _client = await self._resolve()
+        card, _client = await self._card_and_client()  # no call is made: no gRPC channel either
         return card
 
     async def _resolve(self) -> tuple[AgentCard, Client]:
-        """The card and the SDK client built from it (one fetch: a call goes where the checked card says)."""
+        """The card and the SDK client built from it (one fetch: a call goes where the checked card says):
+        over gRPC when the card prefers it or `binding` says so, else over JSON-RPC or HTTP+JSON."""
+        card, client = await self._card_and_client()
+        interface = grpc_interface(card) if self.binding != "http" else None
+        if self.binding == "grpc" and interface is None:
+            raise AgentUnavailable(
+                self.id, f"it is configured binding: grpc; its card at {self.url} lists no GRPC"
+            )
+        if interface is not None and (self.binding == "grpc" or prefers_grpc(card) or client is None):
+            return card, await self._grpc_client(card, interface)
+        if client is None:
+            raise AgentUnavailable(self.id, f"its card at {self.url} lists no interface ranch speaks")
+        return card, client
+
+    async def _grpc_client(self, card: AgentCard, interface: AgentInterface) -> Client:
+        """The gRPC client for this card: made once per card fetched; its credentials go to its host only."""
+        held = self._grpc
+        if held is not None and held[0] is card:
+            return held[1]
+        if self._headers:
+            same_host(self.id, self.url, interface.url)
+        client = await grpc_client(self.id, card, interface, self._pool.guard, self._pool.read_limit)
+        self._grpc = (card, client)
+        if held is not None:
+            await held[1].close()
+        return client
+
+    async def aclose(self) -> None:
+        """Close the gRPC channel, if one was opened."""
+        held, self._grpc = self._grpc, None
+        if held is not None:
+            await held[1].close()
+
+    async def _card_and_client(self) -> tuple[AgentCard, Client | None]:
         try:
             return await self._pool.resolve(self.url, self._headers, self._ttl, self._verify)
         except SignatureVerificationError as exc:
@@ -201,6 +241,8 @@ class RemoteAgent(Agent):
             raise AgentUnavailable(self.id, f"cannot reach {self.url}: {exc!r}") from exc
         except A2AClientError as exc:
             self._oversized_or_refused(exc)
+            if "gRPC Error RESOURCE_EXHAUSTED" in str(exc):  # the channel refused a message past the limit
+                raise ReplyTooLarge(self.id, self._pool.max_reply_bytes) from exc
             if isinstance(exc.__cause__, ValueError) or "JSON" in str(exc):
                 raise InvalidAgentReply(
                     self.id, f"answered with something that is not valid A2A: {exc}"

@@ -52,7 +52,7 @@ def build_agent(config: AgentConfig, pool: ClientPool, *, tenant: bool = False) 
         agent = EchoAgent(info)
     elif isinstance(config, RemoteAgentConfig):
         verify = _card_verifier(config) if config.verify_card else None
-        agent = RemoteAgent(info, config.url, pool, config.headers, config.card_ttl, verify)
+        agent = RemoteAgent(info, config.url, pool, config.headers, config.card_ttl, verify, config.binding)
     elif isinstance(config, PythonAgentConfig):
         if config.client_routing:
             info.extensions = [client_routing.declaration()]

@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from ranch.agents.base import Agent
 from ranch.agents.remote import RemoteAgent
+from ranch.agents.remote_grpc import GRPC, guard_url
 from ranch.catalog.build import build_agent, build_team
 from ranch.catalog.registry import Registry
 from ranch.catalog.requests import (
@@ -361,8 +362,9 @@ async def _fetch_card(agent: RemoteAgent, tenant_guard: UrlGuard | None) -> Agen
 async def _card_safe(card: AgentCard, guard: UrlGuard) -> None:
     """Refuse a tenant's agent whose card sends calls inward now (calls are judged again when made)."""
     for index, interface in enumerate(card.supported_interfaces):
+        grpc = interface.protocol_binding == GRPC  # `host:port`: judged as the address it dials
         try:
-            await guard.check(interface.url)
+            await guard.check(guard_url(interface.url) if grpc else interface.url)
         except UnsafeUrl as exc:
             raise Unprocessable(
                 f"its agent card names supportedInterfaces[{index}].url {interface.url}: {exc.reason}", "url"

@@ -107,6 +107,14 @@ def register(commands: Any) -> None:
         "JSON-RPC at POST /, HTTP+JSON at /message:send, /tasks ... (env RANCH_ROOT)",
     )
     parser.add_argument(
+        "--grpc-port",
+        type=int,
+        metavar="PORT",
+        default=os.environ.get("RANCH_GRPC_PORT") or None,  # a bad value: argparse's error, naming the flag
+        help="also serve every agent and team over A2A gRPC on this port of --host, the request's "
+        "tenant naming the agent (env RANCH_GRPC_PORT; default off; docs/surface.md)",
+    )
+    parser.add_argument(
         "--ssl-certfile",
         metavar="PEM",
         default=os.environ.get("RANCH_SSL_CERTFILE") or None,
@@ -173,6 +181,11 @@ def run(args: argparse.Namespace) -> int:
     app = create_app(config, settings)
     base = f"{'https' if tls else 'http'}://{args.host}:{args.port}"
     print(banner(config, base, demo=args.config is None, db=args.db, root=args.root), flush=True)
+    if args.grpc_port is not None:
+        secure = " (TLS)" if tls else ""
+        print(
+            f"  gRPC  {args.host}:{args.grpc_port}{secure}: the request's tenant names the agent", flush=True
+        )
     serving: dict[str, Any] = {"host": args.host, "port": args.port, "log_level": args.log_level}
     if workers > 1:
         if args.metrics:  # each worker writes its samples here; /metrics on any worker sums them all
@@ -236,9 +249,27 @@ def _hub(args: argparse.Namespace, *, quiet: bool = False) -> tuple[RanchConfig,
         announce=(lambda _line: None) if quiet else (lambda line: print(line, flush=True)),
         exit_on_failure=True,
         retention=merged(config.retention, policy_flags.retention_from(args)),
+        **_grpc(args),
         **policy_flags.settings_from(args),
     )
     return config, settings, access_log
+
+
+def _grpc(args: argparse.Namespace) -> dict[str, Any]:
+    """The gRPC settings: on `--host`, with the HTTP server's certificate (TLS files checked by `_tls`)."""
+    port = getattr(args, "grpc_port", None)
+    if port is None:
+        return {}
+    if not 0 < port < 65536:
+        raise ConfigError([f"--grpc-port {port}: a port from 1 to 65535"])
+    if port == args.port:
+        raise ConfigError([f"--grpc-port {port}: the HTTP server's --port; pick another"])
+    if args.workers > 1:
+        raise ConfigError(
+            [f"--grpc-port serves from one process; it cannot go with --workers {args.workers}"]
+        )
+    tls = (args.ssl_certfile, args.ssl_keyfile) if args.ssl_certfile and args.ssl_keyfile else None
+    return {"grpc_port": port, "grpc_host": args.host, "grpc_tls": tls}
 
 
 def _workers(args: argparse.Namespace) -> int:

@@ -22,7 +22,16 @@ from starlette.types import Message, Receive, Scope, Send
 from ranch.db.engine import unavailable
 from ranch.edge.debug import DebugTap
 from ranch.edge.ending import KeyedStream, may_stream
-from ranch.edge.guards import BODY_METHODS, TRACE_KEY, Call, Entry, Guards, refusal, request_id_of
+from ranch.edge.guards import (
+    BODY_METHODS,
+    TRACE_KEY,
+    Call,
+    Entry,
+    Guards,
+    refusal,
+    request_id_of,
+    tenant_of,
+)
 from ranch.exceptions import RanchError, RateLimited
 from ranch.identity.principal import PRINCIPAL_KEY
 from ranch.observe import metrics, tracing
@@ -110,6 +119,12 @@ class EdgeApp(Starlette):
     async def _serve(self, call: Call, scope: Scope, receive: Receive, send: Send, trace: bytes) -> int:
         """Guard, then answer on the request's road; returns the status sent."""
         try:
+            if call.tenant_in_body:  # JSON-RPC at /a2a: the body names the agent the chain guards
+                body = await read_body(receive, self.guards.max_body)
+                if body is None:
+                    return CLIENT_GONE
+                receive = replay(body, receive)  # first: a refusal reads the request's id from it
+                call.agent_id = tenant_of(body) or ""
             await self.guards.check(call, scope)
             if call.length is None and call.method in BODY_METHODS:  # no Content-Length: count it
                 body = await read_body(receive, self.guards.max_body)

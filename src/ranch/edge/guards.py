@@ -21,7 +21,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Scope
 
-from ranch.exceptions import AgentNotFound, BodyTooLarge, RateLimited, Unauthorized
+from ranch.catalog.cards import TENANTS_PATH
+from ranch.exceptions import AgentNotFound, BodyTooLarge, InvalidInput, RateLimited, Unauthorized
 from ranch.identity.principal import PRINCIPAL_KEY, Principal
 from ranch.identity.resolver import KEY_REQUIRED, KnownKey
 from ranch.identity.security import Security
@@ -40,6 +41,8 @@ AGENT_KEY = "ranch.agent"
 TRACE_KEY = "ranch.trace_id"
 """Where the request's trace id is kept in the scope."""
 AGENT_PREFIX = AGENTS_PATH + "/"
+TENANT_PREFIX = TENANTS_PATH + "/"
+TENANT_FIELD = "params.tenant"
 CARD_PATHS = (".well-known/agent-card.json", ".well-known/agent.json")
 API_PATH = "/api/"
 MCP_PATH = "/mcp"
@@ -95,6 +98,8 @@ class Call:
     known: KnownKey | None = None
     """What the key stood for when `check` let the request in: a stream registers with it
     (`edge/ending.py`) without looking the key up again."""
+    tenant_in_body: bool = False
+    """JSON-RPC at /a2a: the agent is the body's `params.tenant` (`tenant_of`), read before `check`."""
 
 
 class Guards:
@@ -166,8 +171,22 @@ class Guards:
             call.entry, call.jsonrpc = Entry.MCP, True
         elif path == AGENTS_PATH:
             call.entry = Entry.AGENTS
+        elif path == TENANTS_PATH:
+            if call.method == "POST":  # (GET /a2a is no route: a 405, not a JSON-RPC call)
+                call.entry, call.jsonrpc, call.tenant_in_body = Entry.A2A, True, True
+        elif path.startswith(TENANT_PREFIX) and self._tenanted(call, path[len(TENANT_PREFIX) :]):
+            pass
         elif self.root is not None:
             self._classify_root(call)
+
+    @staticmethod
+    def _tenanted(call: Call, rest: str) -> bool:
+        """/a2a/{tenant}/...: the HTTP+JSON binding of the agent `tenant` names."""
+        tenant, _, tail = rest.partition("/")
+        if not tenant or not tail:
+            return False
+        call.agent_id, call.entry = tenant, Entry.A2A
+        return True
 
     def _classify_root(self, call: Call) -> None:
         """`--root`: JSON-RPC at POST /, the card and HTTP+JSON at the root too."""
@@ -281,6 +300,24 @@ def refusal(call: Call, error: Exception, request_id: str | int | None = None) -
     else:
         body = a2a_rest_error_body(error)
     return JSONResponse(body, status_code=http_status_for(error), headers=headers_for(error))
+
+
+def tenant_of(body: bytes) -> str | None:
+    """The `params.tenant` of a JSON-RPC body: the agent it names; "" when the body is not JSON
+    (the binding answers that with a parse error); InvalidInput when it names none."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return ""
+    params = data.get("params") if isinstance(data, dict) else None
+    tenant = params.get("tenant") if isinstance(params, dict) else None
+    if not isinstance(tenant, str) or not tenant:
+        raise InvalidInput(
+            f"{TENANT_FIELD} is required at {TENANTS_PATH}: the id of the agent or team to call "
+            f"(or call it at {AGENT_PREFIX}<id>)",
+            field=TENANT_FIELD,
+        )
+    return tenant
 
 
 def request_id_of(body: bytes) -> str | int | None:

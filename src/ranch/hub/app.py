@@ -35,7 +35,7 @@ from ranch.agents.base import gather_infos
 from ranch.api import errors as api_errors
 from ranch.api.routes import routes as api_routes
 from ranch.api.services import ApiServices
-from ranch.catalog.cards import served_card
+from ranch.catalog.cards import TENANTS_PATH, served_card
 from ranch.catalog.changes import Changes
 from ranch.catalog.discovery import Wanted
 from ranch.catalog.records import resync
@@ -48,6 +48,9 @@ from ranch.db.group_commit import CommitGroup
 from ranch.db.replicas import DEFAULT_LEASE, Replicas
 from ranch.edge.app import EdgeApp
 from ranch.edge.context import ContextBuilder, call_context, request_context
+from ranch.edge.grpc import MISSING as GRPC_MISSING
+from ranch.edge.grpc import available as grpc_available
+from ranch.edge.grpc.port import GrpcPort
 from ranch.edge.guards import AGENT_KEY, Guards
 from ranch.edge.sdk import check_list_query, first_event_first, well_formed, with_clearer_sdk_errors
 from ranch.exceptions import ConfigError, Forbidden, RanchError
@@ -150,6 +153,11 @@ class Settings:
     # -- layout and storage (docs/surface.md) --
     root: str | None = None
     """Also serve this agent at the root: its card at /.well-known/agent-card.json, its bindings at /."""
+    grpc_port: int | None = None
+    """Serve A2A over gRPC on this port too (0: a free one), every agent by its `tenant`; None: no gRPC."""
+    grpc_host: str = "127.0.0.1"
+    grpc_tls: tuple[str, str] | None = None
+    """The certificate and key files gRPC serves TLS with (`--ssl-certfile/--ssl-keyfile`)."""
     sqlite_busy_timeout: float = SQLITE_BUSY_TIMEOUT_S
     """Seconds a SQLite write waits for another connection's lock before it fails (and is retried)."""
     lease: float = DEFAULT_LEASE
@@ -177,10 +185,14 @@ class Settings:
             return self.guard
         return UrlGuard(allow_loopback=self.allow_private_outbound or self.allow_loopback_webhooks)
 
-    def client_pool(self, transport: TransportFactory | None = None) -> ClientPool:
-        """An outbound pool with these card and reply limits; `transport` judges connections (tenants)."""
+    def client_pool(
+        self, transport: TransportFactory | None = None, guard: UrlGuard | None = None
+    ) -> ClientPool:
+        """An outbound pool with these card and reply limits; `transport` and `guard` judge connections
+        (tenants': `guard` those of gRPC members)."""
         return ClientPool(
             transport=transport,
+            guard=guard,
             card_timeout=self.card_timeout,
             max_card_bytes=self.max_card_bytes,
             max_reply_bytes=self.max_reply_bytes or self.max_message_bytes,
@@ -204,7 +216,7 @@ class Hub:
         self.settings = settings
         self.guard = settings.url_guard()
         self.pool = settings.client_pool()
-        self.tenant_pool = settings.client_pool(lambda: GuardedTransport(self.guard))
+        self.tenant_pool = settings.client_pool(lambda: GuardedTransport(self.guard), self.guard)
         self.registry = Registry(config, self.pool, self.tenant_pool)
         self.config = config
         self.services: list[Callable[[], AbstractAsyncContextManager[None]]] = []
@@ -420,7 +432,8 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
     endpoint = JsonRpcEndpoint(handler, request_context, sdk_jsonrpc)
     lean = hub.settings.jsonrpc == "lean"
     jsonrpc = endpoint.__call__ if lean else sdk_jsonrpc  # a method: Starlette passes it a Request
-    card = _card(hub)
+    grpc_port = _grpc_port(hub.settings)
+    card = _card(hub, grpc_port)
     routes: list[BaseRoute] = [
         Route("/healthz", _healthz(hub), methods=["GET"]),
         Route(AGENTS_PATH, _list_agents(hub), methods=["GET"]),
@@ -430,6 +443,8 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
         Route(f"{AGENTS_PATH}/{{agent_id}}", jsonrpc, methods=["POST"]),
         Route(f"{AGENTS_PATH}/{{agent_id}}/", jsonrpc, methods=["POST"]),
         *_rest_routes(handler, f"{AGENTS_PATH}/{{agent_id}}"),
+        Route(TENANTS_PATH, jsonrpc, methods=["POST"]),  # one endpoint: the tenant names the agent
+        *_rest_routes(handler, f"{TENANTS_PATH}/{{tenant}}"),
     ]
     root_rest = _rest_routes(handler, "") if root is not None else []
     if root is not None:  # one agent's card and bindings at the root too, for single-agent deployments
@@ -451,6 +466,11 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
         root=root,
         root_routes=root_rest,
     )
+    if grpc_port is not None:
+        from ranch.edge.grpc.server import serve_grpc  # grpcio is optional (`_grpc_port` checked it)
+
+        logs, debug = hub.settings.access_log, hub.settings.debug
+        hub.services.append(serve_grpc(grpc_port, handler, guards, access_log=logs, debug=debug))
     app = EdgeApp(
         guards=guards,
         fast=_fast(endpoint) if lean else None,
@@ -462,7 +482,17 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
         middleware=[Middleware(ActivatedExtensions)],
     )
     app.state.hub = hub
+    app.state.grpc = grpc_port
     return app
+
+
+def _grpc_port(settings: Settings) -> GrpcPort | None:
+    """Where gRPC is served, when it is; a one-line ConfigError when grpcio is missing."""
+    if settings.grpc_port is None:
+        return None
+    if not grpc_available():
+        raise ConfigError([GRPC_MISSING])
+    return GrpcPort(settings.grpc_host, settings.grpc_port, settings.grpc_tls)
 
 
 def _api_services(hub: Hub) -> ApiServices:
@@ -586,11 +616,13 @@ def _list_agents(hub: Hub):  # type: ignore[no-untyped-def]
     return list_agents
 
 
-def _card(hub: Hub):  # type: ignore[no-untyped-def]
+def _card(hub: Hub, grpc_port: GrpcPort | None = None):  # type: ignore[no-untyped-def]
     async def card(request: Request) -> Response:
         agent = hub.registry.get(request.scope[AGENT_KEY])
         at_root = request.url.path.startswith("/.well-known/")  # `--root`: the bindings are at / too
-        served = await served_card(agent, _base_url(request), _base_url(request) if at_root else None)
+        grpc = grpc_port.target(request.url.hostname or grpc_port.host) if grpc_port else None
+        root = _base_url(request) if at_root else None
+        served = await served_card(agent, _base_url(request), root, grpc=grpc, tenants=not at_root)
         if hub.security.enabled:
             declare_security(served)
         signer = hub.signer

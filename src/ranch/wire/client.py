@@ -34,6 +34,7 @@ from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, TransportProtocol
 from google.protobuf import json_format
 
 from ranch.policy.egress import tls_context
+from ranch.policy.ssrf import UrlGuard
 
 DEFAULT_TIMEOUT = httpx.Timeout(connect=5.0, read=60.0, write=30.0, pool=10.0)
 DEFAULT_LIMITS = httpx.Limits(max_connections=200, max_keepalive_connections=50)
@@ -75,7 +76,8 @@ class ResponseTooLarge(httpx.ReadError):
 class _CachedCard:
     card: AgentCard
     fetched: float
-    client: Client
+    client: Client | None
+    """None for a card listing no HTTP binding ranch speaks (a gRPC-only peer: agents/remote_grpc.py)."""
 
 
 class ClientPool:
@@ -87,6 +89,7 @@ class ClientPool:
         limits: httpx.Limits = DEFAULT_LIMITS,
         *,
         transport: TransportFactory | None = None,
+        guard: UrlGuard | None = None,
         card_timeout: float = DEFAULT_CARD_TIMEOUT,
         max_card_bytes: int = DEFAULT_MAX_CARD_BYTES,
         max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
@@ -102,6 +105,8 @@ class ClientPool:
         self.read_limit = max(READ_FACTOR * max_reply_bytes, READ_FLOOR)
         self.card_retry = card_retry
         self._transport = transport
+        self.guard = guard
+        """Judges the addresses of calls the transport does not make (gRPC members: agents/remote_grpc.py)."""
         self._http = self.new_client(timeout=timeout, limits=limits)
         self._factory = ClientFactory(
             ClientConfig(
@@ -161,7 +166,10 @@ class ClientPool:
         verify: Verify | None = None,
     ) -> Client:
         """An SDK client for the agent at `url`, built from its (cached, verified) card."""
-        return (await self._entry(url, headers, ttl, verify)).client
+        client = (await self._entry(url, headers, ttl, verify)).client
+        if client is None:
+            raise CardError(f"the agent card at {url} lists no JSON-RPC or HTTP+JSON interface")
+        return client
 
     async def resolve(
         self,
@@ -169,7 +177,7 @@ class ClientPool:
         headers: dict[str, str] | None = None,
         ttl: float = 300.0,
         verify: Verify | None = None,
-    ) -> tuple[AgentCard, Client]:
+    ) -> tuple[AgentCard, Client | None]:
         """The card and the SDK client built from that same card (a call checks what it will use)."""
         entry = await self._entry(url, headers, ttl, verify)
         return entry.card, entry.client
@@ -202,7 +210,11 @@ class ClientPool:
                 verify(card)
             if headers:
                 same_origin(url, card)
-            entry = _CachedCard(card=card, fetched=self._clock(), client=self._factory.create(card))
+            try:
+                client: Client | None = self._factory.create(card)
+            except ValueError:  # no JSON-RPC or HTTP+JSON interface: the member may speak gRPC
+                client = None
+            entry = _CachedCard(card=card, fetched=self._clock(), client=client)
             self._cards[key] = entry
             return entry
 

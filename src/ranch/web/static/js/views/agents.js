@@ -188,11 +188,11 @@ function capabilities(card) {
 
 function interfaceRows(card) {
   if (card?.supportedInterfaces?.length) {
-    return card.supportedInterfaces.map((i) => [i.protocolBinding, i.protocolVersion, i.url]);
+    return card.supportedInterfaces.map((i) => [i.protocolBinding, i.protocolVersion, i.url, i.tenant]);
   }
   if (!card?.url) return [];
-  const extra = (card.additionalInterfaces ?? []).map((i) => [i.transport, card.protocolVersion, i.url]);
-  return [[card.preferredTransport ?? "JSONRPC", card.protocolVersion, card.url], ...extra];
+  const extra = (card.additionalInterfaces ?? []).map((i) => [i.transport, card.protocolVersion, i.url, ""]);
+  return [[card.preferredTransport ?? "JSONRPC", card.protocolVersion, card.url, ""], ...extra];
 }
 
 function interfaces(card) {
@@ -210,9 +210,10 @@ function interfaces(card) {
           "table.interfaces",
           {},
           h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Binding"), h("th", { scope: "col" }, "A2A"),
-            h("th", { scope: "col" }, "URL"))),
-          h("tbody", {}, rows.map(([binding, version, url]) =>
-            h("tr", {}, h("td", {}, binding ?? ""), h("td", {}, version ?? ""), h("td", {}, h("code", {}, url ?? ""))))),
+            h("th", { scope: "col" }, "URL"), h("th", { scope: "col" }, "Tenant"))),
+          h("tbody", {}, rows.map(([binding, version, url, tenant]) =>
+            h("tr", {}, h("td", {}, binding ?? ""), h("td", {}, version ?? ""), h("td", {}, h("code", {}, url ?? "")),
+              h("td", {}, tenant ? h("code", {}, tenant) : "")))),
         ),
       ),
   );
