@@ -199,10 +199,16 @@ class Bus:
             await self._read_back()
 
     @property
+    def parallel(self) -> bool:
+        """Whether rooms are written in parallel (a lock per room), or one lock orders every room's
+        writes (SQLite has one writer)."""
+        return self._locks.per_room
+
+    @property
     def lanes(self) -> int:
-        """Batches of writes that may go out at once (rooms/commits.py): one where one lock orders
-        every room's writes (SQLite has one writer), `LANES` where rooms are written in parallel."""
-        return LANES if self._locks.per_room else 1
+        """Batches of writes that may go out at once (rooms/commits.py): `LANES` where rooms are
+        written in parallel, else one."""
+        return LANES if self.parallel else 1
 
     @asynccontextmanager
     async def transaction(self, room_id: str | None = None) -> AsyncIterator[Tx]:
@@ -218,7 +224,7 @@ class Bus:
         """A write transaction of those of `rooms` no other writer holds now (`tx.rooms`): a room
         another transaction holds, here or on another replica, is left out rather than waited for.
         Where one lock orders every room, it waits for that lock and may write any room."""
-        if not self._locks.per_room:
+        if not self.parallel:
             async with self._locks.hold(None):
                 async with self._written((), wait=True) as tx:
                     tx.rooms = None

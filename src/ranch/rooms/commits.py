@@ -6,11 +6,14 @@ rooms together: each room's writes in the order they came, so their events take 
 cursors in that order and are handed out together once committed. A room is in at most one batch
 going out at a time; a room another writer holds (a long write, another replica's batch) is left
 out of a batch rather than waited for, and its writes go out on their own once it is free, so a busy
-room never holds up the others'. Where rooms are written in parallel (PostgreSQL), up to
-`Bus.lanes` batches go out at once; where one lock orders every room (SQLite has one writer), one
-does, and it takes every write queued by the time it has the lock. A write returns only once its
-transaction has committed: nothing is acknowledged before it is stored, and no write waits for a
-batch to fill (that of a quiet room goes out at once, alone).
+room never holds up the others'. A room's writes left out once are asked for again by the next
+batch (another replica's batch holds a room for a moment), twice, and then wait for their room in a
+transaction of their own. One batch goes out at a time while it keeps up: where rooms are written
+in parallel (PostgreSQL), another starts (up to `Bus.lanes`) when more are queued than the batches
+going out take next, or when a write has waited `WAITED` for them; where one lock orders every room
+(SQLite has one writer), one does, and it takes every write queued by the time it has the lock. A
+write returns only once its transaction has committed: nothing is acknowledged before it is stored,
+and no write waits for a batch to fill (that of a quiet room goes out at once, alone).
 
 A write comes in two steps. `check` reads and refuses: its RanchError fails that write alone, so it
 must write nothing before it raises. `apply` writes. If a batch fails anywhere else, it is rolled
@@ -43,6 +46,11 @@ T = TypeVar("T")
 
 MAX_BATCH = 64
 """Most writes one transaction takes; the rest go in the next."""
+WAITED = 0.02
+"""Seconds a queued write waits for the batches going out before another one opens for it (up to
+`Bus.lanes`): fewer, larger batches cost less, but a slow batch holds up no write for long."""
+SKIPS = 2
+"""Batches that may leave a write out (its room held by another writer) before it waits for its room."""
 
 
 @dataclass(eq=False)
@@ -52,6 +60,10 @@ class _Write(Generic[C, T]):
     apply: Callable[[Tx, C], Awaitable[T]]
     future: asyncio.Future[T]
     context: contextvars.Context
+    taken: bool = False
+    """In a batch (or waiting for its room alone)."""
+    skipped: int = 0
+    """Batches that left it out, its room held by another writer."""
     result: Any = None
     error: BaseException | None = None
     """A refusal by `check`, or a failure of what it left for after the commit (`Tx.after`, `Tx.later`)."""
@@ -118,16 +130,29 @@ class RoomCommits:
         """`apply(tx, await check(tx))` in a transaction of `room_id`, with other writes queued
         meanwhile; returns once committed, raises what the write raised. Cancelled before its batch
         goes out, it is not written."""
-        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._pending.append(_Write(room_id, check, apply, future, contextvars.copy_context()))
-        self._open_lane()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        write = _Write(room_id, check, apply, future, contextvars.copy_context())
+        self._pending.append(write)
+        if not self._open_lane() and self._lanes < self.lanes:
+            loop.call_later(WAITED, self._waited, write)
         return await future
 
-    def _open_lane(self) -> None:
-        if self._pending and self._lanes < self.lanes:
-            self._lanes += 1
-            # a task of its own: a caller cancelled mid-batch never strands the others' writes
-            self._spawn(self._lane())
+    def _open_lane(self, *, more: bool = False) -> bool:
+        """Start a batch of the queued writes if none is going out, if they are more than the next
+        batches take, or (`more`) if one has waited too long; True if it did."""
+        if not self._pending or self._lanes >= self.lanes:
+            return False
+        if self._lanes and not more and len(self._pending) < self.max_batch * self._lanes:
+            return False  # the batches going out take them next: fewer, larger transactions
+        self._lanes += 1
+        # a task of its own: a caller cancelled mid-batch never strands the others' writes
+        self._spawn(self._lane())
+        return True
+
+    def _waited(self, write: _Write[Any, Any]) -> None:
+        if not write.taken and not write.future.done():
+            self._open_lane(more=True)
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(work)
@@ -146,15 +171,25 @@ class RoomCommits:
                     left = {}
                     await self._one_by_one(batch)
                 taken = {write.room_id for write in batch}
-                for room, writes in left.items():  # held by another writer: they wait for it alone
-                    self._spawn(self._alone_in(room, writes))
+                again: list[_Write[Any, Any]] = []
+                for room, writes in left.items():  # held by another writer
                     taken.discard(room)
+                    if max(write.skipped for write in writes) < SKIPS:  # the next batch asks again
+                        for write in writes:
+                            write.skipped += 1
+                            write.taken = False
+                        again += writes
+                        self._busy.discard(room)
+                    else:  # held for long: they wait for it alone
+                        self._spawn(self._alone_in(room, writes))
+                self._pending[:0] = again  # first: each room's writes keep their order
                 self._busy.difference_update(taken)
                 for write in batch:
                     if write.room_id in taken:
                         write.settle()
                 if not batch:
                     break  # what is queued waits for rooms other batches hold; they take it next
+                self._open_lane()  # more queued meanwhile than this lane's next batch takes
         except BaseException:  # the loop is shutting down: no caller waits forever
             for write in batch + self._pending:
                 write.future.cancel()
@@ -178,6 +213,7 @@ class RoomCommits:
                 closed.add(write.room_id)
                 kept.append(write)
             else:
+                write.taken = True
                 batch.append(write)
         self._pending = kept
         self._busy.update(write.room_id for write in batch)
@@ -185,7 +221,7 @@ class RoomCommits:
     async def _together(self, batch: list[_Write[Any, Any]]) -> dict[str, list[_Write[Any, Any]]]:
         """One transaction for the next batch (put in `batch`); the writes of rooms it left out because
         another writer holds them, by room. Raises only when nothing of it was committed."""
-        if self.bus.lanes == 1:  # one lock for every room: take what is queued once it is ours
+        if not self.bus.parallel:  # one lock for every room: take what is queued once it is ours
             async with self._committing(self.bus.batch(())) as tx:
                 self._take(batch)
                 await self._run(tx, batch)
