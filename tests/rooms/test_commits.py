@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextvars
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 import anyio
@@ -22,7 +23,7 @@ from ranch.db.engine import open_engine
 from ranch.db.models import Organization, Room, RoomEvent
 from ranch.exceptions import NotFound
 from ranch.rooms.bus import Bus, Tx
-from ranch.rooms.commits import RoomCommits
+from ranch.rooms.commits import Ahead, RoomCommits
 
 pytestmark = pytest.mark.anyio
 
@@ -312,3 +313,29 @@ async def test_a_room_another_writer_holds_is_left_out_of_a_batch_and_its_writes
     assert done[1:] == ["waits for its room", "after it"]
     assert await stored(engine) == [(1, "waits for its room"), (2, "after it")]
     assert await stored(engine, OTHERS[0]) == [(1, "goes through")]
+
+
+async def test_a_read_writes_of_one_kind_share_is_made_once_for_the_rooms_of_their_batch(bus: Bus) -> None:
+    notes = Notes(RoomCommits(bus, lanes=1))
+    reads: list[list[str]] = []
+
+    async def read(tx: Tx, rooms: list[str]) -> None:  # as a person's seats in every room of the batch
+        reads.append(rooms)
+
+    ahead = Ahead("mia", read)
+    inside, go_on = anyio.Event(), anyio.Event()
+
+    async def slow(tx: Tx) -> None:
+        inside.set()
+        await go_on.wait()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(partial(notes.commits.write, ROOM, slow, notes.apply("first"), ahead=ahead))
+        await inside.wait()
+        for n, room in enumerate((*OTHERS, OTHERS[0])):
+            group.start_soon(
+                partial(notes.commits.write, room, notes.check, notes.apply(f"q{n}", room), ahead=ahead)
+            )
+        await anyio.wait_all_tasks_blocked()
+        go_on.set()
+    assert reads == [list(OTHERS)]  # the lone first write read nothing ahead; the batch once, each room once

@@ -59,10 +59,10 @@ class Seat:
     """The id of the sender's execution that is working in the room (an external agent answering)."""
 
 
-def _seat_query(kinds: tuple[str, ...]) -> Select[Any]:
-    """The query of `seat` for senders taking part as `kinds`, built once (the room and sender are
-    bound at each call: no statement is built per post)."""
-    room_id, who = bindparam("room_id", type_=String), bindparam("who", type_=String)
+def _seat_query(kinds: tuple[str, ...], *, many: bool = False) -> Select[Any]:
+    """The query of `seat` for senders taking part as `kinds` (`many`: of several rooms at once), built
+    once (the rooms and sender are bound at each call: no statement is built per post)."""
+    who = bindparam("who", type_=String)
     member = exists().where(
         Participant.room_id == Room.id, Participant.kind.in_(kinds), Participant.ref == who
     )
@@ -77,7 +77,9 @@ def _seat_query(kinds: tuple[str, ...]) -> Select[Any]:
             .scalar_subquery()
         )
         columns += [kind.label("agent_kind"), working.label("working")]
-    return select(*columns).where(Room.id == room_id)
+    if many:
+        return select(Room.id, *columns).where(Room.id.in_(bindparam("rooms", expanding=True)))
+    return select(*columns).where(Room.id == bindparam("room_id", type_=String))
 
 
 _SEATS = "ranch.seats"
@@ -85,6 +87,7 @@ _SEATS = "ranch.seats"
 _SEAT_QUERIES: dict[tuple[str, ...], Select[Any]] = {
     kinds: _seat_query(kinds) for kinds in (("user",), ("agent", "team"))
 }
+_USER_SEATS = _seat_query(("user",), many=True)
 
 
 async def seat(session: AsyncSession, principal: Principal, room_id: str) -> Seat:
@@ -99,16 +102,47 @@ async def seat(session: AsyncSession, principal: Principal, room_id: str) -> Sea
     return await _seat(session, principal, room_id)
 
 
+async def seats(session: AsyncSession, principal: Principal, room_ids: list[str]) -> None:
+    """Read a person's seats in several rooms in one query, for `seat` to answer from (a batch of
+    posts into many rooms, rooms/commits.py); a room it may not post in is left for `seat` to refuse."""
+    if principal.kind != "user" or len(room_ids) < 2:
+        return
+    kept: dict[tuple[str, str], Seat] = session.info.setdefault(_SEATS, {})
+    wanted = [room for room in room_ids if (room, principal.id) not in kept]
+    if len(wanted) < 2:
+        return
+    await _flush(session)
+    connection = await session.connection()
+    rows = await connection.execute(_USER_SEATS, {"rooms": wanted, "who": principal.id})
+    for found in rows.all():
+        taken = _seated(principal, found.id, found)
+        if taken is not None:
+            kept[found.id, principal.id] = taken
+
+
 async def _seat(session: AsyncSession, principal: Principal, room_id: str) -> Seat:
-    if session.new or session.dirty or session.deleted:
-        await session.flush()  # what this transaction changed (an execution moved) is read as it is now
+    await _flush(session)
     connection = await session.connection()  # a plain statement: no ORM machinery on the way
     params = {"room_id": room_id, "who": principal.id}
     found = (await connection.execute(_SEAT_QUERIES[principal.participant_kinds], params)).first()
+    taken = _seated(principal, room_id, found)
+    if taken is None:
+        raise NotFound(f"no room '{room_id}'", "room_id")
+    return taken
+
+
+async def _flush(session: AsyncSession) -> None:
+    if session.new or session.dirty or session.deleted:
+        await session.flush()  # what this transaction changed (an execution moved) is read as it is now
+
+
+def _seated(principal: Principal, room_id: str, found: Any) -> Seat | None:
+    """The seat a row of the seat query gives `principal`; None when the room is not theirs to post in
+    (absent, another organization's, or one they take no part in)."""
     if found is None or (principal is not SYSTEM and found.org_id != principal.org_id):
-        raise NotFound(f"no room '{room_id}'", "room_id")
+        return None
     if not (principal is SYSTEM or principal.is_admin or found.member):
-        raise NotFound(f"no room '{room_id}'", "room_id")
+        return None
     room = Room(id=room_id, org_id=found.org_id, status=found.status, default_agent=found.default_agent)
     if principal.kind == "user":
         return Seat(room, "user")

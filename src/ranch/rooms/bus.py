@@ -30,7 +30,7 @@ from typing import Any, cast
 
 import anyio
 from anyio.abc import TaskStatus
-from sqlalchemy import Table, and_, bindparam, func, insert, or_, select, update
+from sqlalchemy import Table, and_, bindparam, case, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 
 from ranch.db.models import Delivery, Room, RoomEvent, RoomMessage, iso, now
@@ -272,9 +272,21 @@ class Bus:
         rooms: dict[str, list[NewEvent]] = {}
         for event in events:
             rooms.setdefault(event.room_id, []).append(event)
-        for room, own in rooms.items():
+        if len(rooms) == 1:
+            [(room, own)] = rooms.items()
             counted = await connection.execute(_COUNT_EVENTS, {"room": room, "count": len(own)})
-            last = counted.scalar()
+            newest = {room: counted.scalar()}
+        else:  # every room's count in one statement
+            added = case({room: len(own) for room, own in rooms.items()}, value=Room.id)
+            counts = (
+                update(Room)
+                .where(Room.id.in_(list(rooms)))
+                .values(last_event=Room.last_event + added)
+                .returning(Room.id, Room.last_event)
+            )
+            newest = {row.id: row.last_event for row in await connection.execute(counts)}
+        for room, own in rooms.items():
+            last = newest.get(room)
             if last is None:
                 raise NotFound(f"no room '{room}'", "room_id")
             for offset, event in enumerate(own, start=last - len(own) + 1):

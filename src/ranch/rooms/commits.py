@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Hashable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -53,6 +53,15 @@ SKIPS = 2
 """Batches that may leave a write out (its room held by another writer) before it waits for its room."""
 
 
+@dataclass(frozen=True)
+class Ahead:
+    """A read that writes of one kind (`key`) share, made once for the rooms of a batch's writes of
+    that kind before they run (a person's posts into many rooms: their seats, in one query)."""
+
+    key: Hashable
+    read: Callable[[Tx, list[str]], Awaitable[None]]
+
+
 @dataclass(eq=False)
 class _Write(Generic[C, T]):
     room_id: str
@@ -60,6 +69,7 @@ class _Write(Generic[C, T]):
     apply: Callable[[Tx, C], Awaitable[T]]
     future: asyncio.Future[T]
     context: contextvars.Context
+    ahead: Ahead | None = None
     taken: bool = False
     """In a batch (or waiting for its room alone)."""
     skipped: int = 0
@@ -125,14 +135,20 @@ class RoomCommits:
         """The lanes and lone rooms' writers running (kept: a task nobody holds may be collected)."""
 
     async def write(
-        self, room_id: str, check: Callable[[Tx], Awaitable[C]], apply: Callable[[Tx, C], Awaitable[T]]
+        self,
+        room_id: str,
+        check: Callable[[Tx], Awaitable[C]],
+        apply: Callable[[Tx, C], Awaitable[T]],
+        *,
+        ahead: Ahead | None = None,
     ) -> T:
         """`apply(tx, await check(tx))` in a transaction of `room_id`, with other writes queued
-        meanwhile; returns once committed, raises what the write raised. Cancelled before its batch
-        goes out, it is not written."""
+        meanwhile (`ahead`: what it reads with writes of its kind, once a batch); returns once
+        committed, raises what the write raised. Cancelled before its batch goes out, it is not
+        written."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        write = _Write(room_id, check, apply, future, contextvars.copy_context())
+        write = _Write(room_id, check, apply, future, contextvars.copy_context(), ahead)
         self._pending.append(write)
         if not self._open_lane() and self._lanes < self.lanes:
             loop.call_later(WAITED, self._waited, write)
@@ -277,6 +293,13 @@ class RoomCommits:
 
     @staticmethod
     async def _run(tx: Tx, writes: list[_Write[Any, Any]]) -> None:
+        shared: dict[Hashable, tuple[Ahead, list[str]]] = {}
+        for write in writes:
+            if write.ahead is not None:
+                shared.setdefault(write.ahead.key, (write.ahead, []))[1].append(write.room_id)
+        for ahead, rooms in shared.values():
+            if len(rooms) > 1:
+                await ahead.read(tx, list(dict.fromkeys(rooms)))
         for write in writes:
             await asyncio.create_task(write.try_in(tx), context=write.context)
 

@@ -47,10 +47,10 @@ from ranch.policy.limits import Limits, check_id, check_message, check_value_key
 from ranch.policy.logs import TRACE_ID
 from ranch.rooms import executions, views
 from ranch.rooms import parts as room_parts
-from ranch.rooms.access import Seat, require_room_admin, seat, visible_room
+from ranch.rooms.access import Seat, require_room_admin, seat, seats, visible_room
 from ranch.rooms.adapters import execution_view
 from ranch.rooms.bus import Bus, Tx, frame
-from ranch.rooms.commits import RoomCommits
+from ranch.rooms.commits import Ahead, RoomCommits
 from ranch.rooms.delivery import Dispatcher
 from ranch.rooms.executions import FINAL
 from ranch.rooms.mentions import mentioned
@@ -274,7 +274,8 @@ class Rooms:
                     tx.later.append(partial(self._record, row, INPUT_REQUIRED, "ready", message.text))
             return message
 
-        return await self.commits.write(room_id, check, apply)
+        ahead = Ahead((principal.kind, principal.id), partial(_seats, principal))
+        return await self.commits.write(room_id, check, apply, ahead=ahead)
 
     async def _check_takers(
         self, principal: Principal, room_id: str, request: PostMessage, given: list[Part]
@@ -676,6 +677,10 @@ async def _insert(session: AsyncSession, message: RoomMessage) -> int:
     assert key is not None
     seq: int = key[0]
     return seq
+
+
+async def _seats(principal: Principal, tx: Tx, room_ids: list[str]) -> None:
+    await seats(tx.session, principal, room_ids)
 
 
 def _row(message: RoomMessage) -> dict[str, Any]:
