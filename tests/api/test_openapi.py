@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from jsonschema import Draft202012Validator, FormatChecker
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Mount, Route
 
 from _support.hubkit import ADMIN_KEY, Api, RunningRanch, serve_ranch, wait_until
 from ranch.config import parse_config
@@ -47,9 +47,9 @@ def document(hub: RunningRanch) -> dict[str, Any]:
 def test_the_document_lists_every_rest_route_the_app_serves(document: dict[str, Any], tmp_path: Path) -> None:
     app = create_app(parse_config(CONFIG), Settings(database_url=f"sqlite+aiosqlite:///{tmp_path / 'x.db'}"))
     served = {
-        (route.path, method.lower())
-        for route in app.routes
-        if isinstance(route, Route) and route.path.startswith("/api/v1/")
+        (path, method.lower())
+        for path, route in _walk(app.routes)
+        if isinstance(route, Route) and path.startswith("/api/v1/")
         for method in route.methods or ()
         if method != "HEAD"
     }
@@ -197,3 +197,13 @@ def test_real_answers_validate_against_their_documented_schemas(
     called = {(method.lower(), template) for method, template, _ in seen}
     operations = {(method, path) for path, item in document["paths"].items() for method in item}
     assert called == operations - {("get", "/api/v1/openapi.json")}  # every operation was called
+
+
+def _walk(routes: list[BaseRoute], prefix: str = "") -> Iterator[tuple[str, BaseRoute]]:
+    """Every route with its full path, those inside mounts too."""
+    for route in routes:
+        if isinstance(route, Mount):
+            yield from _walk(route.routes, prefix + route.path)
+        else:
+            yield prefix + getattr(route, "path", ""), route
+

@@ -15,7 +15,7 @@ from google.protobuf.json_format import MessageToDict
 from sqlalchemy import select
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 
 from ranch.agents.base import gather_infos
 from ranch.api import openapi
@@ -638,9 +638,7 @@ def routes(services: ApiServices) -> list[BaseRoute]:
     async def serve_document(request: Request) -> Response:
         return Response(document, media_type="application/json")
 
-    served: list[BaseRoute] = [
-        Route(f"{PREFIX}{o.path}", endpoint(o, services), methods=[o.method]) for o in OPERATIONS
-    ]
-    served.append(Route(f"{PREFIX}{openapi.PATH}", serve_document, methods=["GET"]))
-    served.append(WebSocketRoute(f"{PREFIX}/ws", websocket_endpoint(services)))
-    return served
+    served: list[BaseRoute] = [Route(o.path, endpoint(o, services), methods=[o.method]) for o in OPERATIONS]
+    served.append(Route(openapi.PATH, serve_document, methods=["GET"]))
+    served.append(WebSocketRoute("/ws", websocket_endpoint(services)))
+    return [Mount(PREFIX, routes=served)]  # one match for a request elsewhere, and only these for one here

@@ -435,6 +435,7 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
     grpc_port = _grpc_port(hub.settings)
     card = _card(hub, grpc_port)
     routes: list[BaseRoute] = [
+        *api_routes(_api_services(hub)),  # first: the REST calls are the most frequent the router matches
         Route("/healthz", _healthz(hub), methods=["GET"]),
         Route(AGENTS_PATH, _list_agents(hub), methods=["GET"]),
         Route("/.well-known/jwks.json", _jwks(hub), methods=["GET"]),
@@ -456,7 +457,6 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
         ]
     if hub.settings.metrics:
         routes.append(Route("/metrics", _metrics(hub), methods=["GET"]))
-    routes.extend(api_routes(_api_services(hub)))
     routes.extend(mcp_routes(hub))
     routes.extend(web_routes())  # the browser page; last, so it never shadows /a2a or /api
     guards = Guards(
