@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from functools import cache
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, cast, overload
 
 from pydantic import BaseModel, TypeAdapter
 from starlette.requests import Request
@@ -92,10 +91,15 @@ class Call:
         return errors.parsed(_adapter(model), dict(self.request.query_params))
 
 
-@cache
+_ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
+"""One adapter per model, built once: building one costs more than the parse it serves."""
+
+
 def _adapter(model: type[M]) -> TypeAdapter[M]:
-    """One adapter per model, built once: building one costs more than the parse it serves."""
-    return TypeAdapter(model)
+    adapter = _ADAPTERS.get(model)
+    if adapter is None:
+        adapter = _ADAPTERS[model] = TypeAdapter(model)
+    return cast(TypeAdapter[M], adapter)
 
 
 async def json_body(request: Request) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import base64
 from typing import Any
 from urllib.parse import quote
 
+import orjson
 from google.protobuf.json_format import MessageToDict
 from sqlalchemy import select
 from starlette.requests import Request
@@ -276,13 +277,13 @@ async def remove_participant(call: Call) -> Response:
     return Response(status_code=204)
 
 
-async def post_message(call: Call) -> MessageView:
+async def post_message(call: Call) -> Response:
     room_id = call.param("room_id")
     sessions = call.services.security.sessions
     if sessions is not None:  # the room is the context: one session per (caller, room), as on A2A
         await sessions.touch(session_caller(call.caller), room_id)
-    message = await call.runtime.rooms.post(call.caller, room_id, await call.body(PostMessage))
-    return MessageView.model_validate(message)
+    shown = await call.runtime.rooms.post(call.caller, room_id, await call.body(PostMessage))
+    return Response(orjson.dumps(shown), status_code=201, media_type="application/json")  # as its event
 
 
 async def list_messages(call: Call) -> Response:

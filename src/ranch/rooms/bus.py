@@ -85,9 +85,14 @@ class NewEvent:
     created_at: float
     cursor: int = 0
 
-    def row(self) -> dict[str, Any]:
+    def shown(self) -> dict[str, Any]:
+        """Its data (made now if it was a function)."""
         if callable(self.data):
             self.data = self.data()
+        return self.data
+
+    def row(self) -> dict[str, Any]:
+        self.shown()
         return {
             "room_id": self.room_id,
             "cursor": self.cursor,
@@ -126,6 +131,9 @@ class Tx:
     deliveries: list[Delivery] = field(default_factory=list)
     """Deliveries this transaction created (the A2A gateway waits on its own)."""
 
+    created: dict[str, NewEvent] = field(default_factory=dict)
+    """Message id -> the `message.created` event of each message it wrote (its data, once committed,
+    is the message as the API shows it)."""
     held: list[tuple[RoomMessage, dict[str, Any]]] = field(default_factory=list)
     """Messages to store together in one INSERT (`hold`)."""
 

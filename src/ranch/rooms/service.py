@@ -49,7 +49,7 @@ from ranch.rooms import executions, views
 from ranch.rooms import parts as room_parts
 from ranch.rooms.access import Seat, require_room_admin, seat, seats, visible_room
 from ranch.rooms.adapters import execution_view
-from ranch.rooms.bus import Bus, Tx, frame
+from ranch.rooms.bus import Bus, NewEvent, Tx, frame
 from ranch.rooms.commits import Ahead, RoomCommits
 from ranch.rooms.delivery import Dispatcher
 from ranch.rooms.executions import FINAL
@@ -237,8 +237,8 @@ class Rooms:
 
     # -- messages ------------------------------------------------------------------------------
 
-    async def post(self, principal: Principal, room_id: str, request: PostMessage) -> RoomMessage:
-        """A person's or an agent's message; wakes the agents it addresses."""
+    async def post(self, principal: Principal, room_id: str, request: PostMessage) -> dict[str, Any]:
+        """A person's or an agent's message, as the API shows it; wakes the agents it addresses."""
         metadata = request.metadata or {}
         given = room_parts.converted(request.parts or [], self.limits)
         parts = ([Part(text=request.text)] if request.text is not None else []) + given
@@ -254,7 +254,7 @@ class Rooms:
                 await _answer(tx.session, principal, room_id, request.reply_to)
             return found
 
-        async def apply(tx: Tx, found: Seat) -> RoomMessage:
+        async def apply(tx: Tx, found: Seat) -> NewEvent:
             message = await self.write(
                 tx,
                 found.room,
@@ -272,10 +272,11 @@ class Rooms:
                 if row is not None:
                     await executions.move(tx, row, "ready", turn=True)
                     tx.later.append(partial(self._record, row, INPUT_REQUIRED, "ready", message.text))
-            return message
+            return tx.created[message.id]
 
         ahead = Ahead((principal.kind, principal.id), partial(_seats, principal))
-        return await self.commits.write(room_id, check, apply, ahead=ahead)
+        created = await self.commits.write(room_id, check, apply, ahead=ahead)
+        return created.shown()
 
     async def _check_takers(
         self, principal: Principal, room_id: str, request: PostMessage, given: list[Part]
@@ -361,11 +362,12 @@ class Rooms:
         if targets:  # its deliveries name its seq: stored now, after the messages held before it
             await tx.store_held()
             message.seq = await _insert(tx.session, message)
-            await tx.emit(room.id, "message.created", views.message(message))
+            created = await tx.emit(room.id, "message.created", views.message(message))
             await self._deliver(tx, room, message, targets, chain)
         else:  # stored with the transaction's other messages (a batch of posts: one INSERT)
             tx.hold(message, _row(message))
-            await tx.emit(room.id, "message.created", partial(views.message, message))
+            created = await tx.emit(room.id, "message.created", partial(views.message, message))
+        tx.created[message.id] = created
         return message
 
     async def _deliver(
