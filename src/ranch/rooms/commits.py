@@ -6,9 +6,9 @@ rooms together: each room's writes in the order they came, so their events take 
 cursors in that order and are handed out together once committed. A room is in at most one batch
 going out at a time; a room another writer holds (a long write, another replica's batch) is left
 out of a batch rather than waited for, and its writes go out on their own once it is free, so a busy
-room never holds up the others'. A room's writes left out once are asked for again by the next
-batch (another replica's batch holds a room for a moment), twice, and then wait for their room in a
-transaction of their own. One batch goes out at a time while it keeps up: where rooms are written
+room never holds up the others'. A room's writes left out are asked for again by the next batch
+(another replica's batch holds a room for a moment), up to `SKIPS` times, then wait for their room
+in a transaction of their own. One batch goes out at a time while it keeps up: where rooms are written
 in parallel (PostgreSQL), another starts (up to `Bus.lanes`) when more are queued than the batches
 going out take next, or when a write has waited `WAITED` for them; where one lock orders every room
 (SQLite has one writer), one does, and it takes every write queued by the time it has the lock. A
@@ -49,8 +49,9 @@ MAX_BATCH = 64
 WAITED = 0.02
 """Seconds a queued write waits for the batches going out before another one opens for it (up to
 `Bus.lanes`): fewer, larger batches cost less, but a slow batch holds up no write for long."""
-SKIPS = 2
-"""Batches that may leave a write out (its room held by another writer) before it waits for its room."""
+SKIPS = 5
+"""Batches that may leave a write out (its room held by another writer) before it waits for its room:
+replicas writing the same rooms take turns at them, batch by batch, rather than wait."""
 
 
 @dataclass(frozen=True)
