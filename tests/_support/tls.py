@@ -1,4 +1,5 @@
-"""One TLS context per kind for every httpx client the tests make.
+"""One TLS context per kind for every httpx client the tests make, and a self-signed certificate
+for the HTTPS and gRPC TLS tests (`self_signed`).
 
 httpx parses the whole CA bundle for each client (about 20 ms of CPU), and the tests make thousands
 of one-shot clients (`httpx.get`, the REST helpers, SDK clients), nearly all to http://127.0.0.1
@@ -10,15 +11,22 @@ httpcore sets on a shared context is always the same.
 
 from __future__ import annotations
 
+import datetime
+import ipaddress
 import os
 import ssl
 import threading
+from pathlib import Path
 from typing import Any
 
 import httpx
 import httpx._config
 import httpx._transports.default
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 REAL = httpx._config.create_ssl_context
 """httpx's own: a new context, the CA bundle parsed again."""
@@ -51,3 +59,32 @@ def unshared(monkeypatch: pytest.MonkeyPatch) -> None:
     """httpx as it is, for this test: a test that counts the contexts ranch makes."""
     for module in WHERE:
         monkeypatch.setattr(module, "create_ssl_context", REAL)
+
+
+def self_signed(directory: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key, made here (PEM files)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    certfile, keyfile = directory / "cert.pem", directory / "key.pem"
+    certfile.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    keyfile.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return certfile, keyfile

@@ -3,8 +3,6 @@ answer when grpcio is missing. Real `ranch serve` processes on 127.0.0.1."""
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import ssl
 import subprocess
 import sys
@@ -14,14 +12,11 @@ import anyio
 import grpc
 import pytest
 from a2a.types import SendMessageRequest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from _support.grpc_client import grpc_client, stub
 from _support.sdk import said, user_message
 from _support.servers import ServerProcess, free_port, ranch_serve_process
+from _support.tls import self_signed
 
 YAML = "agents:\n  - {id: echo, kind: echo}\n"
 TIMEOUT = 10.0
@@ -102,31 +97,3 @@ def test_grpc_port_without_grpcio_is_one_line(tmp_path: Path) -> None:
         done.stderr.strip()
         == "error: --grpc-port needs grpcio: pip install 'a2a-sdk[grpc]' (make install does)"
     )
-
-
-def self_signed(directory: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 and its key (PEM files)."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    certfile, keyfile = directory / "cert.pem", directory / "key.pem"
-    certfile.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    private = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-    keyfile.write_bytes(private)
-    return certfile, keyfile

@@ -8,8 +8,6 @@
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import ssl
 import subprocess
 import sys
@@ -21,14 +19,11 @@ import anyio
 import httpx
 import pytest
 from a2a.types import GetTaskRequest, ListTasksRequest, Task, TaskState
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from _support.hubkit import serve_ranch
 from _support.sdk import sdk_client, send, user_message
 from _support.servers import ServerProcess, free_port
+from _support.tls import self_signed
 from ranch.config import parse_config
 from ranch.exceptions import ConfigError
 from ranch.hub.app import Settings, create_app
@@ -133,35 +128,6 @@ def test_root_must_name_an_agent_of_the_config(tmp_path: Path) -> None:
 
 
 # -- HTTPS -----------------------------------------------------------------------------------------
-
-
-def self_signed(directory: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 and its key, made here (PEM files)."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    certfile, keyfile = directory / "cert.pem", directory / "key.pem"
-    certfile.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    keyfile.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    return certfile, keyfile
 
 
 def test_serve_over_https_with_a_certificate(tmp_path: Path) -> None:
