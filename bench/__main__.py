@@ -4,7 +4,7 @@ Sections: wire, gather, router, scale, fanout, scrub, cluster, tracing, rooms (d
 cluster and rooms need PostgreSQL and Redis on 127.0.0.1). `fanout` is one task's SSE subscribers
 (bench/fanout.py) and then WebSocket watchers of one room (bench/watchers.py); `watchers` runs the
 latter alone; `growth` (bench/growth.py: 100,000 conversations and a million rows, SQLite and
-PostgreSQL; about half an hour) runs only when named. Every row of a table is measured in this run,
+PostgreSQL; about 20 minutes) runs only when named. Every row of a table is measured in this run,
 on this machine, so the ratios compare like with like.
 
 The arguments after the section names go to each section named: `python -m bench growth --turns

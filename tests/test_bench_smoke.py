@@ -165,3 +165,22 @@ def test_tracing_compares_off_and_on_with_no_errors() -> None:
     paired = rows(output, "Tracing, side by side")  # both servers on one core at once
     assert [row["operation"] for row in paired] == ["SendMessage to echo", "team turn, 3 hops"]
     assert all(row["errors"] == "0" and float(row["on/off req/s, median"].rstrip("x")) > 0 for row in paired)
+
+
+def test_growth_measures_each_step_and_the_write_cost_through_python_m_bench() -> None:
+    output = run_bench(
+        "bench", "growth", "--turns", "40", "--rows", "500", "--db", "sqlite", "--window", "10",
+        "--reads", "3", "--steps", "1", "--index-rows", "200", "--index-rounds", "1",
+    )  # fmt: skip
+    steps = rows(output, "Growth, SQLite")
+    assert [row["conversations"] for row in steps][1] == "40", steps
+    assert len(steps) == 4 and all(row["errors"] == "0" for row in steps), steps
+    assert steps[2]["step"] == "server restarted" and steps[3]["step"].startswith("+ 500 tasks")
+    targets = rows(output, "Growth targets")
+    assert len(targets) == 7 and all(row["met"] in ("met", "not met") for row in targets)
+    costs = rows(output, "Write cost of the retention indexes and the count triggers")
+    assert [row["schema"] for row in costs] == [
+        "head",
+        "without 0015's retention indexes",
+        "without 0016's count triggers",
+    ]

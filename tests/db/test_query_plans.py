@@ -56,6 +56,7 @@ pytestmark = pytest.mark.anyio
 
 GROWING = {
     "ranch_tasks",
+    "ranch_task_counts",
     "ranch_push_configs",
     "team_conversations",
     "member_sessions",
@@ -72,8 +73,9 @@ GROWING = {
 running process), `agents` and `organizations` (they follow the configuration), nor `push_outbox`:
 its rows are the webhook updates in flight, each removed once sent, so the take-over's read of it
 costs what is being sent, not what ever was."""
-ORDERED = {"ranch_tasks", "messages", "events"}
-"""Tables read a page at a time in an index's order: a sort means every match was read first."""
+ORDERED = {"ranch_tasks", "messages", "events", "executions"}
+"""Tables read a page at a time (or the newest row) in an index's order: a sort means every match was
+read first."""
 PARTIAL = {"ranch_tasks_runner"}
 """Indexes of the work in flight only: walking one whole costs what is running, not what is stored."""
 TASKS = 3000
@@ -309,6 +311,9 @@ async def test_get_task_and_list_tasks_with_each_filter_and_page_use_an_index(fi
         for request in requests:
             first = await store.list(request, mine)
             assert first.tasks and first.total_size
+        for state in (None, TaskState.TASK_STATE_COMPLETED):  # running tasks left out: counted by id
+            listed, total = await store.page(ListTasksRequest(page_size=2, status=state), mine, ("t00004",))
+            assert listed and total
         page = await store.list(ListTasksRequest(page_size=10), mine)
         for _ in range(3):  # a page further on, then past the last timed task into the untimed ones
             page = await store.list(ListTasksRequest(page_size=10, page_token=page.next_page_token), mine)
@@ -348,6 +353,31 @@ async def test_the_take_over_rounds_reads_use_an_index(filled: AsyncEngine) -> N
 
     assert await scans(filled, await recorded(round_)) == []
     assert left_running and {runner for _, _, runner in left_running} == {"gone-replica"}
+
+
+async def test_a_posts_read_of_its_agents_open_execution_reads_no_ended_one(filled: AsyncEngine) -> None:
+    """What each post that wakes an agent reads (`executions.current`): in a room where the agent has
+    ended many executions, the open one comes from the index of the open ones, unsorted."""
+    ended = [
+        {"id": f"ended-{n}", "room_id": "filler-0", "agent_id": "greeter", "status": "completed"}
+        for n in range(300)
+    ]
+    async with filled.begin() as connection:
+        await connection.execute(insert(Execution), ended)
+        await connection.execute(
+            insert(Execution),
+            [{"id": "open", "room_id": "filler-0", "agent_id": "greeter", "status": "working"}],
+        )
+    if filled.dialect.name == "postgresql":
+        async with filled.execution_options(isolation_level="AUTOCOMMIT").connect() as connection:
+            await connection.execute(text("ANALYZE"))
+    bus = Bus(async_sessionmaker(filled, expire_on_commit=False))
+
+    async def read() -> None:
+        async with bus.transaction("filler-0") as tx:
+            assert (await executions.current(tx, "filler-0", "greeter")).id == "open"
+
+    assert await scans(filled, await recorded(read)) == []
 
 
 ROOM_CONFIG = """

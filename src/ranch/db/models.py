@@ -215,7 +215,22 @@ class Execution(Base):
     turns: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[float] = mapped_column(Float, default=now)
     updated_at: Mapped[float] = mapped_column(Float, default=now)
-    __table_args__ = (Index("executions_room_agent", "room_id", "agent_id"),)
+    __table_args__ = (
+        Index("executions_room_agent", "room_id", "agent_id"),
+        Index(  # migration 0016: a post finds its agent's open execution without reading the ended ones
+            "executions_open",
+            "room_id",
+            "agent_id",
+            "created_at",
+            sqlite_where=text("status NOT IN ('completed', 'failed', 'canceled')"),
+            postgresql_where=text("status NOT IN ('completed', 'failed', 'canceled')"),
+        ),
+    )
+
+
+OPEN_EXECUTION = text("status NOT IN ('completed', 'failed', 'canceled')")
+"""The executions not yet ended, written as the partial index `executions_open` is (a read must
+say it the same way, with no parameters, for the planner to use that index)."""
 
 
 class Delivery(Base):
@@ -320,6 +335,16 @@ ranch_tasks = Table(
 it ended, waits for input, or waits on an external agent). Each ListTasks filter has an index that
 ends in (updated_ns, id), its order; the runner index holds only the driven tasks (the take-over
 loop's read); (state, updated_ns) finds the finished tasks past their lifetime (retention)."""
+
+ranch_task_counts = Table(
+    "ranch_task_counts",
+    Base.metadata,
+    Column("owner", String(255), primary_key=True),
+    Column("state", String(32), primary_key=True),
+    Column("tasks", BigInteger, nullable=False, server_default="0"),
+)
+"""How many tasks each owner has in each state, kept by triggers on `ranch_tasks` (migration 0016):
+ListTasks' `totalSize` without counting the owner's tasks on every call."""
 
 push_configs = Table(
     "ranch_push_configs",

@@ -10,10 +10,10 @@ room's transaction. At start, `recover` brings rows back in line with their task
 from __future__ import annotations
 
 from a2a.types import Task, TaskState
-from sqlalchemy import or_, select, update
+from sqlalchemy import Select, or_, select, update
 
 from ranch.agents.base import text_of
-from ranch.db.models import Delivery, Execution, now
+from ranch.db.models import OPEN_EXECUTION, Delivery, Execution, now
 from ranch.ids import new_id
 from ranch.rooms import views
 from ranch.rooms.bus import Bus, Tx
@@ -67,18 +67,24 @@ def reason_of(task: Task) -> str:
 
 async def current(tx: Tx, room_id: str, agent_id: str) -> Execution:
     """The agent's open execution in the room, created (submitted) when there is none."""
-    row = await tx.session.scalar(
-        select(Execution)
-        .where(Execution.room_id == room_id, Execution.agent_id == agent_id, Execution.status.not_in(FINAL))
-        .order_by(Execution.created_at.desc())
-        .limit(1)
-    )
+    row = await tx.session.scalar(current_query(room_id, agent_id))
     if row is None:
         row = Execution(id=new_id(), room_id=room_id, agent_id=agent_id, status="submitted", reason="")
         tx.session.add(row)
         await tx.session.flush()
         await tx.emit(room_id, "execution.updated", views.execution(row))
     return row
+
+
+def current_query(room_id: str, agent_id: str) -> Select[Execution]:
+    """The newest open execution of the agent in the room, read from the partial index of the open
+    ones (migration 0016): the executions it ended before are neither read nor sorted."""
+    return (
+        select(Execution)
+        .where(Execution.room_id == room_id, Execution.agent_id == agent_id, OPEN_EXECUTION)
+        .order_by(Execution.created_at.desc())
+        .limit(1)
+    )
 
 
 async def move(tx: Tx, row: Execution, status: str, reason: str = "", *, turn: bool = False) -> None:

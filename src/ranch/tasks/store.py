@@ -6,8 +6,10 @@ server's CPU per team turn (bench/README.md, Scale). This store implements the
 same `TaskStore` interface with one `INSERT ... ON CONFLICT DO UPDATE` (saves made
 at the same time share a transaction: `ranch.db.group_commit`) and the
 task's canonical protobuf encoding, plus the columns ListTasks filters and sorts
-on. tests/tasks/test_store.py runs the same operations against both stores and
-compares the answers. SQLite (WAL) by default; PostgreSQL by URL.
+on. ListTasks reads its page by keyset on an index, and its `totalSize` from each
+owner's counts by state (kept by triggers, migration 0016), so a call costs the same
+at a million tasks as at ten. tests/tasks/test_store.py runs the same operations
+against both stores and compares the answers. SQLite (WAL) by default; PostgreSQL by URL.
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ from a2a.utils.errors import InvalidParamsError
 from a2a.utils.task import ListTasksCursor, decode_list_tasks_cursor, encode_list_tasks_cursor
 from google.protobuf.timestamp_pb2 import Timestamp
 from sqlalchemy import Select, and_, func, select, tuple_, update
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ranch.db.group_commit import CommitGroup, GroupWriter
+from ranch.db.models import ranch_task_counts as task_counts
 from ranch.db.models import ranch_tasks as tasks
 from ranch.db.upsert import insert_for
 
@@ -85,7 +88,8 @@ class SqlTaskStore(TaskStore):
 
         `exclude` leaves out tasks by id: the task core lists its running tasks from memory.
         """
-        where = list_filters(params, self.owner_of(context), exclude)
+        owner = self.owner_of(context)
+        where = list_filters(params, owner, exclude)
         cursor = decode_cursor(params.page_token) if params.page_token else None
         limit = page_size_of(params) + 1
         async with self.engine.connect() as connection:
@@ -96,7 +100,7 @@ class SqlTaskStore(TaskStore):
                     break
             total = len(rows)  # a first page that holds every match has counted them
             if cursor is not None or total >= limit:
-                total = (await connection.execute(count_query(where))).scalar_one()
+                total = await _total(connection, params, owner, where, exclude)
         return [Task.FromString(row.body) for row in rows], total
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
@@ -121,6 +125,25 @@ class SqlTaskStore(TaskStore):
         statement = update(tasks).where(tasks.c.id == task_id, tasks.c.runner == runner).values(runner=by)
         async with self.engine.begin() as connection:
             return bool((await connection.execute(statement)).rowcount)
+
+
+async def _total(
+    connection: AsyncConnection,
+    params: ListTasksRequest,
+    owner: str,
+    where: Sequence[Any],
+    exclude: Collection[str],
+) -> int:
+    """`totalSize`: from the owner's counts by state when only the owner and status filter (less the
+    stored rows of the tasks left out); else counted on the index of the filter, whose matches are
+    one conversation's tasks (`contextId`) or those since a time (`statusTimestampAfter`)."""
+    if params.context_id or params.HasField("status_timestamp_after"):
+        return int((await connection.execute(count_query(where))).scalar_one())
+    state = TaskState.Name(params.status) if params.status else None
+    total = int((await connection.execute(counted_query(owner, state))).scalar_one())
+    if exclude:
+        total -= int((await connection.execute(excluded_query(owner, state, exclude))).scalar_one())
+    return max(total, 0)
 
 
 def _upsert(dialect_name: str) -> Any:
@@ -206,8 +229,26 @@ def list_filters(params: ListTasksRequest, owner: str, exclude: Collection[str] 
 
 
 def count_query(where: Sequence[Any]) -> Select[int]:
-    """`totalSize`, which A2A requires on every page: counted on the index that leads `where`,
-    without reading a task's body."""
+    """`totalSize` (A2A requires it on every page) of a listing by contextId or status time: counted
+    on the index that leads `where`, without reading a task's body."""
+    return select(func.count()).select_from(tasks).where(*where)
+
+
+def counted_query(owner: str, state: str | None) -> Select[int]:
+    """`totalSize` of the owner's listing, all states or one: the counts the triggers keep
+    (migration 0016), at most one row per state, whatever the number of tasks."""
+    where = [task_counts.c.owner == owner]
+    if state is not None:
+        where.append(task_counts.c.state == state)
+    return select(func.coalesce(func.sum(task_counts.c.tasks), 0)).where(*where)
+
+
+def excluded_query(owner: str, state: str | None, exclude: Collection[str]) -> Select[int]:
+    """How many of the tasks left out of a listing (the running ones, listed from memory) the counts
+    hold: read by primary key, so it costs the work in flight."""
+    where = [tasks.c.id.in_(list(exclude)), tasks.c.owner == owner]
+    if state is not None:
+        where.append(tasks.c.state == state)
     return select(func.count()).select_from(tasks).where(*where)
 
 
