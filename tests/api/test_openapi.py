@@ -206,4 +206,3 @@ def _walk(routes: list[BaseRoute], prefix: str = "") -> Iterator[tuple[str, Base
             yield from _walk(route.routes, prefix + route.path)
         else:
             yield prefix + getattr(route, "path", ""), route
-

@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from ranch.db.engine import open_engine
 from ranch.db.models import Organization, Room, RoomEvent
 from ranch.exceptions import NotFound
-from ranch.rooms.bus import Bus, Tx
+from ranch.rooms.bus import Bus, NewEvent, Tx
 from ranch.rooms.commits import Ahead, RoomCommits
 
 pytestmark = pytest.mark.anyio
@@ -62,15 +62,15 @@ class Notes:
     async def check(self, tx: Tx) -> None:
         return None
 
-    def apply(self, text: str, room: str = ROOM) -> Callable[[Tx, None], Awaitable[RoomEvent]]:
-        async def apply(tx: Tx, _checked: None) -> RoomEvent:
+    def apply(self, text: str, room: str = ROOM) -> Callable[[Tx, None], Awaitable[NewEvent]]:
+        async def apply(tx: Tx, _checked: None) -> NewEvent:
             self.seen[text] = tx
             self.contexts[text] = CALLER.get()
             return await tx.emit(room, "note", {"text": text})
 
         return apply
 
-    async def say(self, text: str, room: str = ROOM) -> RoomEvent:
+    async def say(self, text: str, room: str = ROOM) -> NewEvent:
         return await self.commits.write(room, self.check, self.apply(text, room))
 
 
@@ -107,7 +107,7 @@ async def test_writes_queued_while_the_room_is_busy_share_one_transaction_in_the
 ) -> None:
     notes = Notes(RoomCommits(bus))
     texts = [f"n{index}" for index in range(6)]
-    events: dict[str, RoomEvent] = {}
+    events: dict[str, NewEvent] = {}
 
     async def say(text: str) -> None:
         events[text] = await notes.say(text)
@@ -157,7 +157,7 @@ async def test_a_batch_failing_while_it_writes_is_written_again_one_write_at_a_t
     notes = Notes(RoomCommits(bus))
     outcome: dict[str, Any] = {}
 
-    async def broken(tx: Tx, _checked: None) -> RoomEvent:
+    async def broken(tx: Tx, _checked: None) -> NewEvent:
         await tx.emit(ROOM, "note", {"text": "broken"})  # written, then the write fails
         raise RuntimeError("the write broke")
 
@@ -224,14 +224,14 @@ async def test_work_failing_after_the_commit_fails_its_own_write_and_nothing_is_
     notes = Notes(RoomCommits(bus))
     outcome: dict[str, Any] = {}
 
-    async def recorded_late(tx: Tx, _checked: None) -> RoomEvent:
+    async def recorded_late(tx: Tx, _checked: None) -> NewEvent:
         async def fail() -> None:  # as an execution's task is recorded once the post is stored
             raise RuntimeError("recording failed")
 
         tx.later.append(fail)
         return await tx.emit(ROOM, "note", {"text": "recorded late"})
 
-    async def woken_late(tx: Tx, _checked: None) -> RoomEvent:
+    async def woken_late(tx: Tx, _checked: None) -> NewEvent:
         def fail() -> None:  # as a worker is woken once the post is stored
             raise RuntimeError("waking failed")
 
