@@ -1,8 +1,9 @@
-"""The layers the code obeys: one contract, in pyproject.toml, drawn in docs/architecture.md.
+"""The layers the code obeys: contracts in pyproject.toml, drawn in docs/architecture.md.
 
-`make test` also runs import-linter on the contract; this test reads every ranch import itself
-(module-level, inside functions and under TYPE_CHECKING alike), so an upward import fails here
-with the file and line that made it, and the drawing cannot drift from the contract.
+One contract layers the packages; others layer the modules inside a package (`containers`), as
+between packages. `make test` also runs import-linter on them; this test reads every ranch import
+itself (module-level, inside functions and under TYPE_CHECKING alike), so an upward import fails
+here with the file and line that made it, and the drawings cannot drift from the contracts.
 """
 
 from __future__ import annotations
@@ -24,19 +25,36 @@ class Edge:
     where: str
 
 
-def contract_layers() -> list[list[str]]:
-    """The layers contract of pyproject.toml, top first; names in one layer are independent."""
+def layer_contracts() -> list[dict[str, object]]:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    (contract,) = [c for c in config["tool"]["importlinter"]["contracts"] if c["type"] == "layers"]
-    return [[name.strip() for name in layer.split("|")] for layer in contract["layers"]]
+    return [c for c in config["tool"]["importlinter"]["contracts"] if c["type"] == "layers"]
 
 
-def drawn_layers() -> list[list[str]]:
-    """The layers docs/architecture.md draws, in its ```layers block."""
-    block = re.search(r"```layers\n(.*?)```", (ROOT / "docs" / "architecture.md").read_text(), re.S)
-    assert block is not None, "docs/architecture.md has no ```layers block"
+def contract_layers(container: str | None = None) -> list[list[str]]:
+    """A layers contract of pyproject.toml, top first (the packages', or the one inside `container`),
+    as full module names; names in one layer are independent."""
+    (contract,) = [c for c in layer_contracts() if c.get("containers", [None]) == [container]]
+    layers = contract["layers"]
+    assert isinstance(layers, list)
+    prefix = f"{container}." if container else ""
+    return [[prefix + name.strip() for name in layer.split("|")] for layer in layers]
+
+
+def containers() -> list[str]:
+    """The packages whose insides a contract layers."""
+    return [str(name) for c in layer_contracts() for name in c.get("containers", [])]  # type: ignore[attr-defined]
+
+
+def drawn_layers(container: str | None = None) -> list[list[str]]:
+    """The layers docs/architecture.md draws: the packages' in its ```layers block, a package's
+    insides in its ```layers <package> block."""
+    tag = f" {container.removeprefix('ranch.')}" if container else ""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    block = re.search(rf"```layers{re.escape(tag)}\n(.*?)```", text, re.S)
+    assert block is not None, f"docs/architecture.md has no ```layers{tag} block"
     rows = [line.split("#", 1)[0].strip() for line in block.group(1).splitlines()]
-    return [[f"ranch.{name.strip()}" for name in row.split("|")] for row in rows if row]
+    prefix = f"{container}." if container else "ranch."
+    return [[prefix + name.strip() for name in row.split("|")] for row in rows if row]
 
 
 def module_name(path: Path) -> str:
@@ -104,3 +122,40 @@ def test_an_upward_or_sideways_import_is_caught() -> None:
 
 def test_docs_draw_the_contract() -> None:
     assert drawn_layers() == contract_layers()
+
+
+# -- inside a package ----------------------------------------------------------------------------------
+
+
+def ignored(container: str) -> set[tuple[str, str]]:
+    """The imports a package's contract ignores (`a -> b`): types named under TYPE_CHECKING only."""
+    (contract,) = [c for c in layer_contracts() if c.get("containers") == [container]]
+    lines = contract.get("ignore_imports", [])
+    assert isinstance(lines, list)
+    return {(a.strip(), b.strip()) for a, b in (line.split("->") for line in lines)}
+
+
+def test_inside_each_layered_package_the_code_imports_only_downward() -> None:
+    assert containers(), "no contract layers the inside of a package"
+    for container in containers():
+        skip = ignored(container)
+        inside = [
+            e
+            for e in import_edges()
+            if e.importer.startswith(container + ".") and (e.importer, e.imported) not in skip
+        ]
+        assert violations(inside, contract_layers(container)) == [], container
+
+
+def test_every_module_of_a_layered_package_has_a_layer() -> None:
+    for container in containers():
+        package = SOURCE.joinpath(*container.split("."))
+        modules = {module_name(path) for path in package.glob("*.py")} - {container}
+        modules |= {module_name(path.parent) for path in package.glob("*/__init__.py")}
+        layers = contract_layers(container)
+        assert sorted(m for m in modules if layer_of(m, layers) is None) == [], container
+
+
+def test_docs_draw_the_contracts_inside_packages() -> None:
+    for container in containers():
+        assert drawn_layers(container) == contract_layers(container), container

@@ -63,8 +63,8 @@ def at_limit(count: int = HELD) -> tuple[Conversations, Counting]:
     conversations = Conversations(max_count=count)
     for index in range(count):
         conversations.get("owner", f"c{index}")
-    counting = Counting(conversations._items)
-    conversations._items = counting
+    counting = Counting(conversations._items._items)  # the LRU's own mapping (ranch.utils.lru)
+    conversations._items._items = counting
     return conversations, counting
 
 
@@ -145,8 +145,8 @@ def test_over_the_byte_bound_with_every_conversation_in_a_turn_the_pass_ends() -
     async def scenario() -> None:
         conversations = Conversations(max_bytes=1_000, per_conversation=600)
         held = [conversations.get("owner", f"c{index}") for index in range(2)]
-        counting = Counting(conversations._items)
-        conversations._items = counting
+        counting = Counting(conversations._items._items)
+        conversations._items._items = counting
         for conversation in held:
             await conversation.lock.acquire()
         counting.most = 10

@@ -25,6 +25,7 @@ from ranch.agents.base import Agent, AgentInfo, Call, Event, reply, text_of
 from ranch.db import migrate
 from ranch.db.engine import open_engine
 from ranch.fanout import RedisFanout
+from ranch.rooms.turns import EXECUTION_TURNS
 from ranch.tasks.engine import TaskEngine, task_log
 from ranch.tasks.store import SqlTaskStore, owner_context, owner_of
 from ranch.wire.keys import DONE, EXECUTION
@@ -167,21 +168,21 @@ async def test_a_room_execution_stays_ready_between_messages_until_its_agent_is_
     async with engine(tmp_path) as tasks:
         agent = Scripted()
         first = await finished(
-            tasks, agent, message("one", context_id="room-1"), task_id="ex-1", long_lived=True
+            tasks, agent, message("one", context_id="room-1"), task_id="ex-1", lifetime=EXECUTION_TURNS
         )
         assert first.id == "ex-1" and first.status.state == INPUT_REQUIRED
         assert MessageToDict(first.metadata)[EXECUTION]["status"] == "ready"
         assert [a.parts[0].text for a in first.artifacts] == ["heard: one"]
         assert list(first.history) == []  # an execution's history is its room's
         second = await finished(
-            tasks, agent, message("two", context_id="room-1"), task_id="ex-1", long_lived=True
+            tasks, agent, message("two", context_id="room-1"), task_id="ex-1", lifetime=EXECUTION_TURNS
         )
         assert second.status.state == INPUT_REQUIRED
         assert [a.parts[0].text for a in second.artifacts] == ["heard: two"]  # this turn's only
 
         closer = Scripted("closer", done=True)
         done = await finished(
-            tasks, closer, message("bye", context_id="room-1"), task_id="ex-2", long_lived=True
+            tasks, closer, message("bye", context_id="room-1"), task_id="ex-2", lifetime=EXECUTION_TURNS
         )
         assert done.status.state == COMPLETED
         assert MessageToDict(done.metadata)[EXECUTION]["status"] == "completed"

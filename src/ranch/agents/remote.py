@@ -18,7 +18,6 @@ input, so a follow-up message of the same owner continues the same remote task.
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import AsyncGenerator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -48,6 +47,7 @@ from ranch.agents.remote_grpc import grpc_client, grpc_interface, prefers_grpc, 
 from ranch.db.conversations import ConversationStore
 from ranch.exceptions import AgentError, AgentTimeout, AgentUnavailable, InvalidAgentReply, ReplyTooLarge
 from ranch.policy.egress import RefusedConnection
+from ranch.utils.lru import Lru
 from ranch.wire import client_routing, codec
 from ranch.wire.client import CardError, ClientPool, ForeignInterface, ResponseTooLarge, Verify
 from ranch.wire.events import INTERRUPTED, TERMINAL, ReplyMeter
@@ -94,7 +94,7 @@ class RemoteAgent(Agent):
         """`auto` (as the card prefers), `http` or `grpc` (`RemoteAgentConfig.binding`)."""
         self._grpc: tuple[AgentCard, Client] | None = None
         """The gRPC client made for the card now cached (a new card, a new client)."""
-        self._sessions: OrderedDict[tuple[str, str], RemoteSession] = OrderedDict()
+        self._sessions: Lru[tuple[str, str], RemoteSession] = Lru(MAX_SESSIONS)
         self._state: ConversationStore | None = None
         """Where the sessions are kept when the hub has a database (then it is the truth)."""
 
@@ -276,14 +276,12 @@ class RemoteAgent(Agent):
         if not caller_context:
             return RemoteSession()
         key = (owner, caller_context)
-        session = self._sessions.pop(key, None)
+        session = self._sessions.pop(key)
         if self._state is not None and (session is None or self._state.shared):
             stored = await self._state.session(self.id, owner, caller_context)
             session = RemoteSession(*stored) if stored is not None else RemoteSession()
         session = session or RemoteSession()
-        self._sessions[key] = session
-        while len(self._sessions) > MAX_SESSIONS:
-            self._sessions.popitem(last=False)
+        self._sessions.put(key, session)
         return session
 
     async def _save(self, owner: str, caller_context: str, session: RemoteSession) -> None:

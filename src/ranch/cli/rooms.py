@@ -18,6 +18,7 @@ import anyio
 
 from ranch.cli import DEFAULT_URL
 from ranch.exceptions import RanchError
+from ranch.protocol.vocabulary import ExecutionStatus
 
 if TYPE_CHECKING:  # the client loads when a command runs, so `ranch rooms --help` starts at once
     from ranch.client import DeliveryView, EventView, Hub
@@ -149,7 +150,8 @@ class Watch:
         if event.type == "message.created":
             self.message(data)
         elif event.type == "execution.updated":
-            reason = f" ({data['reason']})" if data.get("reason") and data.get("status") == "failed" else ""
+            failed = data.get("status") == ExecutionStatus.FAILED
+            reason = f" ({data['reason']})" if data.get("reason") and failed else ""
             print(f"   · {data.get('agent_id')} {data.get('status')}{reason}", flush=True)
         elif event.type == "routing.decided":
             self.hop(data)

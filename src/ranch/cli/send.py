@@ -32,6 +32,7 @@ from ranch.exceptions import RanchError
 from ranch.ids import random_hex
 from ranch.wire import client_routing, keys
 from ranch.wire.cards import agent_url
+from ranch.wire.events import COMPLETED, FAILED, INPUT_REQUIRED
 
 
 def register(commands: Any) -> None:
@@ -132,13 +133,13 @@ class Printer:
         text = text_of(task.status.message) if task.status.HasField("message") else ""
         if self.streaming:
             print()
-        print(text, file=sys.stderr if state == "failed" else sys.stdout)
+        print(text, file=sys.stderr if task.status.state == FAILED else sys.stdout)
         _print_route(task)
         trace = f" | trace {self.trace_id}" if self.trace_id else ""
         print(f"task {task.id} | context {task.context_id} | {state}{trace}")
-        if state == "input-required":
+        if task.status.state == INPUT_REQUIRED:
             print(f'answer with: ranch send <target> "..." --context {task.context_id}')
-        return 0 if state in ("completed", "input-required") else 1
+        return 0 if task.status.state in (COMPLETED, INPUT_REQUIRED) else 1
 
 
 def _hop(metadata: Any) -> dict[str, Any] | None:

@@ -32,10 +32,12 @@ from anyio.abc import TaskGroup
 from ranch.client import errors, models
 from ranch.client.events import EventStream
 from ranch.client.hub import Hub
+from ranch.utils.backoff import Backoff
 
 logger = logging.getLogger(__name__)
 
 SEND_ATTEMPTS = 4
+SEND_RETRIES = Backoff(attempts=SEND_ATTEMPTS, first=1.0, longest=10.0, jitter=False)
 """Tries to post an answer while the hub does not answer (1, 2, 4 s apart), before the delivery is
 left for the next connection."""
 DEFAULT_HISTORY_LENGTH = 20
@@ -195,7 +197,7 @@ class ExternalAgent:
             try:
                 await self._send(hub, view, answer)
             except errors.Unreachable:  # posting again is safe: a second answer is refused (409)
-                await anyio.sleep(min(2.0**attempt, 10.0))
+                await anyio.sleep(SEND_RETRIES.base(attempt))
                 continue
             except errors.NotFound:
                 await self._drop(hub, view)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -22,12 +21,16 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 
 from ranch.client import errors, models
 from ranch.deprecation import deprecated
+from ranch.utils.backoff import Backoff
+from ranch.utils.lru import Lru
 
 if TYPE_CHECKING:
     from ranch.client.hub import Hub
 
 logger = logging.getLogger(__name__)
 
+RETRIES = Backoff(first=0.2, longest=5.0, jitter=False)
+"""How the client waits before trying the hub again: its WebSocket, and idempotent requests (hub.py)."""
 QUIET = frozenset({"subscribed", "unsubscribed", "pong", "acked"})
 """Frames that answer the client's own frames: not events."""
 SEEN_DELIVERIES = 10_000
@@ -56,7 +59,7 @@ class EventStream:
         self._connection: ClientConnection | None = None
         self._closed = False
         self._subscribed = False
-        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._seen: Lru[str, None] = Lru(SEEN_DELIVERIES)
 
     async def __aenter__(self) -> EventStream:
         return self
@@ -86,7 +89,7 @@ class EventStream:
 
     def forget(self, delivery_id: str) -> None:
         """Yield this delivery again when the hub sends it again (it was not answered)."""
-        self._seen.pop(delivery_id, None)
+        self._seen.pop(delivery_id)
 
     async def aclose(self) -> None:
         self._closed = True
@@ -134,7 +137,7 @@ class EventStream:
                 self._connection = None
                 self.connected = anyio.Event()
             if not self._closed:
-                await anyio.sleep(min(0.2 * 2**attempt, 5.0))
+                await anyio.sleep(RETRIES.base(attempt))
                 attempt += 1
 
     def _event(self, frame: dict[str, Any]) -> models.EventView | models.DeliveryView | None:
@@ -154,9 +157,7 @@ class EventStream:
             delivery = models.DeliveryView.model_validate(frame)
             if delivery.delivery_id in self._seen:
                 return None
-            self._seen[delivery.delivery_id] = None
-            if len(self._seen) > SEEN_DELIVERIES:
-                self._seen.popitem(last=False)
+            self._seen.put(delivery.delivery_id, None)
             return delivery
         event = models.EventView.model_validate(frame)
         if event.cursor is not None:

@@ -23,8 +23,9 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ranch._version import __version__
 from ranch.client import errors, models
-from ranch.client.events import EventStream
+from ranch.client.events import RETRIES, EventStream
 from ranch.protocol.invalid import invalid_input
+from ranch.utils.backoff import retry_after
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 MAX_RETRY_WAIT_S = 60.0
@@ -352,11 +353,12 @@ def _segment(value: str) -> str:
 
 
 def _backoff(attempt: int) -> float:
-    return float(min(0.2 * 2**attempt, 5.0))
+    return RETRIES.base(attempt)
 
 
 def _retry_after(response: httpx.Response) -> float:
-    try:
-        return max(0.0, float(str(response.headers.get("Retry-After", "0"))))
-    except ValueError:
-        return 1.0
+    """What the hub's `Retry-After` asks for: none, 0 s; one that cannot be read, 1 s."""
+    asked = retry_after(response.headers)
+    if asked is None:
+        return 1.0 if "retry-after" in response.headers else 0.0
+    return asked

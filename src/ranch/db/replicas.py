@@ -13,15 +13,16 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
-from anyio.abc import TaskGroup
 from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ranch.db.models import Replica
+from ranch.utils.groups import Lifespan, background
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ def _zombie(pid: int) -> bool:
     return stat.rsplit(")", 1)[-1].split()[0] == "Z"  # the state follows the command name's ")"
 
 
-class Replicas:
+class Replicas(Lifespan):
     """This replica's heartbeat, and what it knows of the others (an async context manager)."""
 
     def __init__(
@@ -66,23 +67,19 @@ class Replicas:
         self.pid = os.getpid()
         self.id = f"{self.host[:40]}:{self.pid}:{secrets.token_hex(3)}"
         """How this process is named on the work it holds and in logs."""
-        self._group: TaskGroup | None = None
 
-    async def __aenter__(self) -> Replicas:
+    @asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[Replicas]:
+        """Alive while open: a heartbeat every third of the lease; gone at once when closed."""
         await self.beat()
-        self._group = anyio.create_task_group()
-        await self._group.__aenter__()
-        self._group.start_soon(self._beating)
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        if self._group is not None:
-            self._group.cancel_scope.cancel()
-            await self._group.__aexit__(None, None, None)
-            self._group = None
-        with anyio.CancelScope(shield=True):  # a clean stop: the others take over at once
-            async with self.engine.begin() as connection:
-                await connection.execute(delete(Replica).where(Replica.id == self.id))
+        try:
+            async with background() as group:
+                group.start_soon(self._beating)
+                yield self
+        finally:
+            with anyio.CancelScope(shield=True):  # a clean stop: the others take over at once
+                async with self.engine.begin() as connection:
+                    await connection.execute(delete(Replica).where(Replica.id == self.id))
 
     async def beat(self) -> None:
         """Say this replica is alive (its row is made again if another replica removed it)."""

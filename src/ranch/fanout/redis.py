@@ -23,13 +23,14 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectSendStream
 from redis.asyncio.client import PubSub
 
 from ranch.fanout.base import LISTENER_BUFFER, LOG_LENGTH, Listening, Record
 from ranch.fanout.signing import Seal
 from ranch.policy.redis_client import BLOCK_SLICE, REPLY_TIMEOUT, forget_connections, open_redis
+from ranch.utils.backoff import Backoff
+from ranch.utils.groups import Lifespan, background
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +40,7 @@ POLL = 0.25
 """Seconds the reader waits for a message before it lets a listener (un)subscribe."""
 RECONNECT_FIRST = 0.2
 RECONNECT_MAX = 5.0
+RECONNECTS = Backoff(first=RECONNECT_FIRST, longest=RECONNECT_MAX, jitter=False)
 """Seconds between attempts to reconnect the pub/sub connection: doubling from the first to the max."""
 CLOSE_TIMEOUT = 1.0
 """Seconds closing a dropped connection may take (a reset one may not answer)."""
@@ -48,7 +50,7 @@ HEARTBEAT = 10.0
 """Quiet seconds after which the reader checks that its connection still hears (`_probe`)."""
 
 
-class RedisFanout:
+class RedisFanout(Lifespan):
     """Topics and logs in Redis, shared by every replica using the same URL and prefix."""
 
     shared = True
@@ -65,7 +67,6 @@ class RedisFanout:
         self._pubsub: PubSub | None = None
         self._up = anyio.Event()
         """Set while the pub/sub connection is up; a new one is made when it drops."""
-        self._group: TaskGroup | None = None
         self._listeners: dict[str, set[MemoryObjectSendStream[bytes]]] = {}
         self._lock = anyio.Lock()
         self._unread_warned = 0.0
@@ -75,18 +76,18 @@ class RedisFanout:
         """True while the pub/sub connection is up (what other replicas publish is heard)."""
         return self._pubsub is not None
 
-    async def __aenter__(self) -> RedisFanout:
+    @asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[RedisFanout]:
+        """Hearing the others while open (reconnecting as needed); its clients closed when closed."""
         await self._connect()  # Redis not answering at start fails the start
-        self._group = anyio.create_task_group()
-        await self._group.__aenter__()
-        self._group.start_soon(self._read)
-        return self
+        try:
+            async with background() as group:
+                group.start_soon(self._read)
+                yield self
+        finally:
+            await self._close()
 
-    async def __aexit__(self, *exc_info: object) -> None:
-        if self._group is not None:
-            self._group.cancel_scope.cancel()
-            await self._group.__aexit__(None, None, None)
-            self._group = None
+    async def _close(self) -> None:
         for listeners in self._listeners.values():
             for stream in listeners:
                 stream.close()
@@ -184,7 +185,7 @@ class RedisFanout:
     async def _read(self) -> None:
         """Hand each message to this process's listeners of its topic; reconnect when the
         connection fails, however it fails, until cancelled."""
-        wait, failures = RECONNECT_FIRST, 0
+        failures = 0
         heard = probed = time.monotonic()
         while True:
             try:
@@ -194,7 +195,7 @@ class RedisFanout:
                         logger.warning("the Redis pub/sub connection is back after %d attempt(s)", failures)
                         heard = probed = time.monotonic()
                     message = await self._subscribed().get_message(timeout=POLL)
-                wait, failures = RECONNECT_FIRST, 0
+                failures = 0
                 heard, probed = await self._probe(message is not None, heard, probed)
             except Exception as exc:  # any failure of the client is Redis's (policy/redis_client.py)
                 failures += 1
@@ -202,8 +203,7 @@ class RedisFanout:
                     logger.warning("the Redis pub/sub connection failed (%r); reconnecting", exc)
                 async with self._lock:
                     await self._drop()
-                await anyio.sleep(wait)
-                wait = min(wait * 2, RECONNECT_MAX)
+                await anyio.sleep(RECONNECTS.base(failures - 1))
                 continue
             if message is not None and message.get("type") == "message":
                 self._hand_out(message)

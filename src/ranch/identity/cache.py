@@ -11,11 +11,12 @@ lookup (it could carry the revoked answer) but starts its own.
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, TypeVar
 
 import anyio
+
+from ranch.utils.lru import Lru
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -38,16 +39,16 @@ class TtlCache(Generic[K, V]):
 
     def __init__(self, ttl: float, size: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.ttl = ttl
-        self._size = size
         self._clock = clock
-        self._values: OrderedDict[K, tuple[float, V]] = OrderedDict()
+        self._values: Lru[K, tuple[float, V]] = Lru(size)
+        """By when each was looked up; the oldest lookups are dropped first."""
         self._flights: dict[K, _Flight[V]] = {}
         self._generation = 0
         """Bumped by `forget`: a lookup that started before it does not fill the cache."""
 
     def peek(self, key: K) -> V | None:
         """The value if it is still fresh, else None (no lookup)."""
-        held = self._values.get(key)
+        held = self._values.peek(key)
         if held is not None and self._clock() - held[0] < self.ttl:
             return held[1]
         return None
@@ -57,7 +58,7 @@ class TtlCache(Generic[K, V]):
     ) -> V:
         """The fresh value of `key`, else `load()`'s, shared with whoever asks meanwhile; `keep`
         says whether an answer may be kept (an error never is)."""
-        held = self._values.get(key)
+        held = self._values.peek(key)
         if held is not None and self._clock() - held[0] < self.ttl:
             return held[1]
         while (flight := self._flights.get(key)) is not None:
@@ -84,15 +85,12 @@ class TtlCache(Generic[K, V]):
                 del self._flights[key]
             flight.done.set()
         if generation == self._generation and (keep is None or keep(value)):
-            self._values.pop(key, None)
-            self._values[key] = (self._clock(), value)
-            while len(self._values) > self._size:
-                self._values.popitem(last=False)
+            self._values.put(key, (self._clock(), value))
         return value
 
     def forget(self, key: K) -> None:
         self._generation += 1
-        self._values.pop(key, None)
+        self._values.pop(key)
         self._flights.pop(key, None)  # its waiters get its answer; later callers look up afresh
 
     def forget_all(self) -> None:
@@ -104,5 +102,5 @@ class TtlCache(Generic[K, V]):
         """Drop every value `doomed` picks (a revoked key, whatever digest it was kept under)."""
         self._generation += 1
         for key in [key for key, (_, value) in self._values.items() if doomed(value)]:
-            del self._values[key]
+            self._values.pop(key)
         self._flights.clear()  # what a lookup in progress will answer is not known yet

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Protocol
 
@@ -20,6 +19,7 @@ from redis.asyncio import Redis
 
 from ranch.exceptions import SessionExpired
 from ranch.policy.redis_client import forget_connections, open_redis
+from ranch.utils.lru import Lru
 
 logger = logging.getLogger(__name__)
 
@@ -63,18 +63,16 @@ class Sessions:
         self.ttl = ttl
         self._max = max_sessions
         self._clock = clock
-        self._last_used: OrderedDict[tuple[str, str], float] = OrderedDict()
+        self._last_used: Lru[tuple[str, str], float] = Lru(max_sessions)
 
     async def touch(self, caller: str, context_id: str) -> bool:
         """Start or refresh the session; True when it is new. Raises SessionExpired (and drops it)."""
         key = (caller, context_id)
         now = self._clock()
-        last = self._last_used.pop(key, None)
+        last = self._last_used.pop(key)
         if last is not None and now - last > self.ttl:
             raise _expired(context_id, self.ttl)
-        self._last_used[key] = now
-        while len(self._last_used) > self._max:
-            self._last_used.popitem(last=False)
+        self._last_used.put(key, now)
         return last is None
 
     async def aclose(self) -> None:

@@ -45,6 +45,7 @@ from opentelemetry.util.types import Attributes, AttributeValue
 
 from ranch.observe import otlp
 from ranch.observe.collector import Collector, CollectorError
+from ranch.utils.backoff import Backoff
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +57,8 @@ SPAN_KEY = _SPAN_KEY
 """Where opentelemetry keeps the current span in a context (`trace.set_span_in_context`'s key)."""
 Scope = tuple[str, str | None, str | None]
 """An instrumentation scope: (name, version, schema url)."""
+EXPORTS = Backoff(attempts=3, first=0.5, jitter=False)
+"""A batch is posted up to three times, 0.5 s then 1 s apart."""
 MAX_ATTRIBUTES = 128
 MAX_EVENTS = 128
 """A span's attributes and events past these are dropped (the SDK's default limits): with each value
@@ -600,7 +603,7 @@ class BatchExporter:
                 if status not in (429, 502, 503, 504):
                     self._lost(count, f"HTTP {status}")
                     return
-            await asyncio.sleep(0.5 * 2**attempt)
+            await asyncio.sleep(EXPORTS.base(attempt))
         self._lost(count, "3 attempts failed")
 
     def _lost(self, count: int, why: str) -> None:

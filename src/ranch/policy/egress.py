@@ -123,8 +123,20 @@ class GuardedTransport(httpx.AsyncHTTPTransport):
         )
 
 
+def outbound_client(
+    transport: httpx.AsyncBaseTransport | None = None, **kwargs: typing.Any
+) -> httpx.AsyncClient:
+    """Every httpx client ranch calls out with (A2A peers and what their `ClientPool` opens, webhooks,
+    image URLs): it never follows redirects. With a `transport` (a guarded one) it takes no proxy
+    from the environment and the transport's own limits; without, it verifies with the process's
+    shared TLS context."""
+    kwargs["follow_redirects"] = False
+    if transport is None:
+        return httpx.AsyncClient(verify=tls_context(), **kwargs)
+    kwargs.pop("limits", None)  # the transport has its own
+    return httpx.AsyncClient(transport=transport, trust_env=False, **kwargs)
+
+
 def guarded_client(guard: UrlGuard, **kwargs: typing.Any) -> httpx.AsyncClient:
-    """An httpx client whose every connection is judged by `guard`; it never follows redirects."""
-    return httpx.AsyncClient(
-        transport=GuardedTransport(guard), trust_env=False, follow_redirects=False, **kwargs
-    )
+    """An outbound client whose every connection is judged by `guard`."""
+    return outbound_client(GuardedTransport(guard), **kwargs)

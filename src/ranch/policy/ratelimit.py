@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from redis.asyncio import Redis
 
 from ranch.policy.redis_client import forget_connections, open_redis
+from ranch.utils.lru import Lru
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class MemoryBuckets:
     def __init__(self, rate: Rate, clock: Any = time.monotonic) -> None:
         self.rate = rate
         self._clock = clock
-        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
+        self._buckets: Lru[str, tuple[float, float]] = Lru(MAX_MEMORY_KEYS)
 
     async def check(self, key: str) -> Decision:
         return self._take(key, 1)
@@ -80,15 +80,13 @@ class MemoryBuckets:
 
     def _take(self, key: str, cost: int) -> Decision:
         now = self._clock()
-        tokens, then = self._buckets.pop(key, (float(self.rate.burst), now))
+        tokens, then = self._buckets.pop(key) or (float(self.rate.burst), now)
         tokens = min(float(self.rate.burst), tokens + (now - then) * self.rate.per_second)
         if tokens >= 1:
             decision, tokens = ALLOWED, tokens - cost
         else:
             decision = Decision(False, (1 - tokens) / self.rate.per_second)
-        self._buckets[key] = (tokens, now)
-        if len(self._buckets) > MAX_MEMORY_KEYS:
-            self._buckets.popitem(last=False)
+        self._buckets.put(key, (tokens, now))
         return decision
 
     async def aclose(self) -> None:

@@ -22,6 +22,7 @@ from ranch.db.models import (
     Delivery,
     DeliveryStatus,
     Execution,
+    ExecutionStatus,
     PrunedEvents,
     RoomEvent,
     RoomMessage,
@@ -35,7 +36,11 @@ from ranch.db.upsert import insert_for
 
 FINISHED = ("TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED")
 """Task states that never change again: only these tasks are pruned."""
-FINAL_EXECUTIONS = ("completed", "failed", "canceled")
+FINAL_EXECUTIONS = (
+    ExecutionStatus.COMPLETED.value,
+    ExecutionStatus.FAILED.value,
+    ExecutionStatus.CANCELED.value,
+)
 UNDELIVERED = (DeliveryStatus.PENDING.value, DeliveryStatus.RUNNING.value)
 
 Batch = Callable[[AsyncConnection, float, int], Awaitable[tuple[int, int]]]

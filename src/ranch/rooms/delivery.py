@@ -34,6 +34,7 @@ from ranch.policy.logs import trace_id_from, traced
 from ranch.rooms import executions
 from ranch.rooms import parts as room_parts
 from ranch.rooms.sink import RoomSink, fail_unstarted
+from ranch.rooms.turns import EXECUTION_TURNS
 from ranch.routing import context
 from ranch.routing.team import Team
 from ranch.tasks.run import Run
@@ -182,7 +183,7 @@ class Dispatcher:
         call = Call(owner=owner, caller=await self.caller(room, message))
         try:
             run = await self.rooms.tasks.start(
-                agent, incoming, call, owner, task_id=execution.id, long_lived=True, sink=sink
+                agent, incoming, call, owner, task_id=execution.id, lifetime=EXECUTION_TURNS, sink=sink
             )
         except A2AError as exc:  # its task ended meanwhile (canceled elsewhere): the turn cannot run
             await fail_unstarted(self.rooms, room, execution, f"the execution cannot take a turn: {exc}")

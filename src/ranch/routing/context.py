@@ -17,7 +17,6 @@ the content; ranch's own rules and echo agents ignore it.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -27,6 +26,7 @@ from a2a.types import Part
 from google.protobuf.struct_pb2 import Struct
 
 from ranch.agents.base import CONTEXT_PART_KEY
+from ranch.utils.lru import Lru
 
 if TYPE_CHECKING:  # the database layer loads with the server, not with `import ranch`
     from ranch.db.conversations import ConversationStore
@@ -146,9 +146,12 @@ class Conversations:
         self.max_count = max_count
         self.max_bytes = max_bytes
         self.per_conversation = min(per_conversation, max_bytes)
-        self.size = 0
-        """UTF-8 bytes held by all conversations."""
-        self._items: OrderedDict[tuple[str, str], Conversation] = OrderedDict()
+        self._items: Lru[tuple[str, str], Conversation] = Lru(
+            max_count, max_bytes, keep=_in_a_turn, dropped=_detached
+        )
+        """The least recently used go first, each in O(1): the cost of a turn must not grow with the
+        conversations held. One in the middle of a turn is in use: it moves to the newest end instead
+        of going (at most one pass, so all of them in use ends the loop)."""
         self.store: ConversationStore | None = None
         """Where each conversation is kept between turns (the hub's database); None: memory only."""
 
@@ -180,12 +183,17 @@ class Conversations:
         key = (owner, context_id)
         conversation = self._items.get(key)
         if conversation is None:
-            conversation = Conversation(max_bytes=self.per_conversation, resized=self._resized)
-            self._items[key] = conversation
+            conversation = Conversation(max_bytes=self.per_conversation)
+            conversation.resized = lambda _, grown: self._items.grew(key, grown)
+            self._items.put(key, conversation, conversation.size)
         else:
-            self._items.move_to_end(key)
-        self._evict()
+            self._items.trim()
         return conversation
+
+    @property
+    def size(self) -> int:
+        """UTF-8 bytes held by all conversations."""
+        return self._items.size
 
     def __len__(self) -> int:
         return len(self._items)
@@ -194,28 +202,15 @@ class Conversations:
         for conversation in self._items.values():
             conversation.resized = None
         self._items.clear()
-        self.size = 0
 
-    def _resized(self, conversation: Conversation, grown: int) -> None:
-        self.size += grown
-        if grown > 0:
-            self._evict()
 
-    def _evict(self) -> None:
-        """Drop the least recently used until within bounds, each in O(1): the cost of a turn must not
-        grow with the conversations held. One in the middle of a turn is in use: it moves to the
-        newest end instead of going (at most one pass, so all of them in use ends the loop)."""
-        passed = 0
-        while len(self._items) > self.max_count or self.size > self.max_bytes:
-            if passed >= len(self._items):
-                return
-            key, conversation = self._items.popitem(last=False)
-            if conversation.lock.locked():
-                self._items[key] = conversation
-                passed += 1
-                continue
-            conversation.resized = None
-            self.size -= conversation.size
+def _in_a_turn(conversation: Conversation) -> bool:
+    return conversation.lock.locked()
+
+
+def _detached(_: tuple[str, str], conversation: Conversation) -> None:
+    """A conversation let go tells its team no more of its size."""
+    conversation.resized = None
 
 
 def _cut(text: str, limit: int) -> str:

@@ -1,4 +1,8 @@
-"""The route a turn took: one record per hop, kept in the final task's metadata."""
+"""The route a turn took: one record per hop, kept in the final task's metadata.
+
+What a turn has used of its budgets is what its trail says (`Trail.used`, `Trail.spent`): no
+counter is kept beside it, so a turn resumed from its trail (an approval) counts the same.
+"""
 
 from __future__ import annotations
 
@@ -47,6 +51,29 @@ class Hop:
     def weight(self) -> int:
         """Hops it counts for against a budget: one, or every hop made inside it."""
         return counted(self.trail) if self.trail else 1
+
+
+class Trail(list[Hop]):
+    """The hops of a turn, in order."""
+
+    def used(self) -> int:
+        """Hops made so far; a member team's count as the hops made inside it."""
+        return sum(hop.weight for hop in self)
+
+    def spent(self) -> int:
+        """Tokens the turn's hops reported."""
+        return sum(hop.tokens or 0 for hop in self)
+
+    def reported(self) -> bool:
+        """Whether any hop reported what it cost."""
+        return any(hop.tokens is not None for hop in self)
+
+    def ledger(self) -> list[str]:
+        """What each hop that cost something cost: `agent tokens`."""
+        return [f"{hop.agent} {hop.tokens}" for hop in self if hop.tokens]
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [hop.to_json() for hop in self]
 
 
 def counted(trail: list[dict[str, Any]]) -> int:

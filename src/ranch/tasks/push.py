@@ -22,7 +22,6 @@
 from __future__ import annotations
 
 import logging
-import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,6 +50,9 @@ from ranch.fanout import Fanout
 from ranch.observe import metrics
 from ranch.policy.egress import RefusedConnection, guarded_client
 from ranch.policy.ssrf import UrlGuard
+from ranch.utils.backoff import Backoff, retry_after
+
+__all__ = ["Backoff", "PushConfigStore", "PushNotifier", "PushOutbox", "PushSender", "webhook_client"]
 
 logger = logging.getLogger(__name__)
 
@@ -174,21 +176,6 @@ class Delivery:
     error: str = ""
 
 
-@dataclass(frozen=True)
-class Backoff:
-    """Attempts and waits between them: `first` s, doubling, at most `longest` s, with jitter."""
-
-    attempts: int = 4
-    first: float = 0.5
-    longest: float = 8.0
-
-    def wait(self, attempt: int, retry_after: float | None = None) -> float:
-        base = min(self.longest, self.first * 2.0**attempt)
-        if retry_after is not None:
-            return min(self.longest, max(base, retry_after))
-        return base * random.uniform(0.5, 1.0)
-
-
 RETRIED = frozenset({408, 425, 429})
 
 
@@ -214,7 +201,7 @@ class PushSender:
             headers["Authorization"] = f"{auth.scheme} {auth.credentials}".strip()
         last = Delivery(False, 0)
         for attempt in range(self.backoff.attempts):
-            retry_after: float | None = None
+            asked: float | None = None
             metrics.push_attempt()
             try:
                 response = await self.client.post(config.url, content=body, headers=headers)
@@ -234,17 +221,10 @@ class PushSender:
                 last = Delivery(False, attempt + 1, status, f"HTTP {status}")
                 if status not in RETRIED and status < 500:
                     return last
-                retry_after = _seconds(response.headers.get("retry-after"))
+                asked = retry_after(response.headers)
             if attempt + 1 < self.backoff.attempts:
-                await anyio.sleep(self.backoff.wait(attempt, retry_after))
+                await anyio.sleep(self.backoff.wait(attempt, asked))
         return last
-
-
-def _seconds(value: str | None) -> float | None:
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
 
 
 def payload(event: Proto) -> bytes:

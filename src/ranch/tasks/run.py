@@ -7,16 +7,17 @@ told of every event as it is folded, and of the settled task once it is stored.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import anyio
-from a2a.types import Message, Task
+from a2a.types import Message, Task, TaskState
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ranch.agents.base import Event
 from ranch.exceptions import StoreUnavailable
+from ranch.tasks.lifetimes import Lifetime
+from ranch.utils.lru import Lru
 
 SUBSCRIBER_BUFFER = 1024
 """Events buffered per subscriber; one that falls this far behind is dropped (it can GetTask)."""
@@ -44,8 +45,8 @@ class Run:
     owner: str
     task: Task | None
     """None until the agent's first task event (a direct Message reply never makes one)."""
-    long_lived: bool = False
-    """A room execution: a normal answer leaves the task waiting for the next message (see the engine)."""
+    lifetime: Lifetime | None = None
+    """A long-lived run's (a room execution's turn): what shapes its events (`tasks.lifetimes`)."""
     sink: RunSink | None = None
     reply: Message | None = None
     done: anyio.Event = field(default_factory=anyio.Event)
@@ -55,8 +56,8 @@ class Run:
     )
     """Each subscriber's sending end, by the end it reads (`leave`)."""
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
-    ending: str | None = None
-    """How a stop from outside ends the task: `canceled` (CancelTask) or `completed` (an admin)."""
+    ending: TaskState | None = None
+    """How a stop from outside ends the task: CANCELED (CancelTask) or COMPLETED (an admin)."""
     ending_reason: str = ""
     """Why, as its final status message says."""
     held: Event | None = None
@@ -67,6 +68,16 @@ class Run:
     """Set when the task could not be stored: callers get this instead of an unstored state."""
     logged: list[Event] = field(default_factory=list)
     """Events waiting to go to the task's log for other replicas, oldest first."""
+
+    @property
+    def long_lived(self) -> bool:
+        """A task that outlives this answer: a normal answer leaves it waiting for the next message."""
+        return self.lifetime is not None
+
+    def stop(self, ending: TaskState, reason: str) -> None:
+        """End the run from outside: its agent is cancelled and its task ends `ending`, saying `reason`."""
+        self.ending, self.ending_reason = ending, reason
+        self.scope.cancel()
 
     @property
     def visible(self) -> Task | None:
@@ -108,34 +119,25 @@ class Run:
 
 
 class RecentTasks:
-    """Tasks stored lately, bounded in number and in encoded bytes (least recently stored first)."""
+    """Tasks stored lately, with their owners, bounded in number and in encoded bytes (least recently
+    stored first; a task larger than the whole cache is read from the database when asked)."""
 
     def __init__(self, max_count: int = RECENT_TASKS, max_bytes: int = RECENT_BYTES) -> None:
-        self.max_count = max_count
-        self.max_bytes = max_bytes
-        self.size = 0
+        self._tasks: Lru[str, tuple[str, Task]] = Lru(max_count, max_bytes)
+
+    @property
+    def size(self) -> int:
         """Encoded bytes of the tasks held."""
-        self._tasks: OrderedDict[str, tuple[str, Task, int]] = OrderedDict()
+        return self._tasks.size
 
     def get(self, task_id: str) -> tuple[str, Task] | None:
-        held = self._tasks.get(task_id)
-        return None if held is None else (held[0], held[1])
+        return self._tasks.peek(task_id)
 
     def put(self, owner: str, task: Task) -> None:
-        self.pop(task.id)
-        size = task.ByteSize()
-        if size > self.max_bytes:
-            return  # larger than the whole cache: read from the database when asked
-        self._tasks[task.id] = (owner, task, size)
-        self.size += size
-        while len(self._tasks) > self.max_count or self.size > self.max_bytes:
-            _, (_, _, dropped) = self._tasks.popitem(last=False)
-            self.size -= dropped
+        self._tasks.put(task.id, (owner, task), task.ByteSize())
 
     def pop(self, task_id: str) -> None:
-        held = self._tasks.pop(task_id, None)
-        if held is not None:
-            self.size -= held[2]
+        self._tasks.pop(task_id)
 
     def __len__(self) -> int:
         return len(self._tasks)
@@ -145,4 +147,3 @@ class RecentTasks:
 
     def clear(self) -> None:
         self._tasks.clear()
-        self.size = 0

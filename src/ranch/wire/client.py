@@ -33,7 +33,7 @@ from a2a.types import AgentCard
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, TransportProtocol
 from google.protobuf import json_format
 
-from ranch.policy.egress import tls_context
+from ranch.policy.egress import outbound_client
 from ranch.policy.ssrf import UrlGuard
 
 DEFAULT_TIMEOUT = httpx.Timeout(connect=5.0, read=60.0, write=30.0, pool=10.0)
@@ -131,12 +131,10 @@ class ClientPool:
 
     def new_client(self, **kwargs: Any) -> httpx.AsyncClient:
         """An httpx client of this pool's kind (model providers, MCP servers): same transport rules,
-        the same read limit, no redirects followed."""
-        kwargs.update(follow_redirects=False, event_hooks={"response": [self._bound_response]})
-        if self._transport is None:
-            return httpx.AsyncClient(verify=tls_context(), **kwargs)
-        kwargs.pop("limits", None)  # the transport has its own
-        return httpx.AsyncClient(transport=self._transport(), trust_env=False, **kwargs)
+        the same read limit, no redirects followed (`policy.egress.outbound_client`)."""
+        transport = self._transport() if self._transport is not None else None
+        kwargs["event_hooks"] = {"response": [self._bound_response]}
+        return outbound_client(transport, **kwargs)
 
     async def _bound_response(self, response: httpx.Response) -> None:
         stream = response.stream

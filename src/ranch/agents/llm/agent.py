@@ -18,7 +18,6 @@ import base64
 import json
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +43,7 @@ from ranch.agents.llm.provider import ChatProvider, Completion, ToolCall, Usage
 from ranch.agents.llm.remote_tool import RemoteAgentTool
 from ranch.agents.llm.tools import ROUTE_TO, Toolbox, route
 from ranch.ids import new_id
+from ranch.utils.lru import Lru
 from ranch.wire import client_routing
 from ranch.wire.modes import ANY, media_type_of, takes
 
@@ -261,19 +261,21 @@ class ChatMemory:
         self.max_messages = max_messages
         self.per_context = min(per_context, max_bytes)
         self.max_bytes = max_bytes
-        self.size = 0
+        self._contexts: Lru[tuple[str, str], tuple[list[dict[str, Any]], int]] = Lru(max_contexts, max_bytes)
+
+    @property
+    def size(self) -> int:
         """UTF-8 bytes of every remembered message's content."""
-        self._contexts: OrderedDict[tuple[str, str], tuple[list[dict[str, Any]], int]] = OrderedDict()
+        return self._contexts.size
 
     def recall(self, key: tuple[str, str]) -> list[dict[str, Any]]:
-        held = self._contexts.get(key)
+        held = self._contexts.peek(key)
         return list(held[0]) if held is not None else []
 
     def remember(self, key: tuple[str, str], asked: str, answered: str) -> None:
         if not key[1]:
             return
-        messages, size = self._contexts.pop(key, ([], 0))
-        self.size -= size
+        messages, size = self._contexts.pop(key) or ([], 0)
         half = self.per_context // 2  # one exchange alone larger than a context's share is cut
         for role, content in (("user", asked), ("assistant", answered)):
             if len(content.encode()) > half:
@@ -282,11 +284,7 @@ class ChatMemory:
             size += len(content.encode())
         while messages and (len(messages) > self.max_messages or size > self.per_context):
             size -= len(messages.pop(0)["content"].encode())
-        self._contexts[key] = (messages, size)
-        self.size += size
-        while len(self._contexts) > self.max_contexts or self.size > self.max_bytes:
-            _, (_, dropped) = self._contexts.popitem(last=False)
-            self.size -= dropped
+        self._contexts.put(key, (messages, size), size)
 
     def __len__(self) -> int:
         return len(self._contexts)

@@ -28,14 +28,13 @@ from openai import AsyncOpenAI
 
 from ranch.exceptions import AgentError, AgentUnavailable, InvalidAgentReply
 from ranch.policy.egress import RefusedConnection
+from ranch.utils.backoff import Backoff, retry_after
 
 logger = logging.getLogger(__name__)
 
-BACKOFF_BASE = 0.5
-"""Seconds before the first retry when the provider gives no Retry-After; doubled each time."""
-BACKOFF_CAP = 8.0
-RETRY_AFTER_CAP = 30.0
-"""The longest Retry-After ranch waits for; a provider asking for more gets this."""
+RETRIES = Backoff(first=0.5, longest=8.0, jitter=False, longest_asked=30.0, at_least_backoff=False)
+"""Without a Retry-After: 0.5 s before the first retry, doubled each time, at most 8 s. A provider's
+Retry-After is waited as asked, up to 30 s (a provider asking for more gets this)."""
 NO_KEY = "no-key"
 """Sent when no key is configured: local servers (Ollama, vLLM, LM Studio) ignore it."""
 
@@ -201,14 +200,13 @@ class ChatProvider:
 
     def _retry_delay(self, exc: openai.OpenAIError, attempt: int) -> float | None:
         """Seconds to wait before retrying `exc`, or None when it is not worth retrying."""
-        backoff: float = min(BACKOFF_CAP, BACKOFF_BASE * 2.0**attempt)
+        backoff = RETRIES.base(attempt)
         if isinstance(exc, openai.APITimeoutError):
             return None  # another full timeout would likely pass the agent's own
         if isinstance(exc, openai.APIConnectionError):
             return None if _refused(exc) else backoff
         if isinstance(exc, openai.APIStatusError) and (exc.status_code == 429 or exc.status_code >= 500):
-            after = _retry_after(exc.response)
-            return min(after, RETRY_AFTER_CAP) if after is not None else backoff
+            return RETRIES.wait(attempt, retry_after(exc.response.headers))
         return None
 
     def _translate(self, exc: BaseException, attempts: int) -> AgentError:
@@ -262,20 +260,6 @@ def _from_message(message: Any) -> Completion:
         if getattr(call, "function", None) is not None
     ]
     return Completion(text=message.content or "", tool_calls=calls)
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    """`Retry-After` (or `retry-after-ms`) in seconds; None when absent or unreadable."""
-    millis = response.headers.get("retry-after-ms")
-    value = response.headers.get("retry-after")
-    try:
-        if millis is not None:
-            return max(0.0, float(millis) / 1000)
-        if value is not None:
-            return max(0.0, float(value))
-    except ValueError:
-        return None  # an HTTP date: rare from these providers; back off instead
-    return None
 
 
 def _provider_message(exc: openai.APIStatusError) -> str:
