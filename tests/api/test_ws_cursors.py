@@ -231,3 +231,30 @@ def test_every_watcher_of_a_room_is_sent_the_same_text_the_events_json(database_
                 sock.close()
         assert texts[0] == texts[1] == texts[2]
         assert json.loads(texts[0]) == events_of(api, room)[-1]
+
+
+def test_a_backlog_longer_than_what_is_counted_is_announced_from_the_cursors(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`replayed` costs the same whatever the backlog: each room's events are counted up to a bound
+    (`rooms.bus.COUNTED`), and a longer backlog is announced from its cursors (a room counts its
+    events one by one); short and long backlogs both match what the replay then sends."""
+    monkeypatch.setattr("ranch.rooms.bus.COUNTED", 3)
+    with serve_ranch(CONFIG, database_url, caller_rate=None) as hub:
+        api = Api(hub.url, ADMIN_KEY)
+        long, short = (api.post("/rooms", {"title": title})["id"] for title in ("long", "short"))
+        for n in range(6):
+            post(api, long, f"long {n}")
+        post(api, short, "short 0")
+        start = {long: events_of(api, long)[0]["cursor"], short: 0}
+        live = Live(hub.url, ADMIN_KEY)
+        try:
+            subscribed = live.subscribe_from(start)
+            longer, shorter = events_of(api, long, start[long]), events_of(api, short)
+            assert len(longer) == 6 > 3 > len(shorter)  # past the bound, and within it
+            backlog = longer + shorter
+            assert subscribed["replayed"] == len(backlog)
+            frames = [live.recv() for _ in backlog]
+        finally:
+            live.close()
+        assert [f["cursor"] for f in frames] == [e["cursor"] for e in backlog]

@@ -30,7 +30,7 @@ from typing import Any, cast
 
 import anyio
 from anyio.abc import TaskStatus
-from sqlalchemy import Table, and_, bindparam, case, func, insert, or_, select, update
+from sqlalchemy import Table, bindparam, case, func, insert, literal, select, union_all, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 
 from ranch.db.models import Delivery, Room, RoomEvent, RoomMessage, iso, now
@@ -47,6 +47,8 @@ logger = logging.getLogger(__name__)
 
 RETRY = 1.0
 """Seconds before reading a room's events again when the database failed."""
+COUNTED = 1000
+"""Events of a room's backlog counted one by one for `subscribed`'s `replayed` (`Bus.backlog_size`)."""
 
 
 LANES = 8
@@ -447,16 +449,28 @@ class Bus:
         return {room: self._handed.get(room, 0) for room in cursors}
 
     async def backlog_size(self, cursors: Mapping[str, int], upto: Mapping[str, int]) -> int:
-        """How many events `replay` will read."""
-        wanted = [
-            and_(RoomEvent.room_id == room, RoomEvent.cursor > cursor, RoomEvent.cursor <= upto[room])
-            for room, cursor in cursors.items()
-            if upto.get(room, 0) > cursor
-        ]
+        """How many events `replay` will read, at a cost that does not grow with the backlog: each
+        room's are counted up to `COUNTED`; past that, a room's backlog is `upto - cursor`, exact for
+        the events rooms counted one by one (since migration 0012) and, for a backlog reaching back
+        before it (whose events kept their sparser old numbers), at most that."""
+        wanted = {room: cursor for room, cursor in cursors.items() if upto.get(room, 0) > cursor}
         if not wanted:
             return 0
+        counts = [
+            select(literal(room).label("room"), func.count().label("events")).select_from(
+                select(RoomEvent.seq)
+                .where(RoomEvent.room_id == room, RoomEvent.cursor > cursor, RoomEvent.cursor <= upto[room])
+                .limit(COUNTED)
+                .subquery()
+            )
+            for room, cursor in wanted.items()
+        ]
         async with self.sessions() as session:
-            return await session.scalar(select(func.count()).where(or_(*wanted))) or 0
+            found = {row.room: row.events for row in await session.execute(union_all(*counts))}
+        return sum(
+            upto[room] - cursor if found.get(room, 0) >= COUNTED else found.get(room, 0)
+            for room, cursor in wanted.items()
+        )
 
     async def replay(
         self, cursors: Mapping[str, int], upto: Mapping[str, int]
