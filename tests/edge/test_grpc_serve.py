@@ -14,6 +14,7 @@ import pytest
 from a2a.types import SendMessageRequest
 
 from _support.grpc_client import grpc_client, stub
+from _support.hubkit import wait_until
 from _support.sdk import said, user_message
 from _support.servers import ServerProcess, free_port, ranch_serve_process
 from _support.tls import self_signed
@@ -47,7 +48,8 @@ def test_serve_grpc_beside_http_and_stop_both(tmp_path: Path) -> None:
     grpc_port = free_port()
     server = ranch_serve_process(tmp_path, YAML, "--grpc-port", str(grpc_port), admin_key="rk_admin")
     with server:
-        assert f"gRPC  127.0.0.1:{grpc_port}" in server.output()
+        banner = f"gRPC  127.0.0.1:{grpc_port}"  # printed as it starts: it may follow the first answer
+        wait_until(lambda: banner in server.output(), what="the gRPC line of the start-up banner")
 
         async def turn() -> str:
             async with grpc_client(f"{server.url}/a2a/agents/echo") as client:
