@@ -13,6 +13,7 @@ import pytest
 from pydantic import BaseModel, TypeAdapter
 
 from ranch.api.errors import parsed
+from ranch.api.imports import ImportCatalog
 from ranch.api.models import (
     CompleteExecution,
     CreateOrg,
@@ -34,6 +35,8 @@ from ranch.rooms.requests import AddParticipant, CreateRoom, PostMessage, Update
 Model = type[BaseModel] | TypeAdapter[Any]
 
 REFUSALS: list[tuple[Model, dict[str, Any], str | None]] = [
+    (ImportCatalog, {"catalog_url": "ftp://example.com/ai-catalog.json"}, "catalog_url"),
+    (ImportCatalog, {"catalog_url": "https://example.com/", "extra": 1}, "extra"),
     (CompleteExecution, {"reason": "x" * 1001}, "reason"),
     (CompleteExecution, {"reason": 5}, "reason"),
     (CompleteExecution, {"why": "no"}, "why"),

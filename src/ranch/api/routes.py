@@ -20,6 +20,7 @@ from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 
 from ranch.agents.base import gather_infos
 from ranch.api import openapi
+from ranch.api.imports import ImportCatalog, Imported, import_catalog
 from ranch.api.inbox import acknowledge, pending
 from ranch.api.models import (
     AgentDetail,
@@ -460,6 +461,15 @@ OPERATIONS: list[Operation] = [
         response=Registered | RegisteredExternal,
         status=201,
         errors=(403, 404, 409, 422),
+    ),
+    Operation(
+        "POST",
+        "/agents/import",
+        import_catalog,
+        "Register the A2A agents another domain's AI catalog publishes (owner or admin)",
+        body=ImportCatalog,
+        response=Imported,
+        errors=(403, 422),
     ),
     Operation(
         "GET",

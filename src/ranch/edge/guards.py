@@ -21,7 +21,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Scope
 
-from ranch.catalog.cards import TENANTS_PATH
+from ranch.catalog.cards import API_CARDS_PATH, CARD_FILE, CATALOG_PATH, TENANTS_PATH, WELL_KNOWN_AGENTS_PATH
 from ranch.exceptions import AgentNotFound, BodyTooLarge, InvalidInput, RateLimited, Unauthorized
 from ranch.identity.principal import PRINCIPAL_KEY, Principal
 from ranch.identity.resolver import KEY_REQUIRED, KnownKey
@@ -44,6 +44,9 @@ AGENT_PREFIX = AGENTS_PATH + "/"
 TENANT_PREFIX = TENANTS_PATH + "/"
 TENANT_FIELD = "params.tenant"
 CARD_PATHS = (".well-known/agent-card.json", ".well-known/agent.json")
+API_CARD_PREFIX = API_CARDS_PATH + "/"
+API_CARD_SUFFIX = "/" + CARD_FILE
+WELL_KNOWN_PREFIX = WELL_KNOWN_AGENTS_PATH + "/"
 API_PATH = "/api/"
 MCP_PATH = "/mcp"
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
@@ -166,10 +169,15 @@ class Guards:
                 call.entry = Entry.CARD if tail in CARD_PATHS else Entry.A2A
                 call.jsonrpc = tail == ""
         elif path.startswith(API_PATH):
-            call.entry = Entry.API
+            if not self._api_card(call, path):
+                call.entry = Entry.API
+        elif path.startswith(WELL_KNOWN_PREFIX) and path.endswith(".json"):
+            agent_id = path[len(WELL_KNOWN_PREFIX) : -len(".json")]
+            if agent_id and "/" not in agent_id:  # seed 003's option C
+                call.agent_id, call.entry = agent_id, Entry.CARD
         elif path == MCP_PATH:
             call.entry, call.jsonrpc = Entry.MCP, True
-        elif path == AGENTS_PATH:
+        elif path == AGENTS_PATH or path == CATALOG_PATH:  # lists: public, a key presented is checked
             call.entry = Entry.AGENTS
         elif path == TENANTS_PATH:
             if call.method == "POST":  # (GET /a2a is no route: a 405, not a JSON-RPC call)
@@ -178,6 +186,17 @@ class Guards:
             pass
         elif self.root is not None:
             self._classify_root(call)
+
+    @staticmethod
+    def _api_card(call: Call, path: str) -> bool:
+        """/api/v1/agents/{id}/.well-known/agent-card.json (seed 003's option B): a card, guarded as one."""
+        if not (path.startswith(API_CARD_PREFIX) and path.endswith(API_CARD_SUFFIX)):
+            return False
+        agent_id = path[len(API_CARD_PREFIX) : -len(API_CARD_SUFFIX)]
+        if not agent_id or "/" in agent_id:
+            return False
+        call.agent_id, call.entry = agent_id, Entry.CARD
+        return True
 
     @staticmethod
     def _tenanted(call: Call, rest: str) -> bool:

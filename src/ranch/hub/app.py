@@ -17,11 +17,14 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Literal
+from urllib.parse import urlsplit
 
 import anyio
+from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes import create_rest_routes
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
+from a2a.types import AgentCard
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -31,13 +34,24 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import Scope
 
 from ranch._version import __version__
-from ranch.agents.base import gather_infos
+from ranch.agents.base import Agent, AgentInfo, gather_infos
 from ranch.api import errors as api_errors
 from ranch.api.routes import routes as api_routes
 from ranch.api.services import ApiServices
-from ranch.catalog.cards import TENANTS_PATH, served_card
+from ranch.catalog.ai_catalog import ai_catalog, catalog_entry
+from ranch.catalog.caching import cached_json
+from ranch.catalog.cards import (
+    API_CARDS_PATH,
+    CATALOG_PATH,
+    HUB_CARD_PATHS,
+    TENANTS_PATH,
+    WELL_KNOWN_AGENTS_PATH,
+    hub_card,
+    served_card,
+)
 from ranch.catalog.changes import Changes
 from ranch.catalog.discovery import Wanted
+from ranch.catalog.extended import extended_card
 from ranch.catalog.records import resync
 from ranch.catalog.registry import Registry
 from ranch.config import RanchConfig, RetentionConfig
@@ -56,7 +70,7 @@ from ranch.edge.sdk import check_list_query, first_event_first, well_formed, wit
 from ranch.exceptions import ConfigError, Forbidden, RanchError
 from ranch.fanout import Fanout, open_fanout
 from ranch.hub.mcp import mcp_routes
-from ranch.hub.serving import RanchRequestHandler
+from ranch.hub.serving import ExtendedCard, RanchRequestHandler
 from ranch.identity.principal import PRINCIPAL_KEY
 from ranch.identity.resolver import AuthFailures
 from ranch.identity.security import build_security
@@ -214,6 +228,8 @@ class Hub:
 
     def __init__(self, config: RanchConfig, settings: Settings) -> None:
         self.settings = settings
+        self.seen_base_url = "http://127.0.0.1"
+        """Where this hub's cards were last fetched: the URLs of an extended card asked over gRPC."""
         self.guard = settings.url_guard()
         self.pool = settings.client_pool()
         self.tenant_pool = settings.client_pool(lambda: GuardedTransport(self.guard), self.guard)
@@ -418,6 +434,7 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
     if root is not None and root not in hub.registry:
         known = ", ".join(hub.registry.ids()) or "none"
         raise ConfigError([f"--root {root}: no agent or team '{root}' in the config (known: {known})"])
+    grpc_port = _grpc_port(hub.settings)
     handler = RanchRequestHandler(
         hub.registry,
         lambda: hub.core,
@@ -425,6 +442,7 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
         hub.guard,
         lambda: hub.gateway,
         sessions=hub.security.sessions,
+        extended_card=_extended_card(hub, grpc_port) if hub.security.enabled else None,
     )
     # every guard ran before any of these endpoints (`EdgeApp`): they only serve
     dispatcher = JsonRpcDispatcher(handler, context_builder=ContextBuilder(), enable_v0_3_compat=True)
@@ -432,15 +450,19 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
     endpoint = JsonRpcEndpoint(handler, request_context, sdk_jsonrpc)
     lean = hub.settings.jsonrpc == "lean"
     jsonrpc = endpoint.__call__ if lean else sdk_jsonrpc  # a method: Starlette passes it a Request
-    grpc_port = _grpc_port(hub.settings)
     card = _card(hub, grpc_port)
     routes: list[BaseRoute] = [
-        *api_routes(_api_services(hub)),  # first: the REST calls are the most frequent the router matches
+        Route(
+            f"{API_CARDS_PATH}/{{agent_id}}/.well-known/agent-card.json", card, methods=["GET"]
+        ),  # seed 003 B
+        *api_routes(_api_services(hub)),  # early: the REST calls are the most frequent the router matches
         Route("/healthz", _healthz(hub), methods=["GET"]),
         Route(AGENTS_PATH, _list_agents(hub), methods=["GET"]),
+        Route(CATALOG_PATH, _ai_catalog(hub), methods=["GET"]),
         Route("/.well-known/jwks.json", _jwks(hub), methods=["GET"]),
         Route(f"{AGENTS_PATH}/{{agent_id}}/.well-known/agent-card.json", card, methods=["GET"]),
         Route(f"{AGENTS_PATH}/{{agent_id}}/.well-known/agent.json", card, methods=["GET"]),
+        Route(f"{WELL_KNOWN_AGENTS_PATH}/{{agent_id}}.json", card, methods=["GET"]),  # seed 003 C
         Route(f"{AGENTS_PATH}/{{agent_id}}", jsonrpc, methods=["POST"]),
         Route(f"{AGENTS_PATH}/{{agent_id}}/", jsonrpc, methods=["POST"]),
         *_rest_routes(handler, f"{AGENTS_PATH}/{{agent_id}}"),
@@ -455,6 +477,8 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
             Route("/", jsonrpc, methods=["POST"]),
             *root_rest,
         ]
+    else:  # the hub's own card: where its agents are found
+        routes += [Route(path, _hub_card(hub), methods=["GET"]) for path in HUB_CARD_PATHS]
     if hub.settings.metrics:
         routes.append(Route("/metrics", _metrics(hub), methods=["GET"]))
     routes.extend(mcp_routes(hub))
@@ -579,6 +603,25 @@ def _base_url(request: Request) -> str:
     return str(request.base_url).rstrip("/")
 
 
+async def _visible(hub: Hub, request: Request, wanted: Wanted) -> tuple[list[Agent], list[AgentInfo]]:
+    """The agents the caller may reach that match `wanted`, with their infos."""
+    agents = [
+        agent
+        for agent in hub.registry
+        if not hub.security.enabled
+        or await hub.security.reachable(request.scope.get(PRINCIPAL_KEY), agent.id)
+    ]
+    infos = await gather_infos(agents)  # at once: a slow card costs one card timeout, not one each
+    if wanted.given:
+        kept = [(agent, info) for agent, info in zip(agents, infos, strict=True) if wanted.matches(info)]
+        agents, infos = [agent for agent, _ in kept], [info for _, info in kept]
+    return agents, infos
+
+
+def _kind(agent: Agent) -> str:
+    return "team" if isinstance(agent, Team) else type(agent).__name__.removesuffix("Agent").lower()
+
+
 def _list_agents(hub: Hub):  # type: ignore[no-untyped-def]
     async def list_agents(request: Request) -> Response:
         """The agents the caller may reach, narrowed by `?skill=&tag=&mode=` (catalog/discovery.py)."""
@@ -587,16 +630,7 @@ def _list_agents(hub: Hub):  # type: ignore[no-untyped-def]
         except RanchError as exc:
             return api_errors.response(exc)
         base = _base_url(request)
-        agents = [
-            agent
-            for agent in hub.registry
-            if not hub.security.enabled
-            or await hub.security.reachable(request.scope.get(PRINCIPAL_KEY), agent.id)
-        ]
-        infos = await gather_infos(agents)  # at once: a slow card costs one card timeout, not one each
-        if wanted.given:
-            kept = [(agent, info) for agent, info in zip(agents, infos, strict=True) if wanted.matches(info)]
-            agents, infos = [agent for agent, _ in kept], [info for _, info in kept]
+        agents, infos = await _visible(hub, request, wanted)
         entries = []
         for agent, info in zip(agents, infos, strict=True):
             entries.append(
@@ -604,9 +638,7 @@ def _list_agents(hub: Hub):  # type: ignore[no-untyped-def]
                     "id": agent.id,
                     "name": info.name,
                     "description": info.description,
-                    "kind": "team"
-                    if isinstance(agent, Team)
-                    else type(agent).__name__.removesuffix("Agent").lower(),
+                    "kind": _kind(agent),
                     "url": agent_url(base, agent.id),
                     "card": f"{agent_url(base, agent.id)}/.well-known/agent-card.json",
                 }
@@ -616,20 +648,72 @@ def _list_agents(hub: Hub):  # type: ignore[no-untyped-def]
     return list_agents
 
 
+def _ai_catalog(hub: Hub):  # type: ignore[no-untyped-def]
+    async def catalog(request: Request) -> Response:
+        """The AI catalog (catalog/ai_catalog.py): what /a2a/agents lists, in the draft's format;
+        `?cards=inline` carries each card as `data` instead of its `url`."""
+        try:
+            wanted = Wanted.from_query(request.query_params)
+        except RanchError as exc:
+            return api_errors.response(exc)
+        inline = request.query_params.get("cards") == "inline"
+        base, host = _base_url(request), request.url.netloc
+        agents, infos = await _visible(hub, request, wanted)
+        entries = []
+        for agent, info in zip(agents, infos, strict=True):
+            card = None
+            if inline:
+                served = await served_card(agent, base)
+                if hub.security.enabled:
+                    declare_security(served)
+                card = agent_card_to_dict(served)
+            entries.append(catalog_entry(base, host, info, _kind(agent), card))
+        return cached_json(request, ai_catalog(base, host, entries), private=hub.security.enabled)
+
+    return catalog
+
+
 def _card(hub: Hub, grpc_port: GrpcPort | None = None):  # type: ignore[no-untyped-def]
     async def card(request: Request) -> Response:
         agent = hub.registry.get(request.scope[AGENT_KEY])
-        at_root = request.url.path.startswith("/.well-known/")  # `--root`: the bindings are at / too
+        at_root = request.url.path in HUB_CARD_PATHS  # `--root`: the bindings are at / too
         grpc = grpc_port.target(request.url.hostname or grpc_port.host) if grpc_port else None
         root = _base_url(request) if at_root else None
         served = await served_card(agent, _base_url(request), root, grpc=grpc, tenants=not at_root)
         if hub.security.enabled:
             declare_security(served)
+            served.capabilities.extended_agent_card = True  # GetExtendedAgentCard: the card per caller
+        hub.seen_base_url = _base_url(request)
         signer = hub.signer
+        private = hub.security.enabled  # who may see it depends on the key: shared caches must not keep it
+        unsigned = agent_card_to_dict(served)
         if signer is None:
-            return JSONResponse(agent_card_to_dict(served))
+            return cached_json(request, unsigned, private=private)
         signer.sign(served)  # what 1.0 clients verify; then what 0.3 clients read of the same card
-        return JSONResponse(signer.sign_v03(agent_card_to_dict(served)))
+        signed = signer.sign_v03(agent_card_to_dict(served))
+        return cached_json(request, signed, private=private, version=[unsigned, signer.kid])
+
+    return card
+
+
+def _extended_card(hub: Hub, grpc_port: GrpcPort | None) -> ExtendedCard:
+    async def extended(agent: Agent, context: ServerCallContext) -> AgentCard:
+        """The card as this caller may use it (catalog/extended.py); its URLs are those the request
+        came to (its Host), or, over gRPC, those the hub's cards were last fetched at."""
+        host = context.state.get("headers", {}).get("host")
+        base = f"http://{host}" if host else hub.seen_base_url
+        grpc = grpc_port.target(urlsplit(base).hostname or grpc_port.host) if grpc_port else None
+        principal = context.state.get(PRINCIPAL_KEY)
+        return await extended_card(agent, base, principal, hub.settings.rates(), grpc=grpc)
+
+    return extended
+
+
+def _hub_card(hub: Hub):  # type: ignore[no-untyped-def]
+    async def card(request: Request) -> Response:
+        """The hub's own card (no `--root`): a pointer to its catalog and its agents' cards."""
+        served = hub_card(_base_url(request))
+        return cached_json(request, agent_card_to_dict(served), private=False)
 
     return card
 

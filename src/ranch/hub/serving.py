@@ -7,7 +7,7 @@ URL, negotiates extensions, and hands the message to `TaskEngine`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable, Iterator
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 
 from a2a.server.context import ServerCallContext
@@ -59,6 +59,8 @@ from ranch.wire.events import ROLE_USER, TERMINAL
 from ranch.wire.middleware import SCOPE_KEY
 
 NO_EXTENSIONS: frozenset[str] = frozenset()
+ExtendedCard = Callable[[Agent, ServerCallContext], Awaitable[AgentCard]]
+"""The card `GetExtendedAgentCard` answers a caller with (catalog/extended.py)."""
 
 
 def answer_inline(agent: Agent, message: Message, call: Call) -> Message:
@@ -85,8 +87,10 @@ class RanchRequestHandler(RequestHandler):
         gateway: Callable[[], Gateway | None] = lambda: None,
         *,
         sessions: SessionStore | None = None,
+        extended_card: ExtendedCard | None = None,
     ) -> None:
         self.registry = registry
+        self._extended_card = extended_card
         self.sessions = sessions
         self._core = core
         self.limits = limits or Limits()
@@ -240,7 +244,9 @@ class RanchRequestHandler(RequestHandler):
     async def on_get_extended_agent_card(
         self, params: GetExtendedAgentCardRequest, context: ServerCallContext
     ) -> AgentCard:
-        raise ExtendedAgentCardNotConfiguredError()
+        if self._extended_card is None:  # no keys, no caller: the public card is the whole card
+            raise ExtendedAgentCardNotConfiguredError()
+        return await self._extended_card(self.registry.get(context.state.get(AGENT_KEY, "")), context)
 
     # -- helpers ------------------------------------------------------------------------------
 

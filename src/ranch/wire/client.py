@@ -5,8 +5,10 @@ reused across agents and hops: the hub keeps one for the operator's config agent
 and one, whose transport judges every connection (policy/egress.py), for the
 agents tenants register. Cards are fetched with ranch's own bounded read (a short
 timeout, a size cap; the SDK's resolver would log each whole card) and parsed by
-the SDK; they are trusted for `ttl` seconds, and a failed fetch is remembered for
-`card_retry` seconds so a team's turns do not each wait for a dead card endpoint.
+the SDK; they are trusted for `ttl` seconds, then revalidated with `If-None-Match` when the peer
+sent an `ETag` (a 304 keeps the cached card and client: no whole card is read again), and a
+failed fetch is remembered for `card_retry` seconds so a team's turns do not each wait for a
+dead card endpoint.
 Every response body, and every event of a stream, is read at most up to
 `read_limit` bytes: a member cannot make ranch buffer an unbounded reply.
 
@@ -78,6 +80,8 @@ class _CachedCard:
     fetched: float
     client: Client | None
     """None for a card listing no HTTP binding ranch speaks (a gRPC-only peer: agents/remote_grpc.py)."""
+    etag: str | None = None
+    """The peer's `ETag` for this card: the next fetch asks `If-None-Match` with it."""
 
 
 class ClientPool:
@@ -199,11 +203,15 @@ class ClientPool:
             if failed is not None and self._clock() - failed[0] < self.card_retry:
                 raise CardError(failed[1])
             try:
-                card = await self._fetch(url, headers)
+                card, etag = await self._fetch(url, headers, cached.etag if cached is not None else None)
             except CardError as exc:
                 self._failures[key] = (self._clock(), str(exc))
                 raise
             self._failures.pop(key, None)
+            if card is None:  # 304: the cached card is still the peer's card
+                assert cached is not None
+                cached.fetched = self._clock()
+                return cached
             if verify is not None:
                 verify(card)
             if headers:
@@ -212,30 +220,43 @@ class ClientPool:
                 client: Client | None = self._factory.create(card)
             except ValueError:  # no JSON-RPC or HTTP+JSON interface: the member may speak gRPC
                 client = None
-            entry = _CachedCard(card=card, fetched=self._clock(), client=client)
+            entry = _CachedCard(card=card, fetched=self._clock(), client=client, etag=etag)
             self._cards[key] = entry
             return entry
 
-    async def _fetch(self, url: str, headers: dict[str, str] | None) -> AgentCard:
-        """GET the card within `card_timeout`, reading at most `max_card_bytes`; parse it with the SDK."""
+    async def _fetch(
+        self, url: str, headers: dict[str, str] | None, etag: str | None = None
+    ) -> tuple[AgentCard | None, str | None]:
+        """GET the card within `card_timeout`, reading at most `max_card_bytes`; parse it with the SDK.
+
+        With `etag`, ask `If-None-Match`: (None, etag) when the peer answers 304 Not Modified."""
         target = f"{url.rstrip('/')}{AGENT_CARD_WELL_KNOWN_PATH}"
+        sent = dict(headers or {})
+        if etag is not None:
+            sent["If-None-Match"] = etag
         try:
             with anyio.fail_after(self.card_timeout):
-                body = await self._read_card(target, headers)
+                body, etag = await self._read_card(target, sent)
         except TimeoutError as exc:
             raise CardError(f"no card from {target} within {self.card_timeout:g}s (card_timeout)") from exc
         except httpx.HTTPError as exc:
             raise CardError(f"cannot fetch {target}: {_reason(exc)}") from exc
+        if body is None:
+            return None, etag
         try:
             data = json.loads(body)
-            return parse_agent_card(data)
+            return parse_agent_card(data), etag
         except (ValueError, json_format.ParseError) as exc:
             raise CardError(f"{target} is not a valid agent card: {exc}") from exc
 
-    async def _read_card(self, target: str, headers: dict[str, str] | None) -> bytes:
+    async def _read_card(self, target: str, headers: dict[str, str]) -> tuple[bytes | None, str | None]:
+        """The card's body and ETag; no body when the peer answers 304 to `If-None-Match`."""
         limit = self.max_card_bytes
         too_large = f"the card at {target} is larger than the limit of {limit} bytes (max_card_bytes)"
         async with self._http.stream("GET", target, headers=headers, timeout=self.card_timeout) as response:
+            etag = response.headers.get("etag")
+            if response.status_code == 304 and "If-None-Match" in headers:
+                return None, etag or headers["If-None-Match"]
             if response.is_redirect:
                 where = response.headers.get("location", "?")
                 status = response.status_code
@@ -249,7 +270,7 @@ class ClientPool:
                 body += chunk
                 if len(body) > limit:
                     raise CardError(too_large)
-            return bytes(body)
+            return bytes(body), etag
 
     async def aclose(self) -> None:
         self._cards.clear()
