@@ -113,6 +113,13 @@ def pinned(cpus: set[int] | None) -> Callable[[], None] | None:
     return lambda: os.sched_setaffinity(0, cpus)
 
 
+def load_run(command: list[str], seconds: float) -> dict[str, float]:
+    """A load process pinned to the load cores, run to its end: the JSON summary it prints."""
+    pin, limit = pinned(LOAD_CPUS), seconds + 60
+    done = subprocess.run(command, capture_output=True, text=True, check=True, timeout=limit, preexec_fn=pin)
+    return dict(json.loads(done.stdout))
+
+
 def ranch_serve(config: Path, port: int, database: Path, *flags: str, quiet_log: bool = True) -> list[str]:
     """The command that serves `config` with ranch, as users run it, rate limits off.
 

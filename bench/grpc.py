@@ -14,7 +14,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,8 +26,8 @@ from bench.common import (
     SERVER_CPUS,
     cpu_seconds,
     free_port,
+    load_run,
     percentile,
-    pinned,
     ranch_serve,
     server_process,
     table,
@@ -88,15 +87,7 @@ def load(target: str, concurrency: int, seconds: float, tenant: str = TENANT) ->
     """One gRPC load run from a separate process (pinned to the load cores)."""
     command = [sys.executable, "-m", "bench.grpc", "load", target, "--tenant", tenant]
     command += ["--concurrency", str(concurrency), "--seconds", str(seconds)]
-    done = subprocess.run(
-        command,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=seconds + 60,
-        preexec_fn=pinned(LOAD_CPUS),
-    )
-    return dict(json.loads(done.stdout))
+    return load_run(command, seconds)
 
 
 # -- the a2a-sdk's own gRPC server -------------------------------------------------------------------

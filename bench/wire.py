@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -29,8 +28,8 @@ from bench.common import (
     SERVER_CPUS,
     cpu_seconds,
     free_port,
+    load_run,
     median,
-    pinned,
     ranch_serve,
     server_process,
     table,
@@ -121,16 +120,9 @@ def load(
         command += ["--max-requests", str(cap)]
     for name, value in {**HEADERS, **headers}.items():
         command += ["--header", f"{name}:{value}"]
-    output = subprocess.run(
-        command,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=seconds + 60,
-        preexec_fn=pinned(LOAD_CPUS),
-    )
+    summary = load_run(command, seconds)
     Path(handle.name).unlink()
-    return dict(json.loads(output.stdout))
+    return summary
 
 
 @dataclass
