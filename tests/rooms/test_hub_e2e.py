@@ -272,7 +272,8 @@ def test_canceling_an_execution_stops_its_agent(tmp_path: Any) -> None:
             ),
             what="slow working",
         )
-        assert probes.BUSY["slow"] == 1
+        # the execution says working as its run starts, a moment before the agent's own code runs
+        wait_until(lambda: probes.BUSY["slow"] == 1, what="the agent running")
         canceled = admin.post(f"/executions/{execution['id']}/cancel", None, status=200)
         assert canceled["status"] == "canceled"
         wait_until(lambda: probes.BUSY["slow"] == 0, timeout=5, what="the agent stopped")
