@@ -229,3 +229,14 @@ def send_text(url: str, text: str, context_id: str, *, task_id: str = "", key: s
 def reply_text(task: dict[str, Any]) -> str:
     """The text of a task's status message (JSON), its parts joined by newlines."""
     return "\n".join(part.get("text", "") for part in task["status"]["message"]["parts"])
+
+
+def events_of(api: Api, room: str, since: int = 0) -> list[dict[str, Any]]:
+    """The room's events after `since`, as `GET /rooms/{id}/events` lists them (every page)."""
+    found: list[dict[str, Any]] = []
+    while True:
+        page = api.get(f"/rooms/{room}/events", since=since, limit=200)
+        found += page["items"]
+        if page["next_cursor"] is None:
+            return found
+        since = int(page["next_cursor"])

@@ -17,24 +17,13 @@ import anyio
 import pytest
 from websockets.sync.client import connect
 
-from _support.hubkit import ADMIN_KEY, Api, Live, serve_ranch
+from _support.hubkit import ADMIN_KEY, Api, Live, events_of, serve_ranch
 from _support.tcpproxy import TcpProxy
 from ranch import deprecation
 from ranch.client import EventView, Hub
 from ranch.deprecation import RanchDeprecationWarning
 
 CONFIG = "agents: []\n"
-
-
-def events_of(api: Api, room: str, since: int = 0) -> list[dict[str, Any]]:
-    """The room's events after `since`, as `GET /rooms/{id}/events` lists them (every page)."""
-    found: list[dict[str, Any]] = []
-    while True:
-        page = api.get(f"/rooms/{room}/events", since=since, limit=200)
-        found += page["items"]
-        if page["next_cursor"] is None:
-            return found
-        since = int(page["next_cursor"])
 
 
 def newest(api: Api, room: str) -> int:

@@ -69,7 +69,6 @@ async def test_each_caller_gets_the_card_as_they_may_use_it(tmp_path: Path, bind
 
 @pytest.mark.anyio
 async def test_the_extended_card_over_grpc(tmp_path: Path) -> None:
-    pytest.importorskip("grpc")
     from _support.grpc_client import grpc_client
 
     database = f"sqlite+aiosqlite:///{tmp_path / 'g.db'}"

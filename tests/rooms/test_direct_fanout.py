@@ -19,7 +19,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
-from _support.hubkit import ADMIN_KEY, Api, RunningRanch, serve_ranch, wait_until
+from _support.hubkit import ADMIN_KEY, Api, RunningRanch, events_of, serve_ranch, wait_until
 from _support.silent import Silent, kernel_buffers, read_all
 from ranch.api import wsframes
 from ranch.rooms import watchers
@@ -73,18 +73,6 @@ def texts_until(connection: ClientConnection, last: str) -> list[str]:
         frame = json.loads(raw)
         if frame["type"] == "message.created" and frame["data"]["text"] == last:
             return got
-
-
-def events_of(api: Api, room: str) -> list[dict[str, Any]]:
-    """The room's events as `GET /rooms/{id}/events` lists them (every page)."""
-    found: list[dict[str, Any]] = []
-    since = 0
-    while True:
-        page = api.get(f"/rooms/{room}/events", since=since, limit=200)
-        found += page["items"]
-        if page["next_cursor"] is None:
-            return found
-        since = int(page["next_cursor"])
 
 
 def stored(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
