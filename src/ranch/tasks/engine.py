@@ -235,9 +235,18 @@ class TaskEngine:
 
     def _publish(self, run: Run, event: Event) -> None:
         """Tell the run's subscribers, its webhooks when it has any, and other replicas when there are."""
+        self._push(run, event)
+        self._tell(run, event)
+
+    def _push(self, run: Run, event: Event) -> bool:
+        """Queue `event` for the task's webhooks; whether it has any."""
+        if self.push is None or not self.push.wants(run.task_id):
+            return False
+        self.push.notify(run.task_id, event)
+        return True
+
+    def _tell(self, run: Run, event: Event) -> None:
         run.publish(event)
-        if self.push is not None and self.push.wants(run.task_id):
-            self.push.notify(run.task_id, event)
         self.replicas.log(run, event)
 
     async def _apply(self, run: Run, event: Event, incoming: Message) -> bool:
@@ -325,7 +334,9 @@ class TaskEngine:
             except Exception:  # the task is stored; the sink's failure is logged, not the caller's
                 logger.exception("the sink of task %s failed to settle", run.task_id)
         if run.held is not None:
-            self._publish(run, run.held)
+            if self._push(run, run.held) and self.push is not None:
+                await self.push.held(run.task_id)  # the end is told once its webhook updates are safe
+            self._tell(run, run.held)
 
     async def _save(self, run: Run, task: Task) -> None:
         await self.saver.save(run.owner, task, runner=None if at_rest(task) else self.runner)

@@ -61,6 +61,9 @@ MAX_CONFIGS_PER_TASK = 10
 MAX_TOKEN_LENGTH = 1024
 QUEUED_UPDATES = 256
 """Updates waiting per task; beyond this, updates are dropped (and logged) rather than held forever."""
+HOLD_WAIT = 10.0
+"""Seconds a task's end waits for its updates to be held in the outbox (`PushNotifier.held`) before
+it is told anyway: a slow database delays the answer, never hangs it."""
 
 OwnerResolver = Callable[[ServerCallContext], str]
 
@@ -285,6 +288,9 @@ class PushNotifier:
         self.group = group
         self.outbox = outbox
         self._queues: dict[str, MemoryObjectSendStream[Update]] = {}
+        self._unheld: dict[str, int] = {}
+        """Per task, updates queued and not yet held in the outbox."""
+        self._all_held: dict[str, anyio.Event] = {}
         self.deliveries: list[Delivery] = []
         """The most recent deliveries (at most 100), for tests and diagnostics."""
 
@@ -296,6 +302,15 @@ class PushNotifier:
         if isinstance(event, Message):
             return  # a direct reply has no task; there is nothing to notify about
         self._queue(task_id, (payload(event), None))
+
+    async def held(self, task_id: str) -> None:
+        """Wait until every update queued for the task is held in the outbox (at most `HOLD_WAIT` s):
+        a task's end is told only once its updates would outlive this replica."""
+        if not self._unheld.get(task_id):
+            return
+        event = self._all_held.setdefault(task_id, anyio.Event())
+        with anyio.move_on_after(HOLD_WAIT):
+            await event.wait()
 
     def finish(self, task_id: str) -> None:
         """No more updates for now (the run ended); the worker drains the queue and stops."""
@@ -326,6 +341,18 @@ class PushNotifier:
             queue.send_nowait(update)
         except anyio.WouldBlock:
             logger.warning("push: task %s has %d updates waiting; dropping one", task_id, QUEUED_UPDATES)
+        else:
+            self._unheld[task_id] = self._unheld.get(task_id, 0) + 1
+
+    def _was_held(self, task_id: str) -> None:
+        left = self._unheld.get(task_id, 1) - 1
+        if left > 0:
+            self._unheld[task_id] = left
+            return
+        self._unheld.pop(task_id, None)
+        event = self._all_held.pop(task_id, None)
+        if event is not None:
+            event.set()
 
     async def _work(self, task_id: str, receive: MemoryObjectReceiveStream[Update]) -> None:
         """Hold each update in the outbox as it comes, and send them in order behind."""
@@ -334,8 +361,11 @@ class PushNotifier:
             group.start_soon(self._send_held, task_id, ready)
             async with held:
                 async for body, seq in receive:
-                    if seq is None:
-                        seq = await self._hold(task_id, body)
+                    try:
+                        if seq is None:
+                            seq = await self._hold(task_id, body)
+                    finally:
+                        self._was_held(task_id)
                     await held.send((body, seq))
 
     async def _send_held(self, task_id: str, ready: MemoryObjectReceiveStream[Update]) -> None:
