@@ -160,11 +160,16 @@ def test_watchers_of_a_room_each_get_every_post() -> None:
 def test_tracing_compares_off_and_on_with_no_errors() -> None:
     output = run_bench("bench.tracing", "0.5", "1")
     table = rows(output, "Tracing, off and on")
-    assert [row["server"] for row in table] == ["tracing off", "tracing on"] * 2
+    samplers = ["tracing off", "always_on", "parentbased_traceidratio 0.1"]
+    assert [row["server"] for row in table] == samplers * 2
     assert all(row["errors"] == "0" and float(row["req/s"].replace(",", "")) > 0 for row in table), table
-    paired = rows(output, "Tracing, side by side")  # both servers on one core at once
-    assert [row["operation"] for row in paired] == ["SendMessage to echo", "team turn, 3 hops"]
-    assert all(row["errors"] == "0" and float(row["on/off req/s, median"].rstrip("x")) > 0 for row in paired)
+    paired = rows(output, "Tracing, side by side")  # a traced server and the off one on one core at once
+    operations = ["SendMessage to echo", "team turn, 3 hops of 1 ms"]
+    assert [(row["operation"], row["sampler"]) for row in paired] == [
+        (operation, sampler) for operation in operations for sampler in samplers[1:]
+    ]
+    ratios = [float(row["traced/off req/s, median"].rstrip("x")) for row in paired]
+    assert all(row["errors"] == "0" for row in paired) and all(ratio > 0 for ratio in ratios), paired
 
 
 def test_growth_measures_each_step_and_the_write_cost_through_python_m_bench() -> None:

@@ -1,7 +1,7 @@
 """Random ids (UUID version 4 strings) without a system call per id.
 
 `uuid.uuid4()` asks the kernel for 16 random bytes every time; under load that
-system call was 11 % of a SendMessage (bench/README.md). `new_id` takes its bytes
+system call was a visible share of a SendMessage (bench/README.md). `new_id` takes its bytes
 from a 4 KiB block of `os.urandom`, so ids stay unpredictable (context ids name
 conversations) at one system call per 256 ids; a block is formatted at once and ids
 are popped from it. A forked child starts a new block.

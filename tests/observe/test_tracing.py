@@ -205,11 +205,11 @@ def test_one_trace_across_two_ranch_servers(tmp_path: Path) -> None:
 
 
 def test_a_request_without_a_trace_exports_its_span_with_its_outcome(tmp_path: Path) -> None:
-    """The lean tracer's request span (described when exported): its name, attributes, status and
-    trace id, the one the answer's `x-trace-id` names; a failed request's span says so."""
+    """A new trace's request span, exported over OTLP/HTTP by the SDK: its name, attributes, status
+    and trace id, the one the answer's `x-trace-id` names; a failed request's span says so."""
     with receiving() as receiver:
         (tmp_path / "t.yaml").write_text(TEAM)
-        with serve_process(tmp_path / "t.yaml", tmp_path, receiver.endpoint, "ranch-lean") as server:
+        with serve_process(tmp_path / "t.yaml", tmp_path, receiver.endpoint, "ranch-sdk") as server:
             answers = [send(f"{server.url}/a2a/agents/desk", f"done {n}") for n in range(3)]
             missing = httpx.post(f"{server.url}/a2a/agents/nobody", json={}, timeout=10)
             traces = [answer.headers["x-trace-id"] for answer in answers]

@@ -90,16 +90,17 @@ def test_the_lines_of_one_tick_are_written_together_when_it_ends(tmp_path: Path)
     target = tmp_path / "access.log"
 
     async def three_requests_in_one_tick(log: AccessLog) -> tuple[str, str]:
-        for path in ("/a", "/b", "/c"):
-            log("POST", path, b"", 200, 0.001, TRACE, "127.0.0.9")
-        during = target.read_text()
-        await asyncio.sleep(0)
-        return during, target.read_text()
+        async with log:  # as the hub's lifespan enters it: its writer task writes each tick's lines
+            for path in ("/a", "/b", "/c"):
+                log("POST", path, b"", 200, 0.001, TRACE, "127.0.0.9")
+            during = target.read_text()
+            await asyncio.sleep(0)
+            return during, target.read_text()
 
     with target.open("w") as stream:
         log = AccessLog(stream, json=False)
         during, after = asyncio.run(three_requests_in_one_tick(log))
-        log("POST", "/d", b"", 200, 0.001, TRACE, "127.0.0.9")  # no event loop: written at once
+        log("POST", "/d", b"", 200, 0.001, TRACE, "127.0.0.9")  # not entered: written at once
         outside = target.read_text()
     assert during == ""
     assert [line.split()[4] for line in after.splitlines()] == ["/a", "/b", "/c"]
@@ -130,9 +131,10 @@ def test_no_write_is_larger_than_a_pipe_takes_whole(tmp_path: Path, monkeypatch:
     target = tmp_path / "access.log"
 
     async def many_requests_in_one_tick(log: AccessLog) -> None:
-        for index in range(200):
-            log("POST", f"/a2a/agents/agent-{index}", b"", 200, 0.001, TRACE, "127.0.0.9")
-        await asyncio.sleep(0)
+        async with log:
+            for index in range(200):
+                log("POST", f"/a2a/agents/agent-{index}", b"", 200, 0.001, TRACE, "127.0.0.9")
+            await asyncio.sleep(0)
 
     with target.open("w") as stream:
         asyncio.run(many_requests_in_one_tick(AccessLog(stream)))

@@ -195,7 +195,7 @@ class RemoteAgent(Agent):
         in_flight = ""
         meter = ReplyMeter(self._pool.max_reply_bytes)
         # The SDK's stream is left to the event loop's async-generator finaliser once the answer is
-        # in: closing it here waits on the peer's end of the stream (about 50 ms per call, measured).
+        # in: closing it here waits on the peer's end of the stream (bench/README.md, figures moved).
         with self._translate_errors():
             try:
                 async for response in stream:

@@ -85,7 +85,7 @@ def document(operations: Sequence[Operation], prefix: str) -> dict[str, Any]:
 @functools.cache
 def served(operations: tuple[Operation, ...], prefix: str) -> bytes:
     """The document's JSON, made once per process: it changes only with the code, and making it
-    (pydantic's schemas of every model) cost each new app about 90 ms of CPU."""
+    (pydantic's schemas of every model) cost each new app noticeable CPU (bench/README.md)."""
     return orjson.dumps(document(operations, prefix))
 
 

@@ -1,8 +1,8 @@
 """A room event's WebSocket frame, built once, written straight to each idle watcher's socket.
 
 Through the ASGI `websocket.send`, every watcher of an event costs a task wake-up (its writer),
-Starlette's WebSocket object, uvicorn's protocol and the `websockets` framing: about 50-100 µs of
-server CPU per delivery, seconds for a room of 10,000 watchers (bench/README.md, watchers). A
+Starlette's WebSocket object, uvicorn's protocol and the `websockets` framing: seconds of server
+CPU for a room of 10,000 watchers (bench/README.md, watchers). A
 server frame (FIN, text opcode, unmasked, length, payload; ranch serves no compression) is the same
 bytes for every watcher, so `text_frame` builds it once per event and `DirectSocket` writes those
 bytes to a connection's transport itself, while its writer task waits for work (rooms/watchers.py).

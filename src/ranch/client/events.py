@@ -103,7 +103,7 @@ class EventStream:
         while not self._closed:
             try:
                 # no per-message deflate: the hub sends every watcher of a room the same text, and
-                # compressing it again per connection would cost the hub ~40 KiB and a deflate a watcher
+                # compressing it again per connection would cost the hub memory and a deflate a watcher
                 async with connect(
                     url, additional_headers=headers, proxy=None, open_timeout=10, compression=None
                 ) as connection:

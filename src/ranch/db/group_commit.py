@@ -13,6 +13,12 @@ the group (the task's save that ends the same turn), or on its own after `linger
 A team's conversation is written that way: the task that answers its turn is stored in the
 same transaction as the conversation, or after it, never before. `GroupWriter` is one
 statement's view of a group.
+
+A group is an async context manager: the hub's lifespan enters it, and while it is entered its
+flushes and its linger run in its own task group (a writer cancelled mid-write never strands the
+others' rows), and leaving it commits what is queued (within `CLOSE_WITHIN`). A group never
+entered (a store made on its own, in a script or a test) flushes in the writer's task, shielded
+from the writer's cancellation; its deferred rows go with the next write or `settle()`.
 """
 
 from __future__ import annotations
@@ -21,8 +27,11 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
+import anyio
+from anyio.abc import TaskGroup
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Executable
 
@@ -63,55 +72,77 @@ class CommitGroup:
         self.max_batch = max_batch
         self.linger = linger
         self._pending: list[_Pending] = []
-        self._flusher: asyncio.Task[None] | None = None
-        self._timer: asyncio.TimerHandle | None = None
+        self._group: TaskGroup | None = None
+        self._flushed: anyio.Event | None = None
+        """Set when the flush in flight ends; None while none is."""
+        self._lingering = False
+
+    async def __aenter__(self) -> Self:
+        group = anyio.create_task_group()
+        await group.__aenter__()
+        self._group = group
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
 
     async def write(self, statement: Executable, row: Row) -> None:
         """Store `row` with `statement`; returns once it is committed, raises what storing it raised."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._pending.append(_Pending(statement, row, future))
-        self._start()
+        await self._start()
         await future
 
     def defer(self, statement: Executable, row: Row) -> None:
-        """Queue `row`: it is committed with the next write, or within `linger` seconds."""
+        """Queue `row`: it is committed with the next write, or within `linger` seconds (while the
+        group is entered; else with the next write or `settle`)."""
         self._pending.append(_Pending(statement, row, None))
-        if self._timer is None and not self._flushing():
-            self._timer = asyncio.get_running_loop().call_later(self.linger, self._start)
+        if self._group is not None and not self._lingering and self._flushed is None:
+            self._lingering = True
+            self._group.start_soon(self._linger)
 
     async def settle(self) -> None:
         """Return once every row queued so far is committed (or has failed)."""
-        if not self._pending and not self._flushing():
-            return
-        self._start()
-        while self._flusher is not None and not self._flusher.done():
-            await asyncio.shield(self._flusher)
+        while self._pending or self._flushed is not None:
+            flushed = self._flushed
+            if flushed is None:
+                await self._start()
+            else:
+                await flushed.wait()
 
     async def aclose(self, within: float = CLOSE_WITHIN) -> None:
         """Let the rows queued so far be committed, for at most `within` seconds, then stop: the
         engine may be disposed after this (a flush left running would use it after it is gone)."""
-        try:
-            await asyncio.wait_for(self.settle(), within)
-        except TimeoutError:
+        with anyio.move_on_after(within, shield=True) as waited:
+            await self.settle()
+        if waited.cancelled_caught:
             logger.warning("%d queued row(s) not committed at shutdown", len(self._pending))
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        flusher = self._flusher
-        if flusher is not None and not flusher.done():
-            flusher.cancel()
-            await asyncio.gather(flusher, return_exceptions=True)
+        group, self._group = self._group, None
+        if group is not None:
+            group.cancel_scope.cancel()
+            await group.__aexit__(None, None, None)
 
-    def _flushing(self) -> bool:
-        return self._flusher is not None and not self._flusher.done()
+    async def _linger(self) -> None:
+        try:
+            await anyio.sleep(self.linger)
+        finally:
+            self._lingering = False
+        if self._flushed is None:
+            await self._start()
 
-    def _start(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if self._pending and not self._flushing():
-            # a task of its own: a caller cancelled mid-write never strands the others' rows
-            self._flusher = asyncio.ensure_future(self._flush())
+    async def _start(self) -> None:
+        """Flush what is pending unless a flush is in flight (it takes what comes meanwhile): in the
+        group's task group when entered, else here, shielded."""
+        if not self._pending or self._flushed is not None:
+            return
+        self._flushed = anyio.Event()
+        if self._group is not None:
+            self._group.start_soon(self._flush)
+        else:
+            with anyio.CancelScope(shield=True):
+                await self._flush()
 
     async def _flush(self) -> None:
         batch: list[_Pending] = []
@@ -127,12 +158,17 @@ class CommitGroup:
                 else:
                     for pending in batch:
                         pending.settle()
-        except BaseException:  # the loop is shutting down: no caller waits forever
+                batch = []
+        except BaseException:  # the group is closing: no caller waits forever
             for pending in batch + self._pending:
-                if pending.future is not None:
+                if pending.future is not None and not pending.future.done():
                     pending.future.cancel()
             self._pending.clear()
             raise
+        finally:
+            flushed, self._flushed = self._flushed, None
+            if flushed is not None:
+                flushed.set()
 
     async def _one_by_one(self, batch: list[_Pending]) -> None:
         for pending in batch:

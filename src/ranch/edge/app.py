@@ -35,7 +35,6 @@ from ranch.edge.guards import (
 from ranch.exceptions import RanchError, RateLimited
 from ranch.identity.principal import PRINCIPAL_KEY
 from ranch.observe import metrics, tracing
-from ranch.observe.lean import RequestSpan
 from ranch.policy.logs import TRACE_ID, AccessLog, trace_id_from
 from ranch.wire.fastpath import FastHandler, read_body, replay, send_json
 
@@ -74,12 +73,8 @@ class EdgeApp(Starlette):
         trace_id = trace_id_from(call.traceparent)
         if tracing.tracer() is None:
             span = None  # tracing off
-        elif not call.traceparent:  # a new trace: the lean tracer's request span, described later
-            span = tracing.request_span(trace_id, call, _describe)
-            if span is None:
-                span = _server_span(call, scope, trace_id)  # (another tracer)
         else:
-            span = _server_span(call, scope, trace_id)
+            span = _server_span(call, scope)
             if span is not None:
                 trace_id = tracing.trace_id_of(span)  # the caller's, unless its traceparent was not valid
         scope[TRACE_KEY] = trace_id
@@ -206,16 +201,15 @@ def _method(method: str) -> str:
     return method if method in _METHODS else "_OTHER"
 
 
-def _server_span(call: Call, scope: Scope, trace_id: str) -> Span | None:
-    """The request's SERVER span made the general way, continuing the caller's trace when it sent a
-    `traceparent` (the lean tracer's `request_span` is the quick way for a new trace)."""
+def _server_span(call: Call, scope: Scope) -> Span | None:
+    """The request's SERVER span, continuing the caller's trace when it sent a `traceparent`."""
     name, attributes = _describe(call, None)
     parent = tracing.incoming(scope["headers"]) if call.traceparent else None
-    return tracing.start(name, dict(attributes), parent=parent, kind=SpanKind.SERVER, bounded=True)
+    return tracing.start(name, dict(attributes), parent=parent, kind=SpanKind.SERVER)
 
 
 _described: dict[tuple[Any, ...], tuple[str, dict[str, Any]]] = {}
-"""`_describe`'s answers: equal requests get the same tuple (the tracer encodes each tuple once)."""
+"""`_describe`'s answers: equal requests get the same tuple, made once."""
 
 
 def _describe(call: Call, outcome: tuple[int, str | None] | None) -> tuple[str, dict[str, Any]]:
@@ -254,9 +248,6 @@ def _end_server_span(span: Span, scope: Scope, status: int) -> None:
     org = None if principal is None else principal.org_id
     if status >= 500:
         span.set_status(Status(StatusCode.ERROR, f"HTTP {status}"))
-    if type(span) is RequestSpan:
-        span.answered((status, org))  # read by `_describe` when the span is exported
-        return
     span.set_attribute("http.response.status_code", status)
     if org is not None:
         span.set_attribute("ranch.org", org)

@@ -217,7 +217,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         super().handle_websocket_upgrade()
         address, self._address = self._address, None
         if address is not None:  # counted until the WebSocket's connection ends; the release holds
-            # the count, not this protocol (kept alive for the socket's life, it cost 7 KiB a watcher)
+            # the count, not this protocol (kept alive for the socket's life, it cost memory a watcher)
             _then_release(self.transport.get_protocol(), partial(_release_from, self._open, address))
 
 

@@ -59,10 +59,6 @@ _READ = frozenset(
 class Entry(enum.Enum):
     """Which of the server's entries a request is for: it decides the guards and the error format."""
 
-    __hash__ = object.__hash__
-    """By identity, as members compare: one C call, where Enum's own hash is a Python one (requests
-    hash their entry in sets and keys)."""
-
     A2A = "a2a"
     """An agent's bindings: JSON-RPC or HTTP+JSON, A2A 1.0 or 0.3."""
     CARD = "card"

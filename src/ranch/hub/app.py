@@ -325,7 +325,9 @@ class Hub:
                 "set the same secret on every replica (docs/deploy.md)"
             )
         async with AsyncExitStack() as stack:
-            stack.callback(tracing.flush)
+            await stack.enter_async_context(tracing.exporting())  # the last spans go out as it stops
+            if self.settings.access_log is not None:  # its writer task lives as long as the hub
+                await stack.enter_async_context(self.settings.access_log)
             stack.push_async_callback(self.pool.aclose)
             stack.push_async_callback(self.tenant_pool.aclose)
             stack.push_async_callback(self.registry.aclose)
@@ -335,8 +337,8 @@ class Hub:
             await self.registry.open()
             engine = open_engine(self.settings.database_url, busy_timeout=self.settings.sqlite_busy_timeout)
             stack.push_async_callback(engine.dispose)
-            commits = CommitGroup(engine)  # a turn's conversation commits with its task
-            stack.push_async_callback(commits.aclose)  # before the engine is disposed
+            # a turn's conversation commits with its task; left (rows committed) before the engine goes
+            commits = await stack.enter_async_context(CommitGroup(engine))
             store = SqlTaskStore(engine, owner_resolver=owner_of, commits=commits)
             await migrate.upgrade(engine)
             replicas = await stack.enter_async_context(Replicas(engine, lease=self.settings.lease))

@@ -1,13 +1,16 @@
 """OpenTelemetry traces: off unless an exporter is configured, and then a span per request, turn,
 hop and outbound call.
 
-ranch is configured the standard way, by the `OTEL_*` environment variables
-(docs/observability.md): `OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`
-(OTLP over HTTP), or `OTEL_TRACES_EXPORTER=otlp|console`; `OTEL_SDK_DISABLED=true` wins over
-both. `from_environment` then installs a `TracerProvider` with a batch processor (spans leave
-the process off the request's path), the W3C `traceparent`/`tracestate` propagation, and the
-httpx instrumentation, so every outbound call (remote members, MCP servers over HTTP, model
-providers, push webhooks) is a client span that carries the trace.
+ranch traces through the OpenTelemetry SDK, configured the standard way by the `OTEL_*` environment
+variables (docs/observability.md): `OTEL_EXPORTER_OTLP_ENDPOINT` or
+`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, or `OTEL_TRACES_EXPORTER=otlp|console`; `OTEL_SDK_DISABLED=true`
+wins over both. `from_environment` then installs the SDK's `TracerProvider` (its sampler from
+`OTEL_TRACES_SAMPLER`), a `BatchSpanProcessor` (spans leave the process off the request's path) and
+the OTLP exporter `OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL` names (`http/protobuf` or `grpc`), which
+read their own endpoint, headers, compression, timeout and certificates. It also instruments httpx,
+so every outbound call (remote members, MCP servers over HTTP, model providers, push webhooks) is a
+client span that carries the trace. `exporting()`, entered by the hub's lifespan, flushes what is
+left as the server stops.
 
 With tracing off, `tracer()` is None and every call site skips its span on one `is None`
 check: nothing is built, nothing is looked up.
@@ -17,39 +20,30 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar, Token
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
+import anyio
 import httpx
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.context.contextvars_context import ContextVarsRuntimeContext
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from ranch._version import __version__
-from ranch.observe.lean import (
-    REQUEST_SPAN,
-    SPAN_KEY,
-    BatchExporter,
-    Describe,
-    LeanSpan,
-    LeanTracer,
-    LeanTracerProvider,
-    RequestSpan,
-    bounded_all,
-)
-from ranch.observe.otlp import MAX_VALUE_CHARS
 
 logger = logging.getLogger(__name__)
 
 SERVICE_NAME = "ranch"
 """The `service.name` spans carry unless `OTEL_SERVICE_NAME` or `OTEL_RESOURCE_ATTRIBUTES` say otherwise."""
+MAX_VALUE_CHARS = 1024
+"""The longest string value a call site puts on a span (a path, an agent id): cut to it, whatever a
+caller sends, so a queued span's size is bounded."""
+FLUSH_WITHIN_MS = 5000
+"""How long a stopping server waits for its last spans to be exported."""
 _PROPAGATOR = TraceContextTextMapPropagator()
-__all__ = ["MAX_VALUE_CHARS"]  # (the longest string value a span exports: call sites cut theirs to it)
 _tracer: Tracer | None = None
 _installed = False
 _trace_url: str | None = None
@@ -95,34 +89,20 @@ def configured(environ: Mapping[str, str] | None = None) -> bool:
 
 
 def from_environment() -> bool:
-    """Install tracing as the `OTEL_*` variables ask, once per process; True when it is on.
-
-    OTLP export goes through ranch's lean tracer (`observe.lean`, a fraction of the SDK's cost per
-    span); the console exporter, a configured sampler (`OTEL_TRACES_SAMPLER`) or `RANCH_TRACER=sdk`
-    get the OpenTelemetry SDK's own provider.
-    """
+    """Install tracing as the `OTEL_*` variables ask, once per process; True when it is on."""
     global _installed
     if _installed or not configured():
         return _tracer is not None
     from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
-    from opentelemetry.sdk.resources import Resource
 
-    env = os.environ
-    named = env.get("OTEL_SERVICE_NAME") or "service.name=" in env.get("OTEL_RESOURCE_ATTRIBUTES", "")
-    resource = Resource.create({} if named else {"service.name": SERVICE_NAME})  # the OTEL_* name wins
-    console = env.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "console"
-    provider: trace.TracerProvider
-    if console or env.get("OTEL_TRACES_SAMPLER") or env.get("RANCH_TRACER", "").lower() == "sdk":
-        provider = _sdk_provider(resource, console)
-    else:
-        provider = LeanTracerProvider(BatchExporter.from_environment(dict(resource.attributes)))
+    provider = _sdk_provider(os.environ)
     trace.set_tracer_provider(provider)
     HTTPXClientInstrumentor().instrument(
         tracer_provider=provider, request_hook=_no_query, async_request_hook=_no_query_async
     )
     enable(provider)
     _installed = True
-    logger.info("tracing on: spans are exported by %s", type(provider).__name__)
+    logger.info("tracing on: spans are exported by the OpenTelemetry SDK")
     return True
 
 
@@ -139,28 +119,70 @@ async def _no_query_async(span: Span, request: Any) -> None:
     _no_query(span, request)
 
 
-def _sdk_provider(resource: Any, console: bool) -> trace.TracerProvider:
+def _sdk_provider(env: Mapping[str, str]) -> trace.TracerProvider:
+    """The SDK's provider (sampler from `OTEL_TRACES_SAMPLER`) with a batch processor and the exporter
+    the environment names."""
+    from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    exporter: SpanExporter
-    if console:
-        exporter = ConsoleSpanExporter()
-    else:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-        exporter = OTLPSpanExporter()  # endpoint, headers, timeout: from the OTEL_EXPORTER_OTLP_* variables
+    named = env.get("OTEL_SERVICE_NAME") or "service.name=" in env.get("OTEL_RESOURCE_ATTRIBUTES", "")
+    resource = Resource.create({} if named else {"service.name": SERVICE_NAME})  # the OTEL_* name wins
     provider = TracerProvider(resource=resource)
-    provider.add_span_processor(BatchSpanProcessor(exporter))
+    provider.add_span_processor(BatchSpanProcessor(exporter(env)))
     return provider
 
 
+PROTOCOLS = ("http/protobuf", "grpc")
+
+
+def exporter(env: Mapping[str, str]) -> Any:
+    """The span exporter `OTEL_TRACES_EXPORTER` and `OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL` name; each
+    reads the rest of its settings (endpoint, headers, compression, certificates) itself."""
+    if env.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "console":
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+        return ConsoleSpanExporter()
+    named = env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+    protocol = (named or PROTOCOLS[0]).strip()
+    if protocol == "grpc":
+        try:
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (  # type: ignore[import-not-found, unused-ignore]
+                OTLPSpanExporter as GrpcExporter,
+            )
+        except ImportError as exc:
+            raise RuntimeError(
+                "OTEL_EXPORTER_OTLP_PROTOCOL=grpc needs opentelemetry-exporter-otlp-proto-grpc "
+                "(pip install 'opentelemetry-exporter-otlp-proto-grpc')"
+            ) from exc
+        return GrpcExporter()
+    if protocol != "http/protobuf":
+        raise ValueError(
+            f"OTEL_EXPORTER_OTLP_PROTOCOL: {protocol!r} is not supported (one of: {', '.join(PROTOCOLS)})"
+        )
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    return OTLPSpanExporter()
+
+
 def flush() -> None:
-    """Export the spans still buffered (as the server stops; the provider also does at exit)."""
-    provider = trace.get_tracer_provider()
-    force_flush = getattr(provider, "force_flush", None)
+    """Export the spans still buffered (blocks: the provider's batch thread does the export)."""
+    force_flush = getattr(trace.get_tracer_provider(), "force_flush", None)
     if _installed and force_flush is not None:
-        force_flush(5000)
+        force_flush(FLUSH_WITHIN_MS)
+
+
+@asynccontextmanager
+async def exporting() -> AsyncIterator[None]:
+    """The span export's part in a server's lifespan: on the way out, the spans still buffered are
+    exported, from a worker thread so the event loop keeps serving what else is stopping. The batch
+    processor's thread itself is the SDK's, stopped by its provider at exit."""
+    try:
+        yield
+    finally:
+        if _installed:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(flush)
 
 
 # -- helpers for the call sites -------------------------------------------------------------------
@@ -180,11 +202,10 @@ def incoming(headers: Iterable[tuple[bytes, bytes]]) -> Context | None:
 def traceparent() -> str | None:
     """The W3C `traceparent` of the current span, to store with work that another task or replica
     picks up later; None when there is none."""
-    current = current_span()
-    if not current.get_span_context().is_valid:
+    if not trace.get_current_span().get_span_context().is_valid:
         return None
     carrier: dict[str, str] = {}
-    _PROPAGATOR.inject(carrier, trace.set_span_in_context(current))
+    _PROPAGATOR.inject(carrier)
     return carrier.get("traceparent")
 
 
@@ -193,36 +214,21 @@ def resumed(parent: str | None) -> Context | None:
     return _PROPAGATOR.extract({"traceparent": parent}) if parent else None
 
 
-def request_span(trace_hex: str, subject: Any, describe: Describe) -> Span | None:
-    """A new trace's SERVER span (trace id `trace_hex`, 32 hex digits) for a request that came with no
-    `traceparent`, when the lean tracer can make it cheaply (`lean.RequestSpan`:
-    `describe(subject, span.outcome)` names it and gives its attributes when it is exported); None
-    when tracing is off or another tracer is in use."""
-    active = _tracer
-    if type(active) is LeanTracer:
-        return RequestSpan(trace_hex, subject, describe, active.scope, active.exporter)
-    return None
-
-
 def trace_id_of(span: Span) -> str:
-    if type(span) is RequestSpan:
-        return span.trace_hex
-    if isinstance(span, LeanSpan):
-        return "%032x" % span.trace_id  # noqa: UP031 (the fastest of Python's ways to write it)
-    return "%032x" % span.get_span_context().trace_id  # noqa: UP031
+    return format(span.get_span_context().trace_id, "032x")
 
 
-def start(name: str, attributes: dict[str, Any] | None = None, *, parent: Span | Context | None = None,
-          kind: SpanKind = SpanKind.INTERNAL, bounded: bool = False) -> Span | None:  # fmt: skip
-    """A span under `parent` (a span, a context, or the current span), or None while tracing is off.
-    `attributes` are a dict made for this span; `bounded`: its values are already within
-    `lean.bounded`'s limits, so the lean tracer keeps the dict as it is (a request's span)."""
+def start(
+    name: str,
+    attributes: dict[str, Any] | None = None,
+    *,
+    parent: Span | Context | None = None,
+    kind: SpanKind = SpanKind.INTERNAL,
+) -> Span | None:
+    """A span under `parent` (a span, a context, or the current span), or None while tracing is off."""
     active = _tracer
     if active is None:
         return None
-    if type(active) is LeanTracer:
-        values = attributes if bounded and attributes is not None else bounded_all(attributes or {})
-        return active.start_owned(name, parent, kind, values)
     # a Context is a dict: that check is cheap, where one against the abstract Span is not
     context = parent if parent is None or isinstance(parent, dict) else trace.set_span_in_context(parent)
     return active.start_span(name, context=context, kind=kind, attributes=attributes)
@@ -230,55 +236,21 @@ def start(name: str, attributes: dict[str, Any] | None = None, *, parent: Span |
 
 def attach(span: Span) -> object:
     """Make `span` current until `detach` with the token this returns (no context manager)."""
-    current = _CURRENT
-    if current is not None:  # opentelemetry's own variable, without the two calls around it
-        base = current.get()
-        return current.set(Context({**base, SPAN_KEY: span} if base else {SPAN_KEY: span}))
-    return otel_context.attach(Context({**otel_context.get_current(), SPAN_KEY: span}))
+    return otel_context.attach(trace.set_span_in_context(span))
 
 
-def enter(span: Span) -> object:
-    """Make a request's span current for the request, until `detach` with the token this returns.
-
-    The lean tracer's request span goes in `REQUEST_SPAN` when nothing is current in
-    OpenTelemetry's context (a server's request, always): no context is built for it, and spans
-    started without a parent while no other span is current take it as theirs (`LeanTracer`), as
-    outbound calls and `traceparent` do. Any other span, or a request served inside a span (an
-    in-process call), is attached to OpenTelemetry's context."""
-    current = _CURRENT
-    if type(span) is RequestSpan and current is not None and not current.get():
-        return REQUEST_SPAN.set(span)
-    return attach(span)
+enter = attach
+"""A request's span made current for the request (its children: the turn, the hops, outbound calls)."""
 
 
 def detach(token: object) -> None:
-    """Undo the `attach` or `enter` that returned `token`."""
-    if type(token) is Token and (token.var is _CURRENT or token.var is REQUEST_SPAN):
-        token.var.reset(token)
-    else:
-        otel_context.detach(token)  # type: ignore[arg-type]  # (another runtime context's token)
+    """Undo the `attach` that returned `token`."""
+    otel_context.detach(token)  # type: ignore[arg-type]  # (attach's token, typed as object for callers)
 
 
 def current_span() -> Span:
-    """The span current here: OpenTelemetry's, else the request's (`enter`); INVALID_SPAN if none."""
-    current = trace.get_current_span()
-    if current.get_span_context().is_valid:
-        return current
-    return REQUEST_SPAN.get() or current
-
-
-def _current_variable() -> ContextVar[Context] | None:
-    """The context variable opentelemetry keeps the current context in, when its runtime context is
-    the standard one (`OTEL_PYTHON_CONTEXT` may name another: then its API is used)."""
-    runtime = getattr(otel_context, "_RUNTIME_CONTEXT", None)
-    if type(runtime) is ContextVarsRuntimeContext:
-        variable = getattr(runtime, "_current_context", None)
-        if isinstance(variable, ContextVar):
-            return variable
-    return None
-
-
-_CURRENT = _current_variable()
+    """The span current here (INVALID_SPAN if none)."""
+    return trace.get_current_span()
 
 
 @contextmanager

@@ -100,7 +100,7 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
 def tls_context(trust_env: bool = True) -> ssl.SSLContext:
     """The certificate-checking TLS context every outbound client of this process shares.
 
-    httpx makes one per client and parses the whole CA bundle each time (about 20 ms of CPU), and
+    httpx makes one per client and parses the whole CA bundle each time (milliseconds of CPU), and
     each app makes several clients. Sharing is safe: ranch loads no client certificate into it, and
     every ranch client speaks HTTP/1.1, so the ALPN list httpcore sets on each connection is always
     the same. `trust_env` reads SSL_CERT_FILE / SSL_CERT_DIR as httpx does, once per process.

@@ -20,7 +20,6 @@ when it can hold something to scrub. Lines and records are JSON, or text for a p
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
@@ -33,7 +32,12 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, TextIO
+from types import TracebackType
+from typing import Any, Literal, Self, TextIO
+
+import anyio
+from anyio import TASK_STATUS_IGNORED
+from anyio.abc import TaskGroup, TaskStatus
 
 from ranch.ids import random_hex
 
@@ -362,9 +366,10 @@ class AccessLog:
     A path goes into the line as it is unless `NEEDS_CARE` finds something in it; only those
     are clipped, scrubbed and escaped like a record's fields. The line-ready form of each short
     path is kept (a few thousand; all dropped when full), and the time of day is formatted once
-    per second. When the stream has a file descriptor, the lines of one event-loop tick go to it
-    in one `os.write` at the end of that tick (under load, many requests end in one tick, and a
-    system call per line was most of the log's cost); else each goes to `stream.write`.
+    per second. When the stream has a file descriptor and the log is entered (`async with`, as the
+    hub's lifespan does), the lines of one event-loop tick go to it in one `os.write` at the end of
+    that tick, by a writer task the log owns (under load, many requests end in one tick, and a
+    system call per line was most of the log's cost); else each goes out as it is made.
     """
 
     def __init__(self, stream: TextIO, *, json: bool = True) -> None:
@@ -380,6 +385,34 @@ class AccessLog:
         self._pending: list[bytes] = []
         """Lines of this event-loop tick, not written yet (`flush` writes them)."""
         self._pending_bytes = 0
+        self._group: TaskGroup | None = None
+        self._lines: anyio.Event | None = None
+        """Set by a tick's first line: the writer task writes them when it wakes, after that tick."""
+
+    async def __aenter__(self) -> Self:
+        if self._group is None:  # (entered once: a second hub sharing the log leaves it to the first)
+            group = anyio.create_task_group()
+            await group.__aenter__()
+            self._group = group
+            self._lines = anyio.Event()
+            await group.start(self._write_ticks)  # waiting for a tick's lines before a request ends
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        group, self._group, self._lines = self._group, None, None
+        if group is not None:
+            group.cancel_scope.cancel()
+            await group.__aexit__(None, None, None)
+        self.flush()
+
+    async def _write_ticks(self, *, task_status: TaskStatus[None] = TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        while self._lines is not None:
+            await self._lines.wait()
+            self._lines = anyio.Event()
+            self.flush()
 
     @classmethod
     def on(cls, handler: logging.StreamHandler[TextIO]) -> AccessLog:
@@ -418,11 +451,10 @@ class AccessLog:
             self.flush()
         self._pending.append(data)
         self._pending_bytes += len(data)
-        if len(self._pending) == 1:  # the tick's first line: write them all when the tick ends
-            try:
-                asyncio.get_running_loop().call_soon(self.flush)
-            except RuntimeError:  # no event loop: nothing will come back for it
-                self.flush()
+        if self._lines is None or self._group is None:  # not entered: no writer task to wait for
+            self.flush()
+        elif len(self._pending) == 1:  # the tick's first line: the writer writes them all after the tick
+            self._lines.set()
 
     def flush(self) -> None:
         """Write the pending lines now, in one call."""

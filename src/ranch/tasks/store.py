@@ -1,7 +1,7 @@
 """ranch's task store: one upsert per save, tasks kept as protobuf bytes.
 
 The a2a-sdk's `DatabaseTaskStore` (an ORM `merge`, i.e. a SELECT then an
-INSERT/UPDATE, with every field through `MessageToDict`) took about 80 % of the
+INSERT/UPDATE, with every field through `MessageToDict`) took most of the
 server's CPU per team turn (bench/README.md, Scale). This store implements the
 same `TaskStore` interface with one `INSERT ... ON CONFLICT DO UPDATE` (saves made
 at the same time share a transaction: `ranch.db.group_commit`) and the

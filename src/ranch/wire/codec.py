@@ -94,7 +94,7 @@ _STATE_NUMBERS = frozenset(TaskState.values())
 
 
 def to_json(message: Proto) -> dict[str, Any]:
-    """The JSON form A2A puts on the wire: exactly `MessageToDict(message)`, about 4x faster.
+    """The JSON form A2A puts on the wire: exactly `MessageToDict(message)`, faster (bench/README.md).
 
     Same rules: fields that are set (`ListFields`), camelCase names, enums by name,
     bytes in base64, int64 as strings, Struct / Value / Timestamp in their JSON forms.

@@ -6,7 +6,7 @@ from a2a.types import Message, Role, Task, TaskArtifactUpdateEvent, TaskState, T
 from google.protobuf.struct_pb2 import Struct
 
 # Enum values read once: each `TaskState.TASK_STATE_X` goes through protobuf's Python
-# `__getattr__` (about 1.4 us a read), and hot paths read them on every hop.
+# `__getattr__` (slow for a constant), and hot paths read them on every hop.
 ROLE_USER = Role.ROLE_USER
 ROLE_AGENT = Role.ROLE_AGENT
 SUBMITTED = TaskState.TASK_STATE_SUBMITTED

@@ -1,6 +1,6 @@
 """A2A 1.0 JSON-RPC binding, lean: the hot path of every hop ranch serves.
 
-The a2a-sdk's `JsonRpcDispatcher` costs about 0.5 ms of CPU per request (tracing
+The a2a-sdk's `JsonRpcDispatcher` costs several times ranch's own work per request (tracing
 wrappers, a generic JSON-RPC library, header copies, dict <-> protobuf twice);
 bench/README.md shows it, not the agent, is what limits throughput. This binding
 parses with orjson, checks the envelope, dispatches by method to the same
