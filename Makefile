@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help install browser haproxy a2a03 benchjs serve cluster test fuzz lint typecheck check bench tck clean
+.PHONY: help install browser haproxy a2a03 mcp1 benchjs serve cluster test fuzz lint typecheck check bench tck clean services
 
 help:  ## list the targets
 	@grep -E '^[a-z]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-install: $(STAMP) browser haproxy a2a03 benchjs  ## create .venv and install ranch with its dev tools
+install: $(STAMP) browser haproxy a2a03 mcp1 benchjs  ## create .venv and install ranch with its dev tools
 
 # The browser tests drive Debian's chromium; Playwright's own browser download is never used.
 CHROMIUM := /usr/bin/chromium
@@ -42,6 +42,17 @@ $(A2A03)/.installed:
 
 a2a03: $(A2A03)/.installed  ## a venv with a2a-sdk 0.3.x, for the signed-card test against 0.3 clients
 
+# The MCP tests check ranch against the mcp 1.x SDK too (a 2025-era client and server), which cannot
+# share a venv with ranch's mcp 2.x: it gets a small venv of its own, made once.
+MCP1 := .venv-mcp1
+
+$(MCP1)/.installed:
+	$(PY) -m venv $(MCP1)
+	$(MCP1)/bin/pip install -q 'mcp>=1.20,<2'
+	touch $@
+
+mcp1: $(MCP1)/.installed  ## a venv with the mcp 1.x SDK, for the MCP tests against 2025-era clients and servers
+
 # The wire benchmark compares ranch with the official @a2a-js/sdk server (Node): bench/js holds it,
 # its package-lock.json pins every package, and `npm ci` installs exactly that, once.
 BENCHJS := bench/js/node_modules/.installed
@@ -65,7 +76,7 @@ cluster: $(STAMP) haproxy  ## 3 replicas on PostgreSQL and Redis behind HAProxy 
 # tests, which pin CPUs, never run side by side). WORKERS=0 runs serially.
 WORKERS ?= $(shell echo $$((2 * $$(nproc))))
 
-test: $(STAMP) browser haproxy a2a03 benchjs  ## the whole suite: ruff, mypy --strict, the layers contract, pytest on two workers per core, then the benchmarks' smoke runs
+test: services $(STAMP) browser haproxy a2a03 mcp1 benchjs  ## the whole suite: ruff, mypy --strict, the layers contract, pytest on two workers per core, then the benchmarks' smoke runs
 	$(BIN)/ruff check src tests bench scripts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
@@ -98,4 +109,4 @@ tck: $(STAMP)  ## the A2A conformance suite against `ranch serve --root tck` (TC
 	TCK="$(TCK)" RANCH_BIN="$(BIN)" bash scripts/tck.sh
 
 clean:  ## remove the virtualenv and caches
-	rm -rf $(VENV) $(A2A03) bench/js/node_modules .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(A2A03) $(MCP1) bench/js/node_modules .pytest_cache .mypy_cache .ruff_cache

@@ -9,9 +9,9 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from mcp import ClientSession
+from mcp import MCPError
+from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import McpError
 
 from _support.hubkit import ADMIN_KEY, Api, serve_ranch
 
@@ -87,19 +87,14 @@ def test_the_mcp_tool_list_by_skill(tmp_path: Path) -> None:
         refusal = anyio.run(_mcp_refused, hub.url)
     assert {"ask_researcher", "ask_writer", "ask_echo", "ask_desk"} <= everything
     assert narrowed == {"ask_researcher", "ask_desk"}
-    assert not answered.isError  # an agent the filter leaves out is still callable
+    assert not answered.is_error  # an agent the filter leaves out is still callable
     assert "skill" in refusal  # a bad filter is an error naming it, not an empty list
 
 
 async def _mcp_refused(base_url: str) -> str:
-    async with (
-        httpx.AsyncClient(timeout=30) as http,
-        streamable_http_client(f"{base_url}/mcp?skill=%20", http_client=http) as (read, write, _),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        with pytest.raises(McpError) as refused:
-            await session.list_tools()
+    async with Client(streamable_http_client(f"{base_url}/mcp?skill=%20"), cache=None) as client:
+        with pytest.raises(MCPError) as refused:
+            await client.list_tools()
         return str(refused.value)
 
 
@@ -107,13 +102,8 @@ async def _mcp(base_url: str) -> tuple[set[str], set[str], Any]:
     names: list[set[str]] = []
     answered = None
     for query in ("", "?skill=paper"):
-        async with (
-            httpx.AsyncClient(timeout=30) as http,
-            streamable_http_client(f"{base_url}/mcp{query}", http_client=http) as (read, write, _),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            names.append({tool.name for tool in (await session.list_tools()).tools})
+        async with Client(streamable_http_client(f"{base_url}/mcp{query}"), cache=None) as client:
+            names.append({tool.name for tool in (await client.list_tools()).tools})
             if query:
-                answered = await session.call_tool("ask_echo", {"message": "still here"})
+                answered = await client.call_tool("ask_echo", {"message": "still here"})
     return names[0], names[1], answered

@@ -8,10 +8,11 @@ from typing import Any
 
 import anyio
 import httpx
+import httpx2
 import pytest
 from a2a.types import CancelTaskRequest, GetTaskRequest, ListTasksRequest
 from a2a.utils.errors import TaskNotFoundError
-from mcp import ClientSession
+from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from _support.hubkit import ADMIN_KEY, Api, Live, serve_ranch, wait_until
@@ -118,13 +119,11 @@ def test_the_websocket_refuses_a_missing_or_unknown_key(database_url: str) -> No
 
 async def _mcp_tools(base_url: str, key: str) -> tuple[set[str], Any]:
     async with (
-        httpx.AsyncClient(headers={"X-API-Key": key}, timeout=30) as http,
-        streamable_http_client(f"{base_url}/mcp", http_client=http) as (read, write, _),
-        ClientSession(read, write) as session,
+        httpx2.AsyncClient(headers={"X-API-Key": key}, timeout=30) as http,
+        Client(streamable_http_client(f"{base_url}/mcp", http_client=http), cache=None) as client,
     ):
-        await session.initialize()
-        names = {tool.name for tool in (await session.list_tools()).tools}
-        refused = await session.call_tool("ask_acme__secret", {"message": "hi"})
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        refused = await client.call_tool("ask_acme__secret", {"message": "hi"})
         return names, refused
 
 
@@ -166,8 +165,8 @@ def test_tenants_see_only_their_own_tasks_rooms_and_agents(database_url: str) ->
         # MCP: the tools are the agents the caller may reach
         theirs_tools, answered = anyio.run(_mcp_tools, hub.url, acme_key)
         mine_tools, refused = anyio.run(_mcp_tools, hub.url, ADMIN_KEY)
-        assert "ask_acme__secret" in theirs_tools and not answered.isError
-        assert "ask_acme__secret" not in mine_tools and refused.isError and "ask_desk" in mine_tools
+        assert "ask_acme__secret" in theirs_tools and not answered.is_error
+        assert "ask_acme__secret" not in mine_tools and refused.is_error and "ask_desk" in mine_tools
 
         # REST and WebSocket: another tenant's room looks absent
         assert other.call("GET", f"/rooms/{room['id']}").status_code == 404

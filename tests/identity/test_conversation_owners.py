@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
+import httpx2
 import pytest
-from mcp import ClientSession
+from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from _support.hubkit import ADMIN_KEY, Api, RunningRanch, reply_text, send_text, serve_ranch
@@ -127,12 +127,10 @@ def test_another_owner_cannot_continue_a_remote_task(
 async def _ask_over_mcp(base_url: str, key: str, text: str, context_id: str) -> str:
     with anyio.fail_after(60):
         async with (
-            httpx.AsyncClient(headers={"X-API-Key": key}, timeout=30) as http,
-            streamable_http_client(f"{base_url}/mcp", http_client=http) as (read, write, _),
-            ClientSession(read, write) as session,
+            httpx2.AsyncClient(headers={"X-API-Key": key}, timeout=30) as http,
+            Client(streamable_http_client(f"{base_url}/mcp", http_client=http), cache=None) as client,
         ):
-            await session.initialize()
-            result = await session.call_tool("ask_desk", {"message": text, "context_id": context_id})
-    assert not result.isError, result
-    structured = result.structuredContent or {}
+            result = await client.call_tool("ask_desk", {"message": text, "context_id": context_id})
+    assert not result.is_error, result
+    structured = result.structured_content or {}
     return str(structured["reply"])

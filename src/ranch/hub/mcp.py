@@ -4,16 +4,23 @@ Each served agent and team is a tool `ask_<id>(message, context_id?)` that runs
 one turn and returns the final reply and the route it took (structured, and as
 text). Passing the returned `context_id` again continues the conversation. The
 same server runs over stdio (`ranch mcp CONFIG`) and over streamable HTTP at
-`/mcp` on `ranch serve` (`mcp_routes`). Turns asked over MCP run directly, within
-the agent's timeout; they are not stored as A2A tasks.
+`/mcp` on `ranch serve` (`mcp_routes`), on the mcp 2.x SDK: it speaks the
+stateless 2026-07-28 revision (`server/discover`, every request on its own) and
+still serves 2025-era clients, whose `initialize` handshake it answers without
+opening a session. Nothing is kept between requests, so any replica answers any
+request. Turns asked over MCP run directly, within the agent's timeout; they are
+not stored as A2A tasks.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+import jsonschema
 from a2a.types import (
     Message,
     Part,
@@ -23,9 +30,12 @@ from a2a.types import (
     TaskStatus,
 )
 from google.protobuf.json_format import MessageToDict
-from mcp import types
-from mcp.server.lowlevel import Server
+from mcp import MCPError, types
+from mcp.server import Server, ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.types import INVALID_PARAMS
+from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -88,8 +98,23 @@ OUTPUT_SCHEMA: dict[str, Any] = {
 }
 
 
+INSTRUCTIONS = (
+    "Each tool ask_<id> asks one of ranch's agents or teams: it runs one turn and returns the reply "
+    "and the route the turn took. Pass the context_id an answer returned to continue that conversation."
+)
+"""What `server/discover` (or `initialize`) tells a client about the server, beside its tools."""
+
 Reachable = Callable[[Any, str], Awaitable[bool]]
 """(the HTTP request or None, agent id) -> whether the caller may ask that agent."""
+
+LIST_TTL_MS = 5_000
+"""How long a client may reuse a tool list (2026-07-28 `ttlMs`): agents come and go on any replica."""
+CATALOG_KEY = "ranch/catalog"
+"""`_meta` key of a tool list: a digest of the tools listed, the same on every replica serving the same
+catalog, so a client can tell a changed list from a repeated one."""
+_ARGUMENTS = jsonschema.Draft202012Validator(INPUT_SCHEMA)
+_FIELDS = {"message.parts[0].text": "message", "message.contextId": "context_id", "message": "message"}
+"""Where the A2A limits name a part of the message an MCP caller sent as an argument."""
 
 
 async def _everyone(request: Any, agent_id: str) -> bool:
@@ -98,59 +123,134 @@ async def _everyone(request: Any, agent_id: str) -> bool:
 
 def build_server(
     registry: Registry, reachable: Reachable = _everyone, limits: Limits | None = None
-) -> Server[Any, Any]:
-    """The MCP server: one `ask_<id>` tool per agent and team of `registry` the caller may reach."""
-    server: Server[Any, Any] = Server("ranch", version=__version__)
+) -> Server[Any]:
+    """The MCP server: one `ask_<id>` tool per agent and team of `registry` the caller may reach.
 
-    async def tools() -> list[Agent]:
-        request = server.request_context.request if reachable is not _everyone else None
+    It keeps nothing between requests (the HTTP request of each call is in `ctx.request`; None over
+    stdio), so any replica answers any request of a 2026-07-28 or a 2025 client."""
+
+    async def tools(request: Any) -> list[Agent]:
         return [agent for agent in _askable(registry) if await reachable(request, agent.id)]
 
-    async def list_tools() -> list[types.Tool]:
+    async def list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
         """Every reachable agent's tool; over HTTP, `/mcp?skill=&tag=&mode=` lists only those that
         match (catalog/discovery.py; a bad filter is an error naming it); every reachable tool stays
         callable."""
-        agents = await tools()
+        agents = await tools(ctx.request)
         infos = await gather_infos(agents)
-        wanted = _wanted(server)
-        return [_tool(agent, info) for agent, info in zip(agents, infos, strict=True) if wanted.matches(info)]
+        wanted = _wanted(ctx.request)
+        listed = [
+            _tool(agent, info) for agent, info in zip(agents, infos, strict=True) if wanted.matches(info)
+        ]
+        return types.ListToolsResult(
+            tools=listed, ttl_ms=LIST_TTL_MS, cache_scope="private", _meta={CATALOG_KEY: _digest(listed)}
+        )
 
     async def call_tool(
-        name: str, arguments: dict[str, Any]
-    ) -> tuple[list[types.ContentBlock], dict[str, Any]]:
-        allowed = {tool_name(agent.id): agent.id for agent in await tools()}
-        agent_id = allowed.get(name)
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        """Ask the agent; bad input is the tool's error result naming the field, which a model reads."""
+        request = ctx.request
+        allowed = {tool_name(agent.id): agent.id for agent in await tools(request)}
+        agent_id = allowed.get(params.name)
         if agent_id is None:
-            raise ValueError(f"no tool '{name}'; the tools are {', '.join(allowed)}")
-        text, context_id = arguments.get("message"), arguments.get("context_id")
-        if not isinstance(text, str) or not (context_id is None or isinstance(context_id, str)):
-            raise ValueError("message must be a string, and context_id a string when given")
-        try:  # the same limits as every A2A entry; the client gets the error as the tool's result
+            return _error(f"name: no tool '{params.name}'; the tools are {', '.join(allowed)}")
+        arguments = params.arguments or {}
+        problem = _arguments_problem(arguments)
+        if problem is not None:
+            return _error(problem)
+        text, context_id = arguments["message"], arguments.get("context_id")
+        try:  # the same limits as every A2A entry
             check_message(_message(text, context_id), limits or Limits(), "message")
         except RanchError as exc:
-            raise ValueError(str(exc)) from exc
+            return _error(_argument_named(str(exc)))
         answer = await ask(
-            registry.get(agent_id), text, context_id, _owner(server, agent_id), _caller(server)
+            registry.get(agent_id), text, context_id, _owner(request, agent_id), _caller(request)
         )
         text = answer["reply"] + "\n\nroute: " + " -> ".join(answer["route"])
-        return [types.TextContent(type="text", text=text)], answer
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)], structured_content=answer
+        )
 
-    # the SDK's low-level decorators carry no annotations; the handlers themselves are typed
-    server.list_tools()(list_tools)  # type: ignore[no-untyped-call]
-    server.call_tool()(call_tool)
+    server: Server[Any] = Server(
+        "ranch",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+    server.middleware.append(_fields_named)
     return server
 
 
-def _wanted(server: Server[Any, Any]) -> Wanted:
-    """The discovery filters of the HTTP request behind this MCP call (none over stdio)."""
-    request = server.request_context.request
+async def _fields_named(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """A malformed request's -32602 names the field (the SDK's says only "Invalid request parameters")."""
+    try:
+        return await call_next(ctx)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        if error["loc"][:1] != ("params",):  # not the request's: a result the SDK refused
+            raise
+        raise MCPError(INVALID_PARAMS, f"{_path(error['loc'])}: {error['msg']}") from exc
+
+
+def _path(loc: tuple[int | str, ...]) -> str:
+    """`params._meta["io.modelcontextprotocol/clientCapabilities"]`, `params.arguments`."""
+    where = ""
+    for part in loc:
+        if isinstance(part, int):
+            where += f"[{part}]"
+        elif part.replace("_", "a").isalnum():
+            where += f".{part}" if where else part
+        else:
+            where += f'["{part}"]'
+    return where
+
+
+def _error(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+def _arguments_problem(arguments: dict[str, Any]) -> str | None:
+    """What is wrong with a call's arguments, naming the argument (the SDK no longer checks them)."""
+    error = jsonschema.exceptions.best_match(_ARGUMENTS.iter_errors(arguments))
+    if error is None:
+        return None
+    where = ".".join(["arguments", *(str(part) for part in error.absolute_path)])
+    if error.validator == "required":
+        missing = error.message.split("'")[1]
+        return f"arguments.{missing}: is required"
+    if error.validator == "additionalProperties":
+        unknown = sorted(set(arguments) - set(INPUT_SCHEMA["properties"]))[0]
+        return f"arguments.{unknown}: is not an argument of this tool (it takes message and context_id)"
+    return f"{where}: {error.message}"
+
+
+def _argument_named(text: str) -> str:
+    """An A2A limit's error naming the MCP argument (`message.contextId` -> `arguments.context_id`)."""
+    for field, argument in _FIELDS.items():
+        if text.startswith(field + " ") or text.startswith(field + ":"):
+            return f"arguments.{argument}{text[len(field) :]}"
+    return text
+
+
+def _digest(tools: list[types.Tool]) -> str:
+    dumped = json.dumps([tool.model_dump(mode="json", by_alias=True) for tool in tools], sort_keys=True)
+    return hashlib.sha256(dumped.encode()).hexdigest()[:16]
+
+
+def _wanted(request: Any) -> Wanted:
+    """The discovery filters of the HTTP request behind this MCP call (none over stdio); a bad one is
+    the request's error (-32602), naming the filter."""
     query = getattr(request, "query_params", None)
     if query is None:
         return Wanted()
     try:
         return Wanted.from_query(query)
     except RanchError as exc:
-        raise ValueError(str(exc)) from exc
+        raise MCPError(INVALID_PARAMS, str(exc)) from exc
 
 
 def _message(text: str, context_id: str | None) -> Message:
@@ -159,20 +259,18 @@ def _message(text: str, context_id: str | None) -> Message:
     )
 
 
-def _owner(server: Server[Any, Any], agent_id: str) -> str:
+def _owner(request: Any, agent_id: str) -> str:
     """The conversation's owner, as on the A2A bindings (`agent/principal`): with a key, a caller's
-    context_id continues only its own conversations."""
-    request = getattr(server.request_context, "request", None)  # None over stdio
+    context_id continues only its own conversations (the request is None over stdio)."""
     user = request.scope.get("user") if request is not None else None
     name = user.display_name if user is not None and user.is_authenticated else ""
     return f"{agent_id}/{name}"
 
 
-def _caller(server: Server[Any, Any]) -> Caller | None:
+def _caller(request: Any) -> Caller | None:
     """The key's principal, as a team's routing sees the caller (None over stdio, or without a key)."""
     from ranch.identity.principal import PRINCIPAL_KEY, caller_of
 
-    request = getattr(server.request_context, "request", None)
     principal = request.scope.get(PRINCIPAL_KEY) if request is not None else None
     return caller_of(principal) if principal is not None else None
 
@@ -233,8 +331,8 @@ def _tool(agent: Agent, info: AgentInfo) -> types.Tool:
         name=tool_name(agent.id),
         title=info.name,
         description=f"Ask {info.name} ({agent.id}): {about}. Returns its reply and the route the turn took.",
-        inputSchema=INPUT_SCHEMA,
-        outputSchema=OUTPUT_SCHEMA,
+        input_schema=INPUT_SCHEMA,
+        output_schema=OUTPUT_SCHEMA,
     )
 
 

@@ -210,7 +210,7 @@ class LlmAgent(Agent):
                     result = await self.toolbox.call(
                         tool_call.name, tool_call.arguments, message.context_id, call.owner
                     )
-                    yield _note(message, TOOL_RESULT, _result_data(tool_call, result))
+                    yield _note(message, TOOL_RESULT, _result_data(tool_call, result), result.structured)
                 chat.append({"role": "tool", "tool_call_id": tool_call.id, "content": result.text})
             if decision is not None and completion.text:
                 break
@@ -320,8 +320,11 @@ class _ArtifactStream:
         )
 
 
-def _note(request: Message, kind: str, data: dict[str, Any]) -> TaskStatusUpdateEvent:
-    """A WORKING status recording a tool call or result (docs/llm.md)."""
+def _note(
+    request: Message, kind: str, data: dict[str, Any], structured: dict[str, Any] | None = None
+) -> TaskStatusUpdateEvent:
+    """A WORKING status recording a tool call or result (docs/llm.md); a tool's structured result
+    follows as a second data part."""
     note = Message(
         message_id=new_id(),
         role=Role.ROLE_AGENT,
@@ -329,6 +332,8 @@ def _note(request: Message, kind: str, data: dict[str, Any]) -> TaskStatusUpdate
         task_id=request.task_id,
         parts=[Part(data=ParseDict(data, Value()))],
     )
+    if structured is not None:
+        note.parts.append(Part(data=ParseDict(structured, Value())))
     note.metadata.update({MESSAGE_TYPE_KEY: kind})
     return TaskStatusUpdateEvent(
         task_id=request.task_id,

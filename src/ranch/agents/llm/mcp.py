@@ -1,12 +1,14 @@
-"""MCP servers as tool sources: stdio subprocesses or streamable HTTP, with the official `mcp` SDK.
+"""MCP servers as tool sources: stdio subprocesses or streamable HTTP, with the official `mcp` SDK (2.x).
 
 One `McpServer` per configured server. Its connection lives in an owner task
 inside the server's own task group, so the SDK's transport is entered and left
 by the same task whatever task calls a tool; the connection is kept only once
-`initialize` succeeded, and is rebuilt on the next call after it broke. The tool
-list is read once and cached. Arguments are checked against the tool's JSON
-schema before the call; a mismatch (like every failure of the call itself)
-comes back as an error result for the model, not as an exception.
+the SDK's `Client` has connected, and is rebuilt on the next call after it broke.
+The client speaks the stateless 2026-07-28 revision to a server that answers
+`server/discover`, and falls back to the `initialize` handshake of the 2025
+revisions otherwise. The tool list is read once and cached. Arguments are checked
+against the tool's JSON schema before the call; a mismatch (like every failure of
+the call itself) comes back as an error result for the model, not as an exception.
 """
 
 from __future__ import annotations
@@ -16,25 +18,34 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from datetime import timedelta
 from enum import Enum
 from typing import Any
 
 import anyio
 import httpx
+import httpx2
 import jsonschema
 from anyio.abc import TaskGroup, TaskStatus
-from mcp import ClientSession, McpError, StdioServerParameters, types
+from mcp import MCPError, StdioServerParameters, types
+from mcp.client import Client
 from mcp.client.stdio import get_default_environment, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from ranch.agents.llm.mcp_http import ViaHttpx
 from ranch.config import HttpMcpServerConfig, StdioMcpServerConfig
 from ranch.exceptions import ToolError
 
 logger = logging.getLogger(__name__)
 
 
-_CALL_FAILURES = (McpError, OSError, httpx.HTTPError, anyio.BrokenResourceError, anyio.ClosedResourceError)
+_CALL_FAILURES = (
+    MCPError,
+    OSError,
+    httpx.HTTPError,
+    httpx2.HTTPError,
+    anyio.BrokenResourceError,
+    anyio.ClosedResourceError,
+)
 """What a request on a live session raises when the server or the connection fails."""
 
 
@@ -46,10 +57,12 @@ class State(Enum):
 
 @dataclass(frozen=True)
 class ToolResult:
-    """What a tool call gave back, as text for the model."""
+    """What a tool call gave back: text for the model, and the structured result when the tool has one
+    (kept as a data part of the hop's history)."""
 
     text: str
     is_error: bool = False
+    structured: dict[str, Any] | None = None
 
 
 class McpServer:
@@ -67,7 +80,7 @@ class McpServer:
         self._state = State.NEW
         self._stack = AsyncExitStack()
         self._group: TaskGroup | None = None
-        self._session: ClientSession | None = None
+        self._session: Client | None = None
         self._stop: anyio.Event | None = None
         self._connecting = anyio.Lock()
         self._tools: list[types.Tool] | None = None
@@ -91,6 +104,12 @@ class McpServer:
         self._session = None
         await self._stack.aclose()
 
+    @property
+    def protocol_version(self) -> str | None:
+        """The MCP revision the live connection speaks (`2026-07-28`, or a 2025 one after the
+        `initialize` handshake); None while not connected."""
+        return self._session.protocol_version if self._session is not None else None
+
     # -- tools --------------------------------------------------------------------------------
 
     async def list_tools(self) -> list[types.Tool]:
@@ -102,10 +121,9 @@ class McpServer:
             try:
                 with anyio.fail_after(self.config.timeout):
                     while True:
-                        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-                        page = await session.list_tools(params=params)
+                        page = await session.list_tools(cursor=cursor)
                         tools.extend(page.tools)
-                        cursor = page.nextCursor
+                        cursor = page.next_cursor
                         if not cursor:
                             break
             except (*_CALL_FAILURES, TimeoutError) as exc:
@@ -122,14 +140,12 @@ class McpServer:
             return ToolResult(str(exc), is_error=True)
         if tool is None:
             return ToolResult(f"MCP server '{self.name}' has no tool '{name}'", is_error=True)
-        problem = schema_error(tool.inputSchema, arguments)
+        problem = schema_error(tool.input_schema, arguments)
         if problem is not None:
             return ToolResult(f"invalid arguments for tool '{name}': {problem}", is_error=True)
         try:
             session = await self._connected()
-            result = await session.call_tool(
-                name, arguments, read_timeout_seconds=timedelta(seconds=self.config.timeout)
-            )
+            result = await session.call_tool(name, arguments, read_timeout_seconds=self.config.timeout)
         except ToolError as exc:
             return ToolResult(str(exc), is_error=True)
         except _CALL_FAILURES as exc:
@@ -137,11 +153,11 @@ class McpServer:
             return ToolResult(
                 f"tool '{name}' on MCP server '{self.name}' failed: {_reason(exc)}", is_error=True
             )
-        return ToolResult(result_text(result), is_error=result.isError)
+        return ToolResult(result_text(result), is_error=result.is_error, structured=result.structured_content)
 
     # -- the connection -----------------------------------------------------------------------
 
-    async def _connected(self) -> ClientSession:
+    async def _connected(self) -> Client:
         if self._state is not State.OPEN or self._group is None:
             raise RuntimeError(
                 f"MCP server '{self.name}' is {self._state.value}; open it (async with) before use"
@@ -155,15 +171,13 @@ class McpServer:
                     raise ToolError(f"MCP server '{self.name}': cannot connect: {_reason(exc)}") from exc
         return self._session
 
-    async def _own(self, *, task_status: TaskStatus[ClientSession]) -> None:
-        """The owner task: connect, initialise, hand the session out, hold it until told to stop."""
+    async def _own(self, *, task_status: TaskStatus[Client]) -> None:
+        """The owner task: connect (discover, or initialise a 2025 server), hand the client out, hold it
+        until told to stop. The SDK's response cache is off: the tool list is cached here."""
         stop = self._stop = anyio.Event()
         started = False
         try:
-            async with AsyncExitStack() as stack:
-                read, write = await stack.enter_async_context(self._transport())
-                session = await stack.enter_async_context(ClientSession(read, write))
-                await session.initialize()
+            async with Client(self._transport(), mode="auto", cache=None) as session:
                 task_status.started(session)
                 started = True
                 await stop.wait()
@@ -197,7 +211,10 @@ class McpServer:
         timeout = httpx.Timeout(config.timeout, read=max(config.timeout, 300.0))
         async with (
             self._http(headers=config.headers, timeout=timeout, follow_redirects=False) as http,
-            streamable_http_client(config.url, http_client=http) as (read, write, _),
+            httpx2.AsyncClient(
+                transport=ViaHttpx(http), timeout=httpx2.Timeout(config.timeout, read=timeout.read)
+            ) as sdk,
+            streamable_http_client(config.url, http_client=sdk) as (read, write),
         ):
             yield read, write
 
@@ -237,6 +254,6 @@ def result_text(result: types.CallToolResult) -> str:
             texts.append(block.resource.text)
         else:
             texts.append(f"[{block.type} content]")
-    if not texts and result.structuredContent is not None:
-        texts.append(json.dumps(result.structuredContent))
+    if not texts and result.structured_content is not None:
+        texts.append(json.dumps(result.structured_content))
     return "\n".join(texts)

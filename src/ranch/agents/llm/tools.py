@@ -71,11 +71,11 @@ class Toolbox:
                 if tool.name in RESERVED or owner is not server:
                     logger.warning("agent %s: tool name '%s' is taken; skipped", self.owner, tool.name)
                     continue
-                self._schemas[tool.name] = tool.inputSchema
+                self._schemas[tool.name] = tool.input_schema
                 function = {
                     "name": tool.name,
                     "description": tool.description or "",
-                    "parameters": tool.inputSchema,
+                    "parameters": tool.input_schema,
                 }
                 specs.append({"type": "function", "function": function})
         if self.remote is not None and self.remote.allowed:
