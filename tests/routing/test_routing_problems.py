@@ -37,7 +37,9 @@ COMPLETED = TaskState.TASK_STATE_COMPLETED
 TURN_LIMIT = 5.0
 """Seconds any one in-process turn may take: a hang fails the test instead of the suite."""
 
-RECIPIENT_42 = "recipient is 42, not a string (ignored)"
+SCHEMA = "schema.json#/$defs/response/properties"
+"""Where the extension's schema document checks each field of the response data."""
+RECIPIENT_42 = f"recipient is 42, not a string (ignored; {SCHEMA}/recipient/anyOf)"
 NOTE_42 = f"[ranch] desk's routing data: {RECIPIENT_42}."
 GHOST = "handoffs names 'ghost', not a member of team 'team' (left out)"
 
@@ -115,35 +117,52 @@ def agent_message(metadata: dict[str, Any]) -> Message:
         ({URI: {"recipient": {"type": "user"}}}, "user", None),
         ({X_RECIPIENT: "writer"}, "writer", None),
         ({URI: {"recipient": 42}}, None, RECIPIENT_42),
-        ({URI: {"recipient": ""}}, None, 'recipient is "", not an id (ignored)'),
+        (
+            {URI: {"recipient": ""}},
+            None,
+            f'recipient is "", not an id (ignored; {SCHEMA}/recipient/anyOf)',
+        ),
         (
             {URI: {"recipient": {"type": "robot"}}},
             None,
-            'recipient is {"type": "robot"}, not a recipient (ignored)',
+            f'recipient is {{"type": "robot"}}, not a recipient (ignored; {SCHEMA}/recipient/anyOf)',
         ),
-        ({URI: {"recipient": "writer", "reason": 7}}, "writer", "reason is 7, not a string (ignored)"),
+        (
+            {URI: {"recipient": "writer", "reason": 7}},
+            "writer",
+            f"reason is 7, not a string (ignored; {SCHEMA}/reason/type)",
+        ),
         (
             {URI: {"recipient": "writer", "handoffs": "critic"}},
             "writer",
-            'handoffs is "critic", not a list of ids (ignored)',
+            f'handoffs is "critic", not a list of ids (ignored; {SCHEMA}/handoffs/type)',
         ),
         (
             {URI: {"recipient": "writer", "handoffs": ["critic", 3]}},
             "writer",
-            "handoffs holds 3, not an id (left out)",
+            f"handoffs holds 3, not an id (left out; {SCHEMA}/handoffs/items/type)",
         ),
         (
             {URI: {"recipient": "user", "usage": 12}},
             "user",
-            "usage is 12, not an object of token counts (ignored)",
+            f"usage is 12, not an object of token counts (ignored; {SCHEMA}/usage/type)",
         ),
         (
             {URI: {"recipient": "user", "usage": {"totalTokens": "many"}}},
             "user",
-            'usage.totalTokens is "many", not a number (ignored)',
+            'usage.totalTokens is "many", not a number '
+            f"(ignored; {SCHEMA}/usage/properties/totalTokens/type)",
         ),
-        ({URI: "writer"}, None, 'the routing data is "writer", not an object (ignored)'),
-        ({X_RECIPIENT: 42}, None, "x-recipient is 42, not a recipient id (ignored)"),
+        (
+            {URI: "writer"},
+            None,
+            'the routing data is "writer", not an object (ignored; schema.json#/$defs/response/type)',
+        ),
+        (
+            {X_RECIPIENT: 42},
+            None,
+            "x-recipient is 42, not a recipient id (ignored; schema.json#/$defs/recipient/anyOf)",
+        ),
         ({URI: {"recipient": 42}, X_RECIPIENT: "writer"}, "writer", RECIPIENT_42),
     ],
 )
@@ -223,7 +242,10 @@ async def test_a_field_of_the_wrong_type_is_named_and_the_decision_still_followe
         probe("writer", reply="written", route="user"),
     )
     data, _ = await final_data(squad)
-    problem = 'reason is 7, not a string (ignored); usage.totalTokens is "many", not a number (ignored)'
+    problem = (
+        f"reason is 7, not a string (ignored; {SCHEMA}/reason/type); "
+        f'usage.totalTokens is "many", not a number (ignored; {SCHEMA}/usage/properties/totalTokens/type)'
+    )
     assert [(hop["agent"], hop.get("problem")) for hop in data["trail"]] == [
         ("desk", problem),
         ("writer", None),

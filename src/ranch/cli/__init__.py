@@ -26,6 +26,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "agents": ("rooms", "list the agents and teams you can use"),
     "check": ("check", "validate a config file and list every problem"),
     "db": ("db", "apply or show the database migrations"),
+    "conform": ("conform", "check that an A2A agent speaks the client-routing extension (pass/fail table)"),
+    "replay": ("replay", "re-run a recorded team turn on a changed config; old and new routes side by side"),
+    "eval": ("eval", "run a routing regression suite on a team config (--record writes one)"),
     "mcp": ("mcp", "serve every agent and team as MCP tools over stdio"),
 }
 """Each command, in `ranch --help`'s order: the module under ranch.cli that registers it, and its

@@ -97,6 +97,8 @@ from ranch.wire.errors import http_error_body
 from ranch.wire.fastpath import FastHandler
 from ranch.wire.jsonrpc import JsonRpcEndpoint, Use03Dispatcher
 from ranch.wire.middleware import ActivatedExtensions
+from ranch.wire.routing_schema_route import SCHEMA_PATH
+from ranch.wire.routing_schema_route import endpoint as routing_schema
 from ranch.wire.signing import CardSigner
 
 logger = logging.getLogger(__name__)
@@ -462,6 +464,7 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
         Route(AGENTS_PATH, _list_agents(hub), methods=["GET"]),
         Route(CATALOG_PATH, _ai_catalog(hub), methods=["GET"]),
         Route("/.well-known/jwks.json", _jwks(hub), methods=["GET"]),
+        Route(SCHEMA_PATH, routing_schema, methods=["GET"]),  # the client-routing extension's schemas
         Route(f"{AGENTS_PATH}/{{agent_id}}/.well-known/agent-card.json", card, methods=["GET"]),
         Route(f"{AGENTS_PATH}/{{agent_id}}/.well-known/agent.json", card, methods=["GET"]),
         Route(f"{WELL_KNOWN_AGENTS_PATH}/{{agent_id}}.json", card, methods=["GET"]),  # seed 003 C

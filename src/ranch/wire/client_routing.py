@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Literal
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Literal
 
 from a2a.types import AgentCard, AgentExtension, Message, Task
 from google.protobuf.struct_pb2 import ListValue, Struct, Value
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
+
+from ranch.wire import routing_schema
+
+if TYPE_CHECKING:
+    import jsonschema
 
 URI = "https://ranch.woi.dev/extensions/client-routing/v1"
 """The extension's identifier; versioned, as A2A 1.0 section 4.6.3 asks."""
@@ -288,51 +294,66 @@ def _checked(metadata: Struct, problems: list[str]) -> RoutingDecision | None:
             )
     shorthand = _field(metadata, X_RECIPIENT)
     recipient = parse_recipient(shorthand)
-    if recipient is None and shorthand is not None:
-        problems.append(f"{X_RECIPIENT} is {shown(shorthand)}, not a recipient id (ignored)")
+    if shorthand is not None:
+        problems.extend(
+            f"{X_RECIPIENT} is {shown(shorthand)}, not a recipient id "
+            f"(ignored; {routing_schema.location('recipient', error)})"
+            for error in routing_schema.errors("recipient", shorthand)
+        )
     return RoutingDecision(recipient=recipient) if recipient is not None else None
 
 
 def data_problems(data: Any) -> list[str]:
-    """What is wrong with a reply's `metadata[URI]`, field by field: a `recipient` that is not a
-    string (or one of its object forms), a `reason` that is not a string, `handoffs` that are not a
-    list of ids, a `usage` that is not an object of token counts. Fields the contract does not list
-    are left alone (a member may echo the request data back)."""
-    if not isinstance(data, dict):
-        return [f"the routing data is {shown(data)}, not an object (ignored)"]
-    problems: list[str] = []
-    recipient = data.get("recipient")
-    if recipient is not None and parse_recipient(recipient) is None:
+    """What is wrong with a reply's `metadata[URI]`, field by field, as the response schema
+    (`ranch.wire.routing_schema`, `#/$defs/response`) finds it: a `recipient` that is not a string
+    (or one of its object forms), a `reason` that is not a string, `handoffs` that are not a list of
+    ids, a `usage` that is not an object of token counts. Each problem names the schema location
+    that failed. Fields the contract does not check are left alone (a member may echo the request
+    data back)."""
+    try:
+        text = json.dumps(data, allow_nan=False)
+    except (TypeError, ValueError):  # not JSON data (a caller's own object): checked as it is
+        text = None
+    if text is not None and len(text) <= _CACHED_TEXT:
+        return list(_response_problems(text))
+    return [_problem(error) for error in routing_schema.errors("response", data)]
+
+
+_CACHED_TEXT = 2048
+"""Longest routing data (as JSON text) whose problems are remembered: the cache stays under 2 MB."""
+
+
+@lru_cache(maxsize=1024)
+def _response_problems(data: str) -> tuple[str, ...]:
+    """`data_problems` of one JSON text: members answer the same routing data again and again."""
+    return tuple(_problem(error) for error in routing_schema.errors("response", json.loads(data)))
+
+
+def _problem(error: jsonschema.ValidationError) -> str:
+    """One schema error in the words the member's author reads, with the location that failed."""
+    path, value = [str(step) for step in error.absolute_path], shown(error.instance)
+    where = routing_schema.location("response", error)
+    if not path:
+        return f"the routing data is {value}, not an object (ignored; {where})"
+    field, named = path[0], ".".join(path)
+    if field == "recipient":
+        instance = error.instance
         kind = (
             "an id"
-            if isinstance(recipient, str)
+            if isinstance(instance, str)
             else "a recipient"
-            if isinstance(recipient, dict)
+            if isinstance(instance, dict)
             else "a string"
         )
-        problems.append(f"recipient is {shown(recipient)}, not {kind} (ignored)")
-    reason = data.get("reason")
-    if reason is not None and not isinstance(reason, str):
-        problems.append(f"reason is {shown(reason)}, not a string (ignored)")
-    return problems + _handoffs_problems(data.get("handoffs")) + _usage_problems(data.get("usage"))
-
-
-def _handoffs_problems(handoffs: Any) -> list[str]:
-    if handoffs is not None and not isinstance(handoffs, list):
-        return [f"handoffs is {shown(handoffs)}, not a list of ids (ignored)"]
-    return [
-        f"handoffs holds {shown(h)}, not an id (left out)" for h in handoffs or () if not isinstance(h, str)
-    ]
-
-
-def _usage_problems(usage: Any) -> list[str]:
-    if usage is not None and not isinstance(usage, dict):
-        return [f"usage is {shown(usage)}, not an object of token counts (ignored)"]
-    return [
-        f"usage.{key} is {shown(usage[key])}, not a number (ignored)"
-        for key in ("inputTokens", "outputTokens", "totalTokens")
-        if usage and usage.get(key) is not None and _count(usage[key]) is None
-    ]
+        return f"recipient is {value}, not {kind} (ignored; {where})"
+    if field == "handoffs" and len(path) > 1:
+        return f"handoffs holds {value}, not an id (left out; {where})"
+    wanted = {
+        "reason": "a string",
+        "handoffs": "a list of ids",
+        "usage": "an object of token counts" if len(path) == 1 else "a number",
+    }.get(field, "what the schema allows")
+    return f"{named} is {value}, not {wanted} (ignored; {where})"
 
 
 def strangers_problem(strangers: list[str], team: str) -> str:
