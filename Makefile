@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 .PHONY: help install browser haproxy a2a03 mcp1 benchjs serve cluster test fuzz lint typecheck check bench tck clean services
 
 help:  ## list the targets
-	@grep -E '^[a-z]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -69,6 +69,13 @@ serve: $(STAMP)  ## run the built-in demo team on http://127.0.0.1:8000 (the pag
 
 cluster: $(STAMP) haproxy  ## 3 replicas on PostgreSQL and Redis behind HAProxy on http://127.0.0.1:8100 (docs/deploy.md)
 	$(BIN)/python scripts/cluster.py $(CLUSTER_ARGS)
+
+# The suite needs PostgreSQL and Redis running on 127.0.0.1 (README "The two commands"): this says in
+# one line which one is not, before anything is installed or run.
+SERVICES ?= PostgreSQL=127.0.0.1:5432 Redis=127.0.0.1:6379
+
+services:  ## say in one line if PostgreSQL (127.0.0.1:5432) or Redis (127.0.0.1:6379), which the tests need, is not running
+	@$(PY) -c 'import socket, sys; down = [f"{n} at {a}" for n, a in (s.split("=", 1) for s in sys.argv[1:]) if socket.socket().connect_ex((a.rsplit(":", 1)[0], int(a.rsplit(":", 1)[1])))]; down and sys.exit("make test needs " + " and ".join(down) + ", not running here (README, \"The two commands\")")' $(SERVICES)
 
 # pytest-xdist: two workers per core, since the suite waits on servers, processes and timers more than it
 # computes (one worker per core kept two cores about 40 % busy: 312 s of pytest, against 218 s with two per

@@ -143,7 +143,7 @@ async def _converse(
 ) -> None:
     """Write the watcher's frames here while a second task reads the client's; either ending ends
     both. The reader is a plain task this connection owns (cancelled and awaited here): anyio's task
-    group would cost an idle watcher about 6 KiB more."""
+    group would cost each idle watcher more memory (bench/README.md)."""
     reader = asyncio.ensure_future(_read(websocket, services, principal, watcher))
     reader.add_done_callback(lambda _reader: watcher.close())  # the client left, or asked to close
     try:
@@ -202,6 +202,8 @@ async def _read(websocket: WebSocket, services: ApiServices, principal: Principa
 def _error_frame(exc: BaseException) -> dict[str, Any]:
     if isinstance(exc, CursorPruned):  # which room, and where it may resume, for a client to act on
         return {"type": "error", **errors.body(exc), "room": exc.room, "oldest_cursor": exc.oldest}
+    if isinstance(exc, CursorAhead):
+        return {"type": "error", **errors.body(exc), "room": exc.room, "newest_cursor": exc.newest}
     return {"type": "error", **errors.body(exc)}
 
 
@@ -264,8 +266,25 @@ async def _subscription(
         raise InvalidInput(f"at most {MAX_ROOMS} rooms per connection", "rooms")
     async with runtime.sessions() as session:
         for room, cursor in cursors.items():
-            await _resumable(session, await visible_room(session, principal, room), cursor)
+            found = await visible_room(session, principal, room)
+            if "old" not in asked and cursor > found.last_event:  # (the deprecated form keeps its way)
+                raise CursorAhead(room, cursor, found.last_event)
+            await _resumable(session, found, cursor)
     return {**asked, "cursors": cursors}
+
+
+class CursorAhead(InvalidInput):
+    """A cursor past a room's newest event: no event would ever be sent after it (its room counts
+    its own events), so the subscribe is refused, naming the cursor to use."""
+
+    def __init__(self, room: str, cursor: int, newest: int) -> None:
+        super().__init__(
+            f"cursor {cursor} of room '{room}' is past its newest event ({newest}): nothing after it "
+            f"would ever come; subscribe from {newest} for new events only, or from 0 for all",
+            f"rooms.{room}",
+        )
+        self.room = room
+        self.newest = newest
 
 
 class CursorPruned(Conflict):

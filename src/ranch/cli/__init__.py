@@ -12,6 +12,7 @@ import importlib
 import sys
 from collections.abc import Collection, Sequence
 
+from ranch._version import __version__
 from ranch.exceptions import ConfigError, RanchError
 
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -25,10 +26,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "watch": ("rooms", "follow a room live: messages, agents' status, each team's route"),
     "agents": ("rooms", "list the agents and teams you can use"),
     "check": ("check", "validate a config file and list every problem"),
-    "db": ("db", "apply or show the database migrations"),
     "conform": ("conform", "check that an A2A agent speaks the client-routing extension (pass/fail table)"),
     "replay": ("replay", "re-run a recorded team turn on a changed config; old and new routes side by side"),
     "eval": ("eval", "run a routing regression suite on a team config (--record writes one)"),
+    "db": ("db", "apply or show the database migrations"),
     "mcp": ("mcp", "serve every agent and team as MCP tools over stdio"),
 }
 """Each command, in `ranch --help`'s order: the module under ranch.cli that registers it, and its
@@ -41,6 +42,7 @@ def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentPa
     parser = argparse.ArgumentParser(
         prog="ranch", description="Teams of A2A agents that route work to each other."
     )
+    parser.add_argument("--version", action="version", version=f"ranch {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in dict.fromkeys(module for module, _ in COMMANDS.values()):
         names = [name for name, (owner, _) in COMMANDS.items() if owner == module]

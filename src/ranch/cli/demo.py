@@ -40,7 +40,10 @@ agents:
     description: Finds sources and summarises them
     kind: rules
     skills:
-      - {id: research, name: research, description: Finds and summarises sources, tags: [search, summarize]}
+      - id: research
+        name: research papers       # `ranch agents --skill paper` finds it (README)
+        description: Finds and summarises sources
+        tags: [search, summarize]
     rules:
       - match: "researcher: (?P<topic>.+)$"
         reply: "Research notes on '{topic}': 1) a survey, 2) a recent preprint, 3) a textbook chapter."

@@ -111,6 +111,7 @@ async def post_message(hub: Hub, args: argparse.Namespace) -> int:
 async def watch_room(hub: Hub, args: argparse.Namespace) -> int:
     """Until Ctrl-C: the room's last messages, then every event as it comes."""
     room = await hub.room(args.room)
+    line_by_line(sys.stdout)
     view = Watch(json_lines=args.json)
     if args.since is None:  # the cursor first: what is posted meanwhile comes again, and is shown once
         cursor = await hub.latest_cursor(room.id)
@@ -125,6 +126,14 @@ async def watch_room(hub: Hub, args: argparse.Namespace) -> int:
         async for event in stream:
             view.on(event)
     return 0
+
+
+def line_by_line(stream: Any) -> None:
+    """A pipe or a file gets each line as it is printed, as a terminal does (Python would buffer it
+    by the block), and a character its encoding lacks as an escape rather than an error that ends
+    the watch: `ranch watch demo | grep route` and `> watch.log` show events as they happen."""
+    if not stream.isatty() and hasattr(stream, "reconfigure"):
+        stream.reconfigure(line_buffering=True, errors="backslashreplace")
 
 
 class Watch:

@@ -13,6 +13,7 @@ import httpx
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.client.errors import AgentCardResolutionError
 from a2a.types import (
+    Artifact,
     Message,
     Part,
     Role,
@@ -42,8 +43,15 @@ def register(commands: Any) -> None:
     parser.add_argument(
         "--url", default=os.environ.get("RANCH_URL", DEFAULT_URL), help="server (env RANCH_URL)"
     )
+    parser.add_argument(
+        "--key",
+        default=os.environ.get("RANCH_API_KEY", ""),
+        help="API key, for a server run with --auth keys (env RANCH_API_KEY)",
+    )
     parser.add_argument("--context", default="", help="continue the conversation with this contextId")
-    parser.add_argument("--stream", action="store_true", help="print each hop as it happens")
+    parser.add_argument(
+        "--stream", action="store_true", help="print each hop as it happens, its text growing in place"
+    )
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the answer")
     parser.set_defaults(handler=run)
 
@@ -56,10 +64,16 @@ async def send(args: argparse.Namespace) -> int:
     base = agent_url(args.url, args.target)
     trace_id = random_hex()  # the turn's trace: the server continues it, so its spans and logs carry it
     traceparent = f"00-{trace_id}-{random_hex()[:16]}-01"
-    async with httpx.AsyncClient(timeout=args.timeout, headers={"traceparent": traceparent}) as http:
+    headers = {"traceparent": traceparent}
+    if args.key:  # the cards are public; every A2A call presents the key (docs/policies.md)
+        headers["Authorization"] = f"Bearer {args.key}"
+    async with httpx.AsyncClient(timeout=args.timeout, headers=headers) as http:
         try:
             card = await A2ACardResolver(http, base).get_agent_card()
         except AgentCardResolutionError as exc:
+            refused = _refused_key(args, exc.status_code or 0)
+            if refused:
+                raise RanchError(refused) from exc
             if exc.status_code == 404:
                 raise RanchError(
                     f"no agent or team '{args.target}' at {args.url} (GET /a2a/agents lists them)"
@@ -86,18 +100,45 @@ async def send(args: argparse.Namespace) -> int:
             async for response in client.send_message(SendMessageRequest(message=message)):
                 printer.on(response)
         except A2AError as exc:
-            raise RanchError(f"{args.target} answered with an error: {exc}") from exc
+            raise RanchError(_answered_error(args, exc)) from exc
+        finally:
+            printer.end_line()
     return printer.finish()
 
 
+def _answered_error(args: argparse.Namespace, exc: A2AError) -> str:
+    """The one line for an error answer: a refused key says which flag gives one."""
+    status = exc.__cause__.response.status_code if isinstance(exc.__cause__, httpx.HTTPStatusError) else 0
+    return _refused_key(args, status) or f"{args.target} answered with an error: {exc}"
+
+
+def _refused_key(args: argparse.Namespace, status: int) -> str:
+    """For a 401 or 403: what was wrong with the key, and how to give one; else ""."""
+    if status == 401:
+        given = "the key given was refused" if args.key else "no API key was given"
+        return f"{args.target} at {args.url} needs an API key: {given} (--key, or env RANCH_API_KEY)"
+    if status == 403:
+        return f"{args.target} at {args.url} refused this key (403): it may not call that agent"
+    return ""
+
+
 class Printer:
-    """Turns stream responses into the lines a person wants to read."""
+    """Turns stream responses into the lines a person wants to read.
+
+    Streaming, each hop is one block: its `-> agent (reason)` line, then one line of its text,
+    which grows in place as chunks arrive (a 300-token answer is one line, not 300), as
+    `ranch watch` draws a route.
+    """
 
     def __init__(self, streaming: bool, trace_id: str = "") -> None:
         self.streaming = streaming
         self.trace_id = trace_id
         self.task: Task | None = None
         self.reply: Message | None = None
+        self.growing = ""
+        """The id of the artifact whose line is open (its text still arriving), or ""."""
+        self.shown = ""
+        """What that line shows of the artifact's text so far."""
 
     def on(self, response: StreamResponse) -> None:
         kind = response.WhichOneof("payload")
@@ -110,13 +151,37 @@ class Printer:
             self.task.metadata.update(MessageToDict(response.status_update.metadata))
             hop = _hop(response.status_update.status.message.metadata)
             if self.streaming and response.status_update.status.state == TaskState.TASK_STATE_WORKING and hop:
+                self.end_line()
                 print(f"-> {hop.get('agent')}  ({hop.get('reason')})", flush=True)
         elif kind == "artifact_update":
-            if self.task is not None:
-                self.task.artifacts.append(response.artifact_update.artifact)
+            update = response.artifact_update
+            if self.task is not None and update.last_chunk:  # a hop's whole reply, not its chunks
+                self.task.artifacts.append(update.artifact)
             if self.streaming:
-                artifact = response.artifact_update.artifact
-                print(f"   {artifact.name or 'reply'}: {text_of(Message(parts=artifact.parts))}", flush=True)
+                self.grow(update.artifact, append=update.append, last=update.last_chunk)
+
+    def grow(self, artifact: Artifact, *, append: bool, last: bool) -> None:
+        """Show an artifact's text: a new line for a new artifact, the rest of the same line for
+        more of the one being streamed (`append`: a chunk to add; else its text so far, whole)."""
+        text = text_of(Message(parts=artifact.parts))
+        same = bool(self.growing) and artifact.artifact_id == self.growing
+        whole = self.shown + text if same and append else text
+        if same and whole.startswith(self.shown):
+            sys.stdout.write(whole[len(self.shown) :])
+        else:  # another artifact, or a text that replaces what was shown
+            self.end_line()
+            sys.stdout.write(f"   {artifact.name or 'reply'}: {whole}")
+        self.growing, self.shown = artifact.artifact_id, whole
+        if last:
+            self.end_line()
+        sys.stdout.flush()
+
+    def end_line(self) -> None:
+        """Close the growing line, if one is open."""
+        if self.growing:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            self.growing, self.shown = "", ""
 
     def finish(self) -> int:
         if self.reply is not None:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import errno
 import json
 import logging
 import os
+import socket
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,7 @@ from ranch.db.engine import SQLITE_BUSY_TIMEOUT_S
 from ranch.db.replicas import DEFAULT_LEASE
 from ranch.edge.coalesce import http_protocol
 from ranch.edge.connections import BODY_TIMEOUT, HEAD_TIMEOUT, PER_ADDRESS, ConnectionLimits, proxy_networks
-from ranch.exceptions import ConfigError
+from ranch.exceptions import ConfigError, RanchError
 from ranch.hub.app import DEFAULT_DATABASE_URL, DEFAULT_MAX_BODY, Settings, create_app
 from ranch.observe import metrics
 from ranch.policy.logs import AccessLog, configure_logging
@@ -178,6 +180,9 @@ def run(args: argparse.Namespace) -> int:
     connections = _connections(args)
     workers = _workers(args)
     config, settings, access_log = _hub(args)
+    check_port_free(args.host, args.port, "--port")  # before the banner, the admin key, any log line
+    if args.grpc_port is not None:
+        check_port_free(args.host, args.grpc_port, "--grpc-port")
     app = create_app(config, settings)
     base = f"{'https' if tls else 'http'}://{args.host}:{args.port}"
     print(banner(config, base, demo=args.config is None, db=args.db, root=args.root), flush=True)
@@ -255,6 +260,24 @@ def _hub(args: argparse.Namespace, *, quiet: bool = False) -> tuple[RanchConfig,
     return config, settings, access_log
 
 
+def check_port_free(host: str, port: int, flag: str) -> None:
+    """Bind `host:port` as uvicorn will (SO_REUSEADDR), and let go: a port another process listens
+    on is one line naming the port and the flag, not a banner, a new admin key and a log record."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise RanchError(f"--host {host}: cannot be resolved ({exc.strerror})") from None
+    family, kind, proto, _name, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise RanchError(f"port {port} is in use (try {flag})") from None
+            raise RanchError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+
+
 def _grpc(args: argparse.Namespace) -> dict[str, Any]:
     """The gRPC settings: on `--host`, with the HTTP server's certificate (TLS files checked by `_tls`)."""
     port = getattr(args, "grpc_port", None)
@@ -308,7 +331,7 @@ def _connections(args: argparse.Namespace) -> dict[str, Any]:
     )
     trusted: dict[str, Any] = {"forwarded_allow_ips": list(proxies)} if proxies else {}
     # no per-message compression: a room's event is encoded once for all its watchers, and a
-    # compressor per WebSocket cost 46 KiB of each idle watcher and a compression per watcher
+    # compressor per WebSocket cost memory of each idle watcher and a compression per watcher
     return {
         "proxy_headers": bool(proxies),
         **trusted,

@@ -74,9 +74,30 @@ def well_formed(endpoint: Endpoint) -> Endpoint:
         if refused is not None:
             return _refused(refused)
         response = await endpoint(request)
+        unversioned = "a2a-version" not in request.headers
+        if unversioned and b"VERSION_NOT_SUPPORTED" in getattr(response, "body", b""):
+            return await _version_header_named(request, response)
         return _file_bytes_mended(response) if _a2a03_http(request) else response
 
     return checked
+
+
+async def _version_header_named(request: Request, response: Response) -> Response:
+    """The SDK answers an A2A 1.0 call sent without `A2A-Version` "A2A version '0.3' is not supported
+    ...", as if the caller had asked for 0.3: say the header is missing, and what to send."""
+    try:
+        payload = json.loads(bytes(response.body))
+        error = payload["error"]
+        body = json.loads(await request.body()) if is_jsonrpc(request.url.path) else {}
+    except (ValueError, KeyError, TypeError):
+        return response
+    method = body.get("method") if isinstance(body, dict) else None
+    what = f"{method} is an A2A 1.0 method" if isinstance(method, str) else "this is an A2A 1.0 endpoint"
+    error["message"] = (
+        f"the A2A-Version header is missing: {what}, and a request without the header is read as "
+        "A2A 0.3; send 'A2A-Version: 1.0'"
+    )
+    return JSONResponse(payload, status_code=response.status_code)
 
 
 def _a2a03_http(request: Request) -> bool:

@@ -36,7 +36,8 @@ RETRIES = Backoff(first=0.5, longest=8.0, jitter=False, longest_asked=30.0, at_l
 """Without a Retry-After: 0.5 s before the first retry, doubled each time, at most 8 s. A provider's
 Retry-After is waited as asked, up to 30 s (a provider asking for more gets this)."""
 NO_KEY = "no-key"
-"""Sent when no key is configured: local servers (Ollama, vLLM, LM Studio) ignore it."""
+"""What the openai client is built with when no key is configured (it refuses none); it is never
+sent: such requests go without an Authorization header (`ChatProvider.unauthenticated`)."""
 
 
 @dataclass
@@ -115,6 +116,12 @@ class ChatProvider:
         self.retry_count = retry_count
         self.request_timeout = request_timeout
         self._key = api_key or ""
+        own_auth = any(name.lower() == "authorization" for name in headers or {})
+        self.unauthenticated: dict[str, Any] = (
+            {} if api_key or own_auth else {"extra_headers": {"Authorization": openai.omit}}
+        )
+        """No key and no Authorization header configured: each request omits the header, rather
+        than carry `Bearer no-key` to a local server or a proxy that logs it (docs/llm.md)."""
         self._client = AsyncOpenAI(
             api_key=api_key or NO_KEY,
             base_url=self.base_url,
@@ -139,7 +146,7 @@ class ChatProvider:
         deadline: float | None = None,
     ) -> AsyncIterator[str | Completion]:
         """Yield text deltas as they arrive, then the whole `Completion`."""
-        request: dict[str, Any] = {"model": self.sampling.model, "messages": messages}
+        request: dict[str, Any] = {"model": self.sampling.model, "messages": messages, **self.unauthenticated}
         if tools:
             request["tools"] = tools
             if not tools_allowed:

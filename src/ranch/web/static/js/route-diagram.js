@@ -98,10 +98,65 @@ const FIRST_Y = 78;
 const ROW = 58;
 const TIP = 8;
 
-/** Shorten `text` to what fits in `width` px at about `perChar` px a character. */
-function fit(text, width, perChar = 8.4) {
-  const max = Math.max(6, Math.floor(width / perChar));
-  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+/** A diagram grows to at most this many times its lifelines' width to show its labels whole. */
+const WIDEST = 3;
+const REASON_FONT = "600 14px";
+const TIME_FONT = "400 13px";
+
+let measure = null;
+/** `text`'s width in px in the page's font (`font`: weight and size, as .rd-reason and .rd-time). */
+function textWidth(text, font) {
+  if (measure === null) {
+    const canvas = typeof document === "undefined" ? null : document.createElement("canvas");
+    const context = canvas?.getContext("2d") ?? null;
+    const family = context ? getComputedStyle(document.body).fontFamily || "sans-serif" : "";
+    measure = context ? (t, f) => { context.font = `${f} ${family}`; return context.measureText(t).width; }
+      : (t) => t.length * 8.4;
+  }
+  return measure(text, font);
+}
+
+/** Shorten `text` to what fits in `width` px in `font`, with an ellipsis (a label longer than
+ * WIDEST allows, a lifeline's name longer than its head). */
+function fit(text, width, font = REASON_FONT) {
+  if (textWidth(text, font) <= width) return text;
+  let cut = text.length;
+  while (cut > 6 && textWidth(`${text.slice(0, cut - 1)}…`, font) > width) cut -= 1;
+  return `${text.slice(0, cut - 1)}…`;
+}
+
+/** Where an arrow's label goes: from its left end rightwards when it fits before `right`, else
+ * leftwards from its right end when it fits after `leftEdge`, else from its left end (the diagram
+ * is widened for it, `labelsRight`). */
+function place(text, x1, x2, right, leftEdge, font = REASON_FONT) {
+  const start = Math.min(x1, x2) + 6;
+  const end = Math.max(x1, x2) - 6;
+  const need = textWidth(text, font);
+  if (start + need <= right || need > end - leftEdge) return { x: start, anchor: "start", room: right - start };
+  return { x: end, anchor: "end", room: end - leftEdge };
+}
+
+/** The x the diagram's labels need to reach, placed by `place` (labels that fit on neither side of
+ * their arrow run on to the right, so the diagram is made that wide). */
+function labelsRight(list, x) {
+  let right = 0;
+  for (const arrow of list) {
+    const x1 = x(arrow.from);
+    const x2 = x(arrow.to);
+    const start = x1 === x2 ? x1 + 42 : Math.min(x1, x2) + 6;
+    const end = x1 === x2 ? start : Math.max(x1, x2) - 6;
+    const need = Math.max(textWidth(label(arrow), REASON_FONT), textWidth(timing(arrow), TIME_FONT));
+    if (x1 === x2 || need > end - PAD) right = Math.max(right, start + need);
+  }
+  return right;
+}
+
+function label(arrow) {
+  return arrow.hop ? `${arrow.hop}. ${arrow.reason}` : arrow.reason;
+}
+
+function timing(arrow) {
+  return [duration(arrow.ms), arrow.at ? clockTime(arrow.at) : ""].filter(Boolean).join(" · ");
 }
 
 /**
@@ -113,7 +168,8 @@ export function renderRouteDiagram(turn, id, labelOf = (name) => name) {
   const names = lifelines(turn);
   const list = arrows(turn);
   const x = (name) => PAD + COL / 2 + names.indexOf(name) * COL;
-  const width = PAD * 2 + names.length * COL;
+  const lanes = PAD * 2 + names.length * COL;
+  const width = Math.ceil(Math.min(lanes * WIDEST, Math.max(lanes, labelsRight(list, x) + PAD)));
   const height = FIRST_Y + list.length * ROW + 6;
   const route = routeText(turn);
   const described = list
@@ -134,7 +190,7 @@ export function renderRouteDiagram(turn, id, labelOf = (name) => name) {
         x: cx - COL / 2 + 8, y: HEAD_Y, width: COL - 16, height: HEAD_H, rx: 6,
       }),
       svg("text", { class: "rd-name", x: cx, y: HEAD_Y + HEAD_H / 2 + 5, "text-anchor": "middle" },
-        fit(labelOf(name), COL - 24)),
+        fit(labelOf(name), COL - 24, "700 15px")),
     );
   }
   list.forEach((arrow, i) => parts.push(...drawArrow(arrow, i, x, width - PAD)));
@@ -154,32 +210,36 @@ export function renderRouteDiagram(turn, id, labelOf = (name) => name) {
   );
 }
 
-/** One arrow; its labels start at its left end and may run on to `right` (the diagram's edge). */
+/** One arrow, its reason above it and its time below, placed by `place`. */
 function drawArrow(arrow, i, x, right) {
   const y = FIRST_Y + i * ROW;
   const x1 = x(arrow.from);
   const x2 = x(arrow.to);
   const group = svg("g", { class: i === 0 ? "rd-hop rd-hop--start" : "rd-hop", dataset: { hop: arrow.hop } });
-  const timing = [duration(arrow.ms), arrow.at ? clockTime(arrow.at) : ""].filter(Boolean).join(" · ");
-  const reason = arrow.hop ? `${arrow.hop}. ${arrow.reason}` : arrow.reason;
+  const when = timing(arrow);
+  const reason = label(arrow);
   if (x1 === x2) {
     // an agent that answered itself: a small loop on its lifeline
     group.append(
       svg("path", { class: "rd-arrow", d: `M${x1} ${y - 10} h36 v20 h-36` }),
       svg("path", { class: "rd-tip", d: `M${x1} ${y + 10} l${TIP} ${-TIP / 2} v${TIP} z` }),
       svg("text", { class: "rd-reason", x: x1 + 42, y: y - 2 }, fit(reason, right - x1 - 42)),
-      svg("text", { class: "rd-time", x: x1 + 42, y: y + 15 }, fit(timing, right - x1 - 42, 7.4)),
+      svg("text", { class: "rd-time", x: x1 + 42, y: y + 15 }, fit(when, right - x1 - 42, TIME_FONT)),
     );
     return [group];
   }
   const dir = x2 > x1 ? 1 : -1;
-  const left = Math.min(x1, x2) + 6;
-  const room = right - left;
+  const above = place(reason, x1, x2, right, PAD);
+  const below = place(when, x1, x2, right, PAD, TIME_FONT);
   group.append(
     svg("line", { class: "rd-arrow", x1, y1: y, x2: x2 - dir * TIP, y2: y }),
     svg("path", { class: "rd-tip", d: `M${x2} ${y} l${-dir * TIP * 1.4} ${-TIP / 1.6} v${TIP * 1.25} z` }),
-    svg("text", { class: "rd-reason", x: left, y: y - 8 }, svg("title", {}, arrow.reason), fit(reason, room)),
+    svg("text", { class: "rd-reason", x: above.x, y: y - 8, "text-anchor": above.anchor },
+      svg("title", {}, arrow.reason), fit(reason, above.room)),
   );
-  if (timing) group.append(svg("text", { class: "rd-time", x: left, y: y + 18 }, fit(timing, room, 7.4)));
+  if (when) {
+    group.append(svg("text", { class: "rd-time", x: below.x, y: y + 18, "text-anchor": below.anchor },
+      fit(when, below.room, TIME_FONT)));
+  }
   return [group];
 }

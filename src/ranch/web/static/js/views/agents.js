@@ -30,7 +30,7 @@ export async function agentsPage(root, ctx) {
     skill,
     h("label", { for: "find-tag" }, "Tag"),
     tag,
-    h("button", { type: "submit" }, "Find"),
+    h("button.button", { type: "submit" }, "Find"),
   );
   root.append(h("h1", { tabindex: "-1" }, "Agents and teams"), form, status, results);
   focusHeading(root);
