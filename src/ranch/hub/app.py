@@ -416,7 +416,7 @@ class Hub:
                 if self.core.push is not None:
                     await self.core.push.take_over(alive)
                 failed = await self.core.take_over(alive)
-                queued = await recover_deliveries(self.rooms.rooms, failed, alive)
+                queued = await recover_deliveries(self.rooms.dispatcher, failed, alive)
                 if queued:
                     logger.info("took over %d room message(s) of stopped replicas", queued)
             except Exception:  # a busy database: the next round tries again
