@@ -16,7 +16,7 @@ from google.protobuf.json_format import MessageToDict
 from sqlalchemy import select
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
+from starlette.routing import BaseRoute, Mount, Route
 
 from ranch.agents.base import gather_infos
 from ranch.api import openapi
@@ -47,7 +47,7 @@ from ranch.api.models import (
 from ranch.api.operations import Call, Operation, endpoint
 from ranch.api.pagereads import held_page
 from ranch.api.services import ApiServices
-from ranch.api.ws import websocket_endpoint
+from ranch.api.ws import WebSocketEndpoint, websocket_endpoint
 from ranch.catalog import records
 from ranch.catalog.cards import served_card
 from ranch.catalog.discovery import Wanted
@@ -641,8 +641,8 @@ OPERATIONS: list[Operation] = [
 
 
 def routes(services: ApiServices) -> list[BaseRoute]:
-    """Every REST route, the OpenAPI document (no key needed) and the WebSocket; the edge's guards (trace
-    id, key, rate limit) ran before each, as on A2A."""
+    """Every REST route and the OpenAPI document (no key needed); the edge's guards (trace id, key, rate
+    limit) ran before each, as on A2A. The WebSocket is `websockets`'."""
 
     document = openapi.served(tuple(OPERATIONS), PREFIX)
 
@@ -651,5 +651,9 @@ def routes(services: ApiServices) -> list[BaseRoute]:
 
     served: list[BaseRoute] = [Route(o.path, endpoint(o, services), methods=[o.method]) for o in OPERATIONS]
     served.append(Route(openapi.PATH, serve_document, methods=["GET"]))
-    served.append(WebSocketRoute("/ws", websocket_endpoint(services)))
     return [Mount(PREFIX, routes=served)]  # one match for a request elsewhere, and only these for one here
+
+
+def websockets(services: ApiServices) -> dict[str, WebSocketEndpoint]:
+    """The WebSocket endpoints by path, which the edge serves straight from ASGI (`EdgeApp`)."""
+    return {f"{PREFIX}/ws": websocket_endpoint(services)}
