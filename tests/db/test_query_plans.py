@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -27,6 +29,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, async_sessionmaker, create_async_engine
 from sqlalchemy.pool import NullPool
 
+from _support import databases
 from _support.hubkit import ADMIN_KEY, Api, serve_ranch, wait_until
 from ranch.config import RetentionConfig
 from ranch.db.conversations import ConversationStore
@@ -464,3 +467,48 @@ def dead_or_live_key(n: int) -> dict[str, Any]:
         "revoked_at": 1.0 if n % 10 == 0 else None,
         "expires_at": 2.0 if n % 10 == 1 else None if n % 2 else 4e9,
     }
+
+
+# -- the work of a replay page, counted in SQLite's own steps ----------------------------------------
+
+
+def test_a_replay_page_costs_the_same_in_a_long_room_as_in_a_short_one(tmp_path: Path) -> None:
+    """A WebSocket replay reads a room's events a page at a time up to the cursor it subscribed at
+    (`upto`). Its page of 10 events from the room's start must cost the same in a room of 5,000
+    events as in one of 50: SQLite's virtual machine steps, counted by a progress handler while the
+    page's recorded statements run again, not time. (An index range bounded by `upto` instead of the
+    page's own last cursor read and filtered every event up to the room's newest.)"""
+    steps = {events: _replay_page_steps(tmp_path / f"{events}.db", events) for events in (50, 5000)}
+    assert steps[5000] <= 2 * steps[50], steps
+
+
+def _replay_page_steps(path: Path, events: int) -> int:
+    url = f"sqlite+aiosqlite:///{databases.migrated_sqlite(path)}"
+    engine = create_async_engine(url, poolclass=NullPool)
+
+    async def page() -> Recorded:
+        async with engine.begin() as connection:
+            await connection.execute(insert(Organization), [{"id": "filler", "name": "Filler"}])
+            await connection.execute(insert(Room), [{"id": "long", "org_id": "filler", "last_event": events}])
+            rows = [{"room_id": "long", "cursor": n + 1, "type": "t", "data": {}} for n in range(events)]
+            await connection.execute(insert(RoomEvent), rows)
+        with recording() as statements:
+            async with async_sessionmaker(engine)() as session:
+                found, _more = await event_page(session, "long", 0, upto=events, rows=10)
+        assert len(found) == 10
+        await engine.dispose()
+        return statements
+
+    statements = anyio.run(page)
+    counted = 0
+
+    def step() -> int:
+        nonlocal counted
+        counted += 1
+        return 0
+
+    with sqlite3.connect(path) as connection:
+        connection.set_progress_handler(step, 10)
+        for statement, parameters in statements:
+            connection.execute(statement, parameters).fetchall()
+    return counted

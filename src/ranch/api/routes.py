@@ -16,7 +16,7 @@ from google.protobuf.json_format import MessageToDict
 from sqlalchemy import select
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
+from starlette.routing import BaseRoute, Mount, Route
 
 from ranch.agents.base import gather_infos
 from ranch.api import openapi
@@ -47,7 +47,7 @@ from ranch.api.models import (
 from ranch.api.operations import Call, Operation, endpoint
 from ranch.api.pagereads import held_page
 from ranch.api.services import ApiServices
-from ranch.api.ws import websocket_endpoint
+from ranch.api.ws import WebSocketEndpoint, websocket_endpoint
 from ranch.catalog import records
 from ranch.catalog.cards import served_card
 from ranch.catalog.discovery import Wanted
@@ -283,16 +283,16 @@ async def post_message(call: Call) -> Response:
     sessions = call.services.security.sessions
     if sessions is not None:  # the room is the context: one session per (caller, room), as on A2A
         await sessions.touch(session_caller(call.caller), room_id)
-    shown = await call.runtime.rooms.post(call.caller, room_id, await call.body(PostMessage))
+    shown = await call.runtime.messages.post(call.caller, room_id, await call.body(PostMessage))
     return Response(orjson.dumps(shown), status_code=201, media_type="application/json")  # as its event
 
 
 async def list_messages(call: Call) -> Response:
     window = call.query(Window)
-    rooms, room_id = call.runtime.rooms, call.param("room_id")
+    messages, room_id = call.runtime.messages, call.param("room_id")
 
     async def page() -> Any:
-        rows, cut = await rooms.messages(call.caller, room_id, window.since, window.limit, window.before)
+        rows, cut = await messages.messages(call.caller, room_id, window.since, window.limit, window.before)
         next_cursor = _next_cursor(window, len(rows), cut, rows[-1].seq if rows else None)
         items = [MessageView.model_validate(row) for row in rows]
         return Page(items=items, next_cursor=next_cursor).model_dump(mode="json")
@@ -309,10 +309,10 @@ def _next_cursor(window: Window, count: int, cut: bool, last: int | None) -> str
 
 async def list_events(call: Call) -> Response:
     window = call.query(Window)
-    rooms, room_id = call.runtime.rooms, call.param("room_id")
+    messages, room_id = call.runtime.messages, call.param("room_id")
 
     async def page() -> Any:
-        items, cut = await rooms.events(call.caller, room_id, window.since, window.limit, window.before)
+        items, cut = await messages.events(call.caller, room_id, window.since, window.limit, window.before)
         next_cursor = _next_cursor(window, len(items), cut, items[-1]["cursor"] if items else None)
         views = [EventView.model_validate(item) for item in items]
         return Page(items=views, next_cursor=next_cursor).model_dump(mode="json")
@@ -324,7 +324,7 @@ async def get_part(call: Call) -> Response:
     """A file part's bytes (a view's file link): always a download, never a page of the hub's origin."""
     raw = call.param("index")
     index = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 4 else -1  # 64 parts at most
-    part = await call.runtime.rooms.message_part(
+    part = await call.runtime.messages.message_part(
         call.caller, call.param("room_id"), call.param("message_id"), index
     )
     media_type = part.get("mediaType") or "application/octet-stream"
@@ -343,33 +343,33 @@ async def get_part(call: Call) -> Response:
 
 
 async def room_executions(call: Call) -> Page[ExecutionView]:
-    rows = await call.runtime.rooms.executions(call.caller, call.param("room_id"))
+    rows = await call.runtime.executions.executions(call.caller, call.param("room_id"))
     return Page(items=[ExecutionView.model_validate(row) for row in rows], next_cursor=None)
 
 
 async def get_execution(call: Call) -> ExecutionView:
     return ExecutionView.model_validate(
-        await call.runtime.rooms.execution(call.caller, call.param("execution_id"))
+        await call.runtime.executions.execution(call.caller, call.param("execution_id"))
     )
 
 
 async def execution_task(call: Call) -> dict[str, Any]:
     query = call.query(TaskQuery)
-    task = await call.runtime.rooms.task(call.caller, call.param("execution_id"), query.history_length)
+    task = await call.runtime.executions.task(call.caller, call.param("execution_id"), query.history_length)
     answer: dict[str, Any] = MessageToDict(task)
     return answer
 
 
 async def cancel_execution(call: Call) -> ExecutionView:
     return ExecutionView.model_validate(
-        await call.runtime.rooms.cancel(call.caller, call.param("execution_id"))
+        await call.runtime.executions.cancel(call.caller, call.param("execution_id"))
     )
 
 
 async def complete_execution(call: Call) -> ExecutionView:
     body = await call.body(CompleteExecution) if (await call.request.body()).strip() else CompleteExecution()
     return ExecutionView.model_validate(
-        await call.runtime.rooms.complete(call.caller, call.param("execution_id"), body.reason)
+        await call.runtime.executions.complete(call.caller, call.param("execution_id"), body.reason)
     )
 
 
@@ -641,8 +641,8 @@ OPERATIONS: list[Operation] = [
 
 
 def routes(services: ApiServices) -> list[BaseRoute]:
-    """Every REST route, the OpenAPI document (no key needed) and the WebSocket; the edge's guards (trace
-    id, key, rate limit) ran before each, as on A2A."""
+    """Every REST route and the OpenAPI document (no key needed); the edge's guards (trace id, key, rate
+    limit) ran before each, as on A2A. The WebSocket is `websockets`'."""
 
     document = openapi.served(tuple(OPERATIONS), PREFIX)
 
@@ -651,5 +651,9 @@ def routes(services: ApiServices) -> list[BaseRoute]:
 
     served: list[BaseRoute] = [Route(o.path, endpoint(o, services), methods=[o.method]) for o in OPERATIONS]
     served.append(Route(openapi.PATH, serve_document, methods=["GET"]))
-    served.append(WebSocketRoute("/ws", websocket_endpoint(services)))
     return [Mount(PREFIX, routes=served)]  # one match for a request elsewhere, and only these for one here
+
+
+def websockets(services: ApiServices) -> dict[str, WebSocketEndpoint]:
+    """The WebSocket endpoints by path, which the edge serves straight from ASGI (`EdgeApp`)."""
+    return {f"{PREFIX}/ws": websocket_endpoint(services)}

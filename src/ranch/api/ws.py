@@ -75,7 +75,10 @@ DEPRECATED_SINCE, REMOVED_IN = "0.1.0", "0.2.0"
 logger = logging.getLogger(__name__)
 
 
-def websocket_endpoint(services: ApiServices) -> Callable[[WebSocket], Awaitable[None]]:
+WebSocketEndpoint = Callable[[WebSocket], Awaitable[None]]
+
+
+def websocket_endpoint(services: ApiServices) -> WebSocketEndpoint:
     """The endpoint of /api/v1/ws, over `services`."""
 
     async def endpoint(websocket: WebSocket) -> None:

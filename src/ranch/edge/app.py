@@ -12,12 +12,14 @@ Every response carries `X-Trace-Id`.
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from typing import Any
 
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from starlette.applications import Starlette
 from starlette.types import Message, Receive, Scope, Send
+from starlette.websockets import WebSocket
 
 from ranch.db.engine import unavailable
 from ranch.edge.debug import DebugTap
@@ -51,6 +53,7 @@ class EdgeApp(Starlette):
         *,
         guards: Guards,
         fast: FastHandler | None,
+        websockets: Mapping[str, Callable[[WebSocket], Awaitable[None]]] | None = None,
         access_log: AccessLog | None = None,
         debug: bool = False,
         **kwargs: Any,
@@ -58,6 +61,10 @@ class EdgeApp(Starlette):
         super().__init__(**kwargs)
         self.guards = guards
         self.fast = fast
+        self.websockets = dict(websockets or {})
+        """WebSocket endpoints by path, served straight from ASGI: a connection lives for hours, and
+        the full stack (middleware, router, mount) would keep its frames alive that long, for each
+        watcher. Each endpoint checks its own key, as WebSockets take no guard chain."""
         """Answers plain A2A 1.0 JSON-RPC calls; None sends every call down the full stack."""
         self.access_log = access_log
         self.debug = debug
@@ -66,7 +73,12 @@ class EdgeApp(Starlette):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            await super().__call__(scope, receive, send)  # lifespan, WebSocket
+            endpoint = self.websockets.get(scope["path"]) if scope["type"] == "websocket" else None
+            if endpoint is None:
+                await super().__call__(scope, receive, send)  # lifespan, other WebSockets
+                return
+            scope["app"] = self
+            await endpoint(WebSocket(scope, receive, send))
             return
         started = time.perf_counter()
         call = self.guards.read(scope)

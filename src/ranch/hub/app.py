@@ -37,6 +37,7 @@ from ranch._version import __version__
 from ranch.agents.base import Agent, AgentInfo, gather_infos
 from ranch.api import errors as api_errors
 from ranch.api.routes import routes as api_routes
+from ranch.api.routes import websockets as api_websockets
 from ranch.api.services import ApiServices
 from ranch.catalog.ai_catalog import ai_catalog, catalog_entry
 from ranch.catalog.caching import cached_json
@@ -420,7 +421,7 @@ class Hub:
                 if self.core.push is not None:
                     await self.core.push.take_over(alive)
                 failed = await self.core.take_over(alive)
-                queued = await recover_deliveries(self.rooms.rooms, failed, alive)
+                queued = await recover_deliveries(self.rooms.dispatcher, failed, alive)
                 if queued:
                     logger.info("took over %d room message(s) of stopped replicas", queued)
             except Exception:  # a busy database: the next round tries again
@@ -455,11 +456,12 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
     lean = hub.settings.jsonrpc == "lean"
     jsonrpc = endpoint.__call__ if lean else sdk_jsonrpc  # a method: Starlette passes it a Request
     card = _card(hub, grpc_port)
+    api = _api_services(hub)
     routes: list[BaseRoute] = [
         Route(
             f"{API_CARDS_PATH}/{{agent_id}}/.well-known/agent-card.json", card, methods=["GET"]
         ),  # seed 003 B
-        *api_routes(_api_services(hub)),  # early: the REST calls are the most frequent the router matches
+        *api_routes(api),  # early: the REST calls are the most frequent the router matches
         Route("/healthz", _healthz(hub), methods=["GET"]),
         Route(AGENTS_PATH, _list_agents(hub), methods=["GET"]),
         Route(CATALOG_PATH, _ai_catalog(hub), methods=["GET"]),
@@ -503,6 +505,7 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
     app = EdgeApp(
         guards=guards,
         fast=_fast(endpoint) if lean else None,
+        websockets=api_websockets(api),
         access_log=hub.settings.access_log,
         debug=hub.settings.debug,
         routes=routes,

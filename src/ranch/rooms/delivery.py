@@ -13,7 +13,6 @@ import logging
 import re
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import anyio
 from a2a.types import Message, Part, Role, Task
@@ -25,7 +24,18 @@ from sqlalchemy.orm import aliased
 
 from ranch.agents.base import Agent, AgentInfo, Call, Event
 from ranch.catalog.registry import Registry
-from ranch.db.models import AgentRecord, Delivery, Execution, Participant, Room, RoomMessage, User
+from ranch.db.models import (
+    AgentRecord,
+    Delivery,
+    DeliveryStatus,
+    Execution,
+    ExecutionStatus,
+    Participant,
+    Room,
+    RoomMessage,
+    RoomStatus,
+    User,
+)
 from ranch.exceptions import AgentNotFound
 from ranch.identity.caller import Caller
 from ranch.ids import new_id
@@ -35,13 +45,11 @@ from ranch.rooms import executions
 from ranch.rooms import parts as room_parts
 from ranch.rooms.sink import RoomSink, fail_unstarted
 from ranch.rooms.turns import EXECUTION_TURNS
+from ranch.rooms.writing import MessageWriter
 from ranch.routing import context
 from ranch.routing.team import Team
 from ranch.tasks.run import Run
 from ranch.wire import keys, modes
-
-if TYPE_CHECKING:
-    from ranch.rooms.service import Rooms
 
 logger = logging.getLogger(__name__)
 
@@ -67,9 +75,11 @@ class DeliveryWatch:
 class Dispatcher:
     """Owns the workers; `wake` is called after a delivery is committed."""
 
-    def __init__(self, rooms: Rooms, registry: Registry, group: TaskGroup) -> None:
-        self.rooms = rooms
-        self.bus = rooms.bus
+    def __init__(self, writer: MessageWriter, registry: Registry, group: TaskGroup) -> None:
+        self.writer = writer
+        """Where a turn's sink writes into the room; it wakes agents through `wake` here."""
+        self.bus = writer.bus
+        self.tasks = writer.tasks
         self.registry = registry
         self.group = group
         self._queues: dict[tuple[str, str], deque[str]] = {}
@@ -128,7 +138,7 @@ class Dispatcher:
             async with self.bus.transaction() as tx:  # no event: it waits for no room
                 row = await tx.session.get(Delivery, delivery_id)
                 if row is not None:
-                    row.status = "done"
+                    row.status = DeliveryStatus.DONE
 
     async def _take(
         self, room_id: str, delivery_id: str
@@ -143,26 +153,32 @@ class Dispatcher:
         while True:
             async with self.bus.transaction(room_id) as tx:
                 delivery = await tx.session.get(Delivery, delivery_id)
-                if delivery is None or delivery.status != "pending" or delivery.room_id != room_id:
+                if (
+                    delivery is None
+                    or delivery.status != DeliveryStatus.PENDING
+                    or delivery.room_id != room_id
+                ):
                     return None
                 claimed = await tx.session.execute(
                     update(Delivery)
                     .where(
                         Delivery.id == delivery_id,
-                        Delivery.status == "pending",
+                        Delivery.status == DeliveryStatus.PENDING,
                         ~_ahead_of(delivery),
                     )
-                    .values(status="running", runner=self.rooms.tasks.runner),
+                    .values(status=DeliveryStatus.RUNNING, runner=self.tasks.runner),
                     execution_options={"synchronize_session": False},
                 )
                 if claimed.rowcount:  # type: ignore[attr-defined]
                     message = await tx.session.get(RoomMessage, delivery.message_seq)
                     room = await tx.session.get(Room, delivery.room_id)
-                    if message is None or room is None or room.status != "active":
-                        delivery.status = "done"
+                    if message is None or room is None or room.status != RoomStatus.ACTIVE:
+                        delivery.status = DeliveryStatus.DONE
                         return None
                     execution = await executions.current(tx, room.id, delivery.agent_id)
-                    await executions.move(tx, execution, "working")  # its task follows as the turn starts
+                    await executions.move(
+                        tx, execution, ExecutionStatus.WORKING
+                    )  # its task follows as the turn starts
                     return room, message, execution, delivery.trace
             await anyio.sleep(NEXT_IN_LINE_POLL)  # another delivery of this agent in this room goes first
 
@@ -174,19 +190,19 @@ class Dispatcher:
             agent = self.registry.get(execution.agent_id)
         except AgentNotFound:
             await fail_unstarted(
-                self.rooms, room, execution, f"agent '{execution.agent_id}' is not available on this server"
+                self.writer, room, execution, f"agent '{execution.agent_id}' is not available on this server"
             )
             return
         owner = executions.owner(room.id)
-        sink = RoomSink(self.rooms, room, message, execution, team=isinstance(agent, Team))
+        sink = RoomSink(self.writer, room, message, execution, team=isinstance(agent, Team))
         incoming = await self.incoming(agent, room, message, execution.agent_id)
         call = Call(owner=owner, caller=await self.caller(room, message))
         try:
-            run = await self.rooms.tasks.start(
+            run = await self.tasks.start(
                 agent, incoming, call, owner, task_id=execution.id, lifetime=EXECUTION_TURNS, sink=sink
             )
         except A2AError as exc:  # its task ended meanwhile (canceled elsewhere): the turn cannot run
-            await fail_unstarted(self.rooms, room, execution, f"the execution cannot take a turn: {exc}")
+            await fail_unstarted(self.writer, room, execution, f"the execution cannot take a turn: {exc}")
             return
         watch.run = run
         if watch.wants_events:  # before the run's first event: nothing is missed
@@ -256,9 +272,9 @@ def _ahead_of(delivery: Delivery) -> ColumnElement[bool]:
     the room's past deliveries (all done) are never read."""
     other = aliased(Delivery)
     mine = (other.room_id == delivery.room_id, other.agent_id == delivery.agent_id, other.id != delivery.id)
-    running = select(other.id).where(*mine, other.status == "running")
+    running = select(other.id).where(*mine, other.status == DeliveryStatus.RUNNING)
     earlier = select(other.id).where(
-        *mine, other.status == "pending", other.message_seq < delivery.message_seq
+        *mine, other.status == DeliveryStatus.PENDING, other.message_seq < delivery.message_seq
     )
     return or_(running.exists(), earlier.exists())
 
@@ -280,19 +296,19 @@ def _addressed(text: str, agent_id: str) -> str:
     return stripped or text
 
 
-async def recover(rooms: Rooms, failed: dict[str, Task], alive: set[str]) -> int:
+async def recover(dispatcher: Dispatcher, failed: dict[str, Task], alive: set[str]) -> int:
     """On start and every take-over round: the rows of executions whose tasks the engine failed say
     so, and the deliveries replicas that are gone had queued are queued here (external agents keep
     theirs: they read them over the API). Returns how many were queued."""
-    await executions.follow_tasks(rooms.bus, failed)
-    async with rooms.bus.transaction() as tx:
-        pending = await executions.recover(tx, alive, rooms.tasks.runner)
+    await executions.follow_tasks(dispatcher.bus, failed)
+    async with dispatcher.bus.transaction() as tx:
+        pending = await executions.recover(tx, alive, dispatcher.tasks.runner)
         external = set(
             (await tx.session.scalars(select(AgentRecord.id).where(AgentRecord.is_external.is_(True)))).all()
         )
     queued = 0
     for delivery in pending:
         if delivery.agent_id not in external:
-            rooms.dispatcher.wake(delivery)
+            dispatcher.wake(delivery)
             queued += 1
     return queued

@@ -13,26 +13,26 @@ from a2a.types import Task, TaskState
 from sqlalchemy import Select, or_, select, update
 
 from ranch.agents.base import text_of
-from ranch.db.models import OPEN_EXECUTION, Delivery, Execution, now
+from ranch.db.models import OPEN_EXECUTION, Delivery, DeliveryStatus, Execution, ExecutionStatus, now
 from ranch.ids import new_id
 from ranch.rooms import views
 from ranch.rooms.bus import Bus, Tx
 from ranch.wire import keys
 from ranch.wire.events import INTERRUPTED
 
-FINAL = frozenset({"completed", "failed", "canceled"})
+FINAL = frozenset({ExecutionStatus.COMPLETED, ExecutionStatus.FAILED, ExecutionStatus.CANCELED})
 """Execution statuses that end it; the agent's next message in the room starts a new one."""
-BUSY = frozenset({"submitted", "working"})
+BUSY = frozenset({ExecutionStatus.SUBMITTED, ExecutionStatus.WORKING})
 
 _STATES: dict[int, str] = {
-    TaskState.TASK_STATE_SUBMITTED: "submitted",
-    TaskState.TASK_STATE_WORKING: "working",
-    TaskState.TASK_STATE_INPUT_REQUIRED: "input-required",
-    TaskState.TASK_STATE_AUTH_REQUIRED: "input-required",
-    TaskState.TASK_STATE_COMPLETED: "completed",
-    TaskState.TASK_STATE_FAILED: "failed",
-    TaskState.TASK_STATE_CANCELED: "canceled",
-    TaskState.TASK_STATE_REJECTED: "failed",
+    TaskState.TASK_STATE_SUBMITTED: ExecutionStatus.SUBMITTED,
+    TaskState.TASK_STATE_WORKING: ExecutionStatus.WORKING,
+    TaskState.TASK_STATE_INPUT_REQUIRED: ExecutionStatus.INPUT_REQUIRED,
+    TaskState.TASK_STATE_AUTH_REQUIRED: ExecutionStatus.INPUT_REQUIRED,
+    TaskState.TASK_STATE_COMPLETED: ExecutionStatus.COMPLETED,
+    TaskState.TASK_STATE_FAILED: ExecutionStatus.FAILED,
+    TaskState.TASK_STATE_CANCELED: ExecutionStatus.CANCELED,
+    TaskState.TASK_STATE_REJECTED: ExecutionStatus.FAILED,
 }
 
 
@@ -53,14 +53,14 @@ def status_of(task: Task) -> str:
         status = marked.struct_value.fields.get("status")
         if status is not None and status.WhichOneof("kind") == "string_value":
             return str(status.string_value)
-    return _STATES.get(task.status.state, "working")
+    return _STATES.get(task.status.state, ExecutionStatus.WORKING)
 
 
 def reason_of(task: Task) -> str:
     """Why it is in its status: the status message of a failed, canceled or completed execution, or
     the question of one waiting for input (a ready execution's status message is its reply)."""
     status = status_of(task)
-    if status in FINAL or task.status.state in INTERRUPTED and status != "ready":
+    if status in FINAL or task.status.state in INTERRUPTED and status != ExecutionStatus.READY:
         return text_of(task.status.message) if task.status.HasField("message") else ""
     return ""
 
@@ -69,7 +69,9 @@ async def current(tx: Tx, room_id: str, agent_id: str) -> Execution:
     """The agent's open execution in the room, created (submitted) when there is none."""
     row = await tx.session.scalar(current_query(room_id, agent_id))
     if row is None:
-        row = Execution(id=new_id(), room_id=room_id, agent_id=agent_id, status="submitted", reason="")
+        row = Execution(
+            id=new_id(), room_id=room_id, agent_id=agent_id, status=ExecutionStatus.SUBMITTED, reason=""
+        )
         tx.session.add(row)
         await tx.session.flush()
         await tx.emit(room_id, "execution.updated", views.execution(row))
@@ -132,17 +134,24 @@ async def recover(tx: Tx, alive: set[str], runner: str) -> list[Delivery]:
     of the tasks the engine failed follow them first: `follow_tasks`.)"""
     orphaned = or_(Delivery.runner.is_(None), Delivery.runner.not_in(alive))
     await tx.session.execute(
-        update(Delivery).where(Delivery.status == "running", orphaned).values(status="done"),
+        update(Delivery)
+        .where(Delivery.status == DeliveryStatus.RUNNING, orphaned)
+        .values(status=DeliveryStatus.DONE),
         execution_options={"synchronize_session": False},
     )
-    waiting = select(Delivery.id).where(Delivery.status == "pending", orphaned).order_by(Delivery.message_seq)
+    waiting = (
+        select(Delivery.id)
+        .where(Delivery.status == DeliveryStatus.PENDING, orphaned)
+        .order_by(Delivery.message_seq)
+    )
     claimed: list[str] = []
     for delivery_id in (await tx.session.scalars(waiting)).all():
         taken = await tx.session.execute(  # when replicas look at once, each delivery goes to one
-            update(Delivery).where(Delivery.id == delivery_id, Delivery.status == "pending", orphaned)
+            update(Delivery)
+            .where(Delivery.id == delivery_id, Delivery.status == DeliveryStatus.PENDING, orphaned)
             .values(runner=runner),
             execution_options={"synchronize_session": False},
-        )  # fmt: skip
+        )
         if taken.rowcount:  # type: ignore[attr-defined]
             claimed.append(delivery_id)
     mine = select(Delivery).where(Delivery.id.in_(claimed)).order_by(Delivery.message_seq)

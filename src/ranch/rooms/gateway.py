@@ -17,7 +17,7 @@ from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError
 from sqlalchemy import select
 
 from ranch.agents.base import Event, content_parts
-from ranch.db.models import Execution, Participant, Room
+from ranch.db.models import Execution, ExecutionStatus, Participant, Room, RoomStatus
 from ranch.exceptions import AgentTimeout, NotFound
 from ranch.identity.orgs import DEFAULT_ORG
 from ranch.identity.principal import Principal
@@ -72,7 +72,7 @@ class Gateway:
             with anyio.fail_after(wait_s + SETTLE_MARGIN_S):
                 await watch.started.wait()
             if watch.run is not None and watch.events is not None:
-                async for event in self.runtime.rooms.tasks.stream(watch.run, watch.events):
+                async for event in self.runtime.writer.tasks.stream(watch.run, watch.events):
                     if not isinstance(event, Task):
                         yield event
         else:
@@ -86,17 +86,17 @@ class Gateway:
         parts = content_parts(message)  # every part (the A2A entry checked them): text, files, data
         if not parts:
             raise InvalidParamsError("message.parts must hold content to post into a room")
-        rooms = self.runtime.rooms
+        writer = self.runtime.writer
         async with self.runtime.bus.transaction(message.context_id) as tx:
             room = await tx.session.get(Room, message.context_id)
-            if room is None or room.status != "active":
+            if room is None or room.status != RoomStatus.ACTIVE:
                 raise InvalidParamsError(f"room '{message.context_id}' is not open")
             member = await tx.session.get(Participant, (room.id, "agent", agent_id)) or await tx.session.get(
                 Participant, (room.id, "team", agent_id)
             )
             if member is None:
                 raise InvalidParamsError(f"agent '{agent_id}' is not a participant of room '{room.id}'")
-            await rooms.write(
+            await writer.write(
                 tx,
                 room,
                 "user",
@@ -107,7 +107,7 @@ class Gateway:
             )
             execution = await executions.current(tx, room.id, agent_id)
             delivery = next((d for d in tx.deliveries if d.agent_id == agent_id), None)
-        watch = rooms.dispatcher.watch(delivery.id) if delivery is not None else None
+        watch = self.runtime.dispatcher.watch(delivery.id) if delivery is not None else None
         if watch is not None:
             watch.wants_events = stream
         return watch, execution.id
@@ -159,7 +159,7 @@ class Gateway:
         row = await self.find(execution_id)
         if row is None:
             raise NotFound(f"no execution '{execution_id}'", "taskId")
-        return await self.runtime.rooms.execution_task(row, history_length)
+        return await self.runtime.executions.execution_task(row, history_length)
 
     async def cancel(self, execution_id: str, canceler: str) -> Task:
         """CancelTask on an execution: the room's own cancel (its agent stopped, its row following)."""
@@ -168,5 +168,5 @@ class Gateway:
             raise NotFound(f"no execution '{execution_id}'", "taskId")
         if row.status in executions.FINAL:
             raise TaskNotCancelableError(f"task '{execution_id}' already ended ({row.status})")
-        await self.runtime.rooms.end(row, "canceled", f"canceled over A2A by {canceler}")
+        await self.runtime.executions.end(row, ExecutionStatus.CANCELED, f"canceled over A2A by {canceler}")
         return await self.task(execution_id, None)

@@ -63,8 +63,13 @@ async def event_page(
     count = fitting([size for _cursor, size in found], max_bytes)
     if not count:
         return [], False
+    edge = found[count - 1][0]  # within `upto`: the page's only upper bound, so the index range ends
+    # there (SQLite bounds an index range by one of two upper bounds, and may take `upto`'s: every
+    # event up to the room's newest read and filtered, a cost growing with the room's history)
     query = (
-        select(RoomEvent).where(*where, RoomEvent.cursor <= found[count - 1][0]).order_by(RoomEvent.cursor)
+        select(RoomEvent)
+        .where(RoomEvent.room_id == room, RoomEvent.cursor > after, RoomEvent.cursor <= edge)
+        .order_by(RoomEvent.cursor)
     )
     page = list((await session.scalars(query)).all())
     return page, count < len(found) or len(found) == rows

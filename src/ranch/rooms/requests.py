@@ -1,8 +1,9 @@
 """What callers send to rooms: the bodies of docs/api.md's room endpoints, as models.
 
 The API parses each body with one of these (an unknown field is refused, a bad value is named by
-its field) and hands it to `rooms.service.Rooms`; what needs the database (is that agent usable,
-is the room active) or the server's limits (a message's size) is checked there.
+its field) and hands it to the room services (`rooms.service`, `rooms.messages`); what needs the
+database (is that agent usable, is the room active) or the server's limits (a message's size) is
+checked there.
 """
 
 from __future__ import annotations

@@ -27,8 +27,11 @@ from ranch.identity.principal import SYSTEM
 from ranch.policy.limits import Limits
 from ranch.rooms.bus import Bus
 from ranch.rooms.delivery import Dispatcher, recover
+from ranch.rooms.executing import RoomExecutions
+from ranch.rooms.messages import RoomMessages
 from ranch.rooms.requests import AddParticipant, CreateRoom
 from ranch.rooms.service import Rooms
+from ranch.rooms.writing import MessageWriter
 from ranch.tasks.engine import TaskEngine
 
 logger = logging.getLogger(__name__)
@@ -39,9 +42,15 @@ DEMO_ROOM = "demo"
 
 @dataclass
 class RoomsRuntime:
+    """The rooms side's parts, each one job: rooms and participants, messages, executions, and the
+    dispatcher that runs agents on what the writer delivers."""
+
     sessions: async_sessionmaker[AsyncSession]
     bus: Bus
     rooms: Rooms
+    messages: RoomMessages
+    executions: RoomExecutions
+    writer: MessageWriter
     dispatcher: Dispatcher
     registry: Registry
     group: TaskGroup
@@ -65,7 +74,12 @@ async def start(
 ) -> RoomsRuntime:
     sessions = async_sessionmaker(engine, expire_on_commit=False)
     bus = Bus(sessions, fanout=fanout, origin=tasks.runner, postgres=engine.dialect.name == "postgresql")
-    rooms = Rooms(bus, registry, tasks, group, limits)
+    writer = MessageWriter(bus, tasks)
+    dispatcher = Dispatcher(writer, registry, group)
+    writer.wake = dispatcher.wake
+    executions = RoomExecutions(bus, tasks)
+    rooms = Rooms(bus, executions)
+    messages = RoomMessages(writer, registry, limits)
     async with sessions() as session, session.begin():
         await ensure_org(session, DEFAULT_ORG, "Default organization")
         await _bootstrap_admin(session, admin_key, announce)
@@ -77,10 +91,10 @@ async def start(
     await rooms.load_known()
     if demo:
         await _demo_room(sessions, rooms, config, announce)
-    queued = await recover(rooms, failed_tasks or {}, alive or {tasks.runner})
+    queued = await recover(dispatcher, failed_tasks or {}, alive or {tasks.runner})
     if queued:
         logger.info("resuming %d room message(s) a previous run had not handled", queued)
-    return RoomsRuntime(sessions, bus, rooms, rooms.dispatcher, registry, group)
+    return RoomsRuntime(sessions, bus, rooms, messages, executions, writer, dispatcher, registry, group)
 
 
 async def _bootstrap_admin(

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from a2a.types import Part, Task, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent
 from google.protobuf.json_format import MessageToDict
@@ -24,17 +24,15 @@ from google.protobuf.struct_pb2 import Struct
 
 from ranch.agents.base import Event, text_of
 from ranch.agents.fold import reply_parts
-from ranch.db.models import Execution, Room, RoomMessage
+from ranch.db.models import Execution, ExecutionStatus, Room, RoomMessage
 from ranch.observe import tracing
 from ranch.policy.logs import TRACE_ID
 from ranch.rooms import executions
 from ranch.rooms.bus import Tx
+from ranch.rooms.writing import MessageWriter
 from ranch.tasks.run import Run
 from ranch.wire import client_routing, keys
 from ranch.wire.events import FAILED, INPUT_REQUIRED, UNSUCCESSFUL, WORKING
-
-if TYPE_CHECKING:
-    from ranch.rooms.service import Rooms
 
 logger = logging.getLogger(__name__)
 
@@ -45,10 +43,10 @@ class RoomSink:
     """The room side of one execution's turn (see the module docstring)."""
 
     def __init__(
-        self, rooms: Rooms, room: Room, message: RoomMessage, execution: Execution, *, team: bool
+        self, writer: MessageWriter, room: Room, message: RoomMessage, execution: Execution, *, team: bool
     ) -> None:
-        self.rooms = rooms
-        self.bus = rooms.bus
+        self.writer = writer
+        self.bus = writer.bus
         self.room = room
         self.message = message
         self.execution = execution
@@ -79,7 +77,7 @@ class RoomSink:
             return
         hop = _struct_value(event.status.message.metadata, keys.HOP)
         if isinstance(hop, dict):
-            await self._member(str(hop["agent"]), WORKING, "working")
+            await self._member(str(hop["agent"]), WORKING, ExecutionStatus.WORKING)
 
     async def _member(
         self, member: str, state: TaskState, status: str, reason: str = "", *, turn: bool = False
@@ -88,7 +86,7 @@ class RoomSink:
         async with self.bus.transaction(self.room.id) as tx:
             row = await executions.current(tx, self.room.id, member)
         self.member_executions[member] = row.id
-        task = await self.rooms.tasks.record(
+        task = await self.writer.tasks.record(
             row.id, executions.owner(self.room.id), state, reason, context_id=self.room.id, execution=status
         )
         async with self.bus.transaction(self.room.id) as tx:
@@ -137,7 +135,7 @@ class RoomSink:
         self.last_member = member
         async with self.bus.transaction(self.room.id) as tx:
             member_row = await executions.current(tx, self.room.id, member)
-            await self.rooms.write(
+            await self.writer.write(
                 tx,
                 self.room,
                 "agent",
@@ -163,7 +161,7 @@ class RoomSink:
                     **_trace(),
                 },
             )
-        await self._member(member, INPUT_REQUIRED, "ready", turn=True)
+        await self._member(member, INPUT_REQUIRED, ExecutionStatus.READY, turn=True)
 
     # -- once the turn's task is stored -------------------------------------------------------------
 
@@ -185,7 +183,7 @@ class RoomSink:
             if row is not None:
                 await executions.project(tx, row, task, turn=run.ending is None)
         if failed_member is not None:
-            await self._member(failed_member, FAILED, "failed", reason)
+            await self._member(failed_member, FAILED, ExecutionStatus.FAILED, reason)
         approval = (
             _struct_value(task.status.message.metadata, keys.APPROVAL)
             if task.status.HasField("message")
@@ -193,8 +191,8 @@ class RoomSink:
         )
         if self.team and isinstance(approval, dict) and run.ending is None:
             await self._ask_approval(approval, reason)
-        elif self.team and executions.status_of(task) == "input-required" and self.last_member:
-            await self._member(self.last_member, INPUT_REQUIRED, "input-required", reason)
+        elif self.team and executions.status_of(task) == ExecutionStatus.INPUT_REQUIRED and self.last_member:
+            await self._member(self.last_member, INPUT_REQUIRED, ExecutionStatus.INPUT_REQUIRED, reason)
 
     async def _ask_approval(self, approval: dict[str, Any], question: str) -> None:
         """The team waits for a person's approval: its question in the room, and an event the page
@@ -237,7 +235,7 @@ class RoomSink:
         wake: bool = True,
     ) -> RoomMessage:
         """A message of this turn in the room (the agent's, unless another sender is named)."""
-        return await self.rooms.write(
+        return await self.writer.write(
             tx,
             self.room,
             sender_kind,
@@ -252,13 +250,18 @@ class RoomSink:
         )
 
 
-async def fail_unstarted(rooms: Rooms, room: Room, execution: Execution, reason: str) -> None:
+async def fail_unstarted(writer: MessageWriter, room: Room, execution: Execution, reason: str) -> None:
     """A turn that could not start (the agent is not served here): the execution fails, saying why."""
-    task = await rooms.tasks.record(
-        execution.id, executions.owner(room.id), FAILED, reason, context_id=room.id, execution="failed"
+    task = await writer.tasks.record(
+        execution.id,
+        executions.owner(room.id),
+        FAILED,
+        reason,
+        context_id=room.id,
+        execution=ExecutionStatus.FAILED,
     )
-    async with rooms.bus.transaction(room.id) as tx:
-        await rooms.write(
+    async with writer.bus.transaction(room.id) as tx:
+        await writer.write(
             tx,
             room,
             "system",
