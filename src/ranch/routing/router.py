@@ -319,6 +319,12 @@ class Turn:
         this turn, and the decision passes outward. Members are offered their own team only."""
         return self.incoming is not None and any(card.id == name for card in self.incoming.agent_cards)
 
+    def caller_out_of_hops(self) -> bool:
+        """Whether this turn is its caller's last hop (`hopsRemaining` 1, this hop included): the
+        caller's Router has no hop left for a peer this team would name."""
+        remaining = self.incoming.hops_remaining if self.incoming is not None else None
+        return remaining is not None and remaining <= 1
+
     def decide(self, target: str, sender: str, outcome: HopOutcome) -> tuple[Next, RoutingError | None]:
         """Where the turn goes next; an invalid recipient under the `error` policy is returned, not raised,
         so the failing hop is recorded first."""
@@ -351,6 +357,10 @@ class Turn:
         if named is not None and named != target:
             return Next(named, reason)
         if named is None and self.outer_peer(decision.recipient):  # a peer of the team's caller
+            if self.caller_out_of_hops():  # passed outward, it would end the caller's turn FAILED
+                why = f"{reason}; {decision.recipient} not reached: the caller has no hop left"
+                self.outward = client_routing.RoutingDecision(recipient=client_routing.USER, reason=why)
+                return Next(client_routing.USER, why)
             self.outward = client_routing.RoutingDecision(recipient=decision.recipient, reason=reason)
             return Next(client_routing.USER, f"to {decision.recipient}, outside {self.team.id}: {reason}")
         error = InvalidRecipient(target, decision.recipient, self.team.id)
