@@ -16,7 +16,6 @@ from typing import Any
 
 import anyio
 import pytest
-from anyio.abc import TaskGroup
 from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
@@ -49,14 +48,6 @@ def bus(engine: AsyncEngine) -> Bus:
     return Bus(
         async_sessionmaker(engine, expire_on_commit=False), postgres=engine.dialect.name == "postgresql"
     )
-
-
-@pytest.fixture
-async def lanes() -> AsyncIterator[TaskGroup]:
-    """The task group the commit lanes run in (the app's, when served)."""
-    async with anyio.create_task_group() as group:
-        yield group
-        group.cancel_scope.cancel()
 
 
 class Notes:
@@ -112,9 +103,9 @@ async def stored(engine: AsyncEngine, room: str = ROOM) -> list[tuple[int, str]]
 
 
 async def test_writes_queued_while_the_room_is_busy_share_one_transaction_in_the_order_they_came(
-    engine: AsyncEngine, bus: Bus, lanes: TaskGroup
+    engine: AsyncEngine, bus: Bus
 ) -> None:
-    notes = Notes(RoomCommits(bus, lanes))
+    notes = Notes(RoomCommits(bus))
     texts = [f"n{index}" for index in range(6)]
     events: dict[str, NewEvent] = {}
 
@@ -133,9 +124,9 @@ async def test_writes_queued_while_the_room_is_busy_share_one_transaction_in_the
 
 
 async def test_a_write_refused_by_its_check_fails_alone_and_takes_no_cursor(
-    engine: AsyncEngine, bus: Bus, lanes: TaskGroup
+    engine: AsyncEngine, bus: Bus
 ) -> None:
-    notes = Notes(RoomCommits(bus, lanes))
+    notes = Notes(RoomCommits(bus))
     outcome: dict[str, Any] = {}
 
     async def refuse(tx: Tx) -> None:
@@ -161,9 +152,9 @@ async def test_a_write_refused_by_its_check_fails_alone_and_takes_no_cursor(
 
 
 async def test_a_batch_failing_while_it_writes_is_written_again_one_write_at_a_time(
-    engine: AsyncEngine, bus: Bus, lanes: TaskGroup
+    engine: AsyncEngine, bus: Bus
 ) -> None:
-    notes = Notes(RoomCommits(bus, lanes))
+    notes = Notes(RoomCommits(bus))
     outcome: dict[str, Any] = {}
 
     async def broken(tx: Tx, _checked: None) -> NewEvent:
@@ -190,8 +181,8 @@ async def test_a_batch_failing_while_it_writes_is_written_again_one_write_at_a_t
     assert await stored(engine) == [(1, "first"), (2, "before"), (3, "after")]
 
 
-async def test_each_write_runs_in_its_callers_context(bus: Bus, lanes: TaskGroup) -> None:
-    notes = Notes(RoomCommits(bus, lanes))
+async def test_each_write_runs_in_its_callers_context(bus: Bus) -> None:
+    notes = Notes(RoomCommits(bus))
 
     async def say(text: str) -> None:
         CALLER.set(f"caller of {text}")  # as a request's trace id is set for it
@@ -206,9 +197,9 @@ async def test_each_write_runs_in_its_callers_context(bus: Bus, lanes: TaskGroup
 
 
 async def test_a_write_whose_caller_left_before_its_batch_went_out_is_not_written(
-    engine: AsyncEngine, bus: Bus, lanes: TaskGroup
+    engine: AsyncEngine, bus: Bus
 ) -> None:
-    notes = Notes(RoomCommits(bus, lanes))
+    notes = Notes(RoomCommits(bus))
     leaving = anyio.CancelScope()
 
     async def left() -> None:
@@ -228,9 +219,9 @@ async def test_a_write_whose_caller_left_before_its_batch_went_out_is_not_writte
 
 
 async def test_work_failing_after_the_commit_fails_its_own_write_and_nothing_is_written_twice(
-    engine: AsyncEngine, bus: Bus, lanes: TaskGroup
+    engine: AsyncEngine, bus: Bus
 ) -> None:
-    notes = Notes(RoomCommits(bus, lanes))
+    notes = Notes(RoomCommits(bus))
     outcome: dict[str, Any] = {}
 
     async def recorded_late(tx: Tx, _checked: None) -> NewEvent:
@@ -271,9 +262,9 @@ async def test_work_failing_after_the_commit_fails_its_own_write_and_nothing_is_
 
 
 async def test_writes_queued_into_many_rooms_share_one_transaction_each_room_in_its_order(
-    engine: AsyncEngine, bus: Bus, lanes: TaskGroup
+    engine: AsyncEngine, bus: Bus
 ) -> None:
-    notes = Notes(RoomCommits(bus, lanes, lanes=1))
+    notes = Notes(RoomCommits(bus, lanes=1))
     inside, go_on = anyio.Event(), anyio.Event()
 
     async def slow(tx: Tx) -> None:  # the batch going out: the writes below queue behind it
@@ -296,11 +287,11 @@ async def test_writes_queued_into_many_rooms_share_one_transaction_each_room_in_
 
 
 async def test_a_room_another_writer_holds_is_left_out_of_a_batch_and_its_writes_follow_once_free(
-    engine: AsyncEngine, bus: Bus, database_url: str, lanes: TaskGroup
+    engine: AsyncEngine, bus: Bus, database_url: str
 ) -> None:
     if not database_url.startswith("postgresql"):
         pytest.skip("SQLite has one writer: every room's writes wait for the one that holds it")
-    notes = Notes(RoomCommits(bus, lanes))
+    notes = Notes(RoomCommits(bus))
     done: list[str] = []
     through = anyio.Event()
 
@@ -324,10 +315,8 @@ async def test_a_room_another_writer_holds_is_left_out_of_a_batch_and_its_writes
     assert await stored(engine, OTHERS[0]) == [(1, "goes through")]
 
 
-async def test_a_read_writes_of_one_kind_share_is_made_once_for_the_rooms_of_their_batch(
-    bus: Bus, lanes: TaskGroup
-) -> None:
-    notes = Notes(RoomCommits(bus, lanes, lanes=1))
+async def test_a_read_writes_of_one_kind_share_is_made_once_for_the_rooms_of_their_batch(bus: Bus) -> None:
+    notes = Notes(RoomCommits(bus, lanes=1))
     reads: list[list[str]] = []
 
     async def read(tx: Tx, rooms: list[str]) -> None:  # as a person's seats in every room of the batch

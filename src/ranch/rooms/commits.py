@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Generic, TypeVar
 
-from anyio.abc import TaskGroup
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
@@ -122,13 +121,8 @@ class _Write(Generic[C, T]):
 class RoomCommits:
     """Room writes, committed in shared transactions (see the module)."""
 
-    def __init__(
-        self, bus: Bus, group: TaskGroup, *, max_batch: int = MAX_BATCH, lanes: int | None = None
-    ) -> None:
+    def __init__(self, bus: Bus, *, max_batch: int = MAX_BATCH, lanes: int | None = None) -> None:
         self.bus = bus
-        self.group = group
-        """Where the lanes and lone rooms' writers run: the app's (a test's) task group, which owns
-        them, so none outlives it."""
         self.max_batch = max_batch
         self.lanes = min(lanes or bus.lanes, bus.lanes)
         """Batches going out at once (never more than the bus allows)."""
@@ -138,6 +132,8 @@ class RoomCommits:
         """Rooms whose writes are going out (in a batch, or waiting for their room alone)."""
         self._lanes = 0
         """Batches being taken and written."""
+        self._tasks: set[asyncio.Future[None]] = set()
+        """The lanes and lone rooms' writers running (kept: a task nobody holds may be collected)."""
 
     async def write(
         self,
@@ -168,20 +164,17 @@ class RoomCommits:
             return False  # the batches going out take them next: fewer, larger transactions
         self._lanes += 1
         # a task of its own: a caller cancelled mid-batch never strands the others' writes
-        self.group.start_soon(self._owned, self._lane())
+        self._spawn(self._lane())
         return True
 
     def _waited(self, write: _Write[Any, Any]) -> None:
         if not write.taken and not write.future.done():
             self._open_lane(more=True)
 
-    async def _owned(self, work: Coroutine[Any, Any, None]) -> None:
-        """`work` in the group: a failure of ranch's own is logged (its writes' callers were told),
-        never the end of the group and of every other task in it."""
-        try:
-            await work
-        except Exception:
-            logger.exception("a batch of room writes failed")
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _lane(self) -> None:
         """Batches, one after another, while there are writes to take."""
@@ -205,7 +198,7 @@ class RoomCommits:
                         again += writes
                         self._busy.discard(room)
                     else:  # held for long: they wait for it alone
-                        self.group.start_soon(self._owned, self._alone_in(room, writes))
+                        self._spawn(self._alone_in(room, writes))
                 self._pending[:0] = again  # first: each room's writes keep their order
                 self._busy.difference_update(taken)
                 for write in batch:

@@ -79,7 +79,7 @@ async def start(
     writer.wake = dispatcher.wake
     executions = RoomExecutions(bus, tasks)
     rooms = Rooms(bus, executions)
-    messages = RoomMessages(writer, registry, group, limits)
+    messages = RoomMessages(writer, registry, limits)
     async with sessions() as session, session.begin():
         await ensure_org(session, DEFAULT_ORG, "Default organization")
         await _bootstrap_admin(session, admin_key, announce)
