@@ -23,6 +23,7 @@ from ranch.api.models import (
     UpdateOrg,
     Window,
 )
+from ranch.api.replaying import ReplayRequest
 from ranch.api.routes import OPERATIONS
 from ranch.api.ws import FRAMES
 from ranch.catalog.discovery import Wanted
@@ -37,6 +38,9 @@ Model = type[BaseModel] | TypeAdapter[Any]
 REFUSALS: list[tuple[Model, dict[str, Any], str | None]] = [
     (ImportCatalog, {"catalog_url": "ftp://example.com/ai-catalog.json"}, "catalog_url"),
     (ImportCatalog, {"catalog_url": "https://example.com/", "extra": 1}, "extra"),
+    (ReplayRequest, {"task_id": "t", "config": "new", "mode": "fast"}, "mode"),
+    (ReplayRequest, {"task_id": "t", "config": "new", "yaml": "agents: []"}, "yaml"),
+    (ReplayRequest, {"task_id": "", "config": "new"}, "task_id"),
     (CompleteExecution, {"reason": "x" * 1001}, "reason"),
     (CompleteExecution, {"reason": 5}, "reason"),
     (CompleteExecution, {"why": "no"}, "why"),

@@ -196,6 +196,8 @@ def test_real_answers_validate_against_their_documented_schemas(
     acme.call("GET", f"/rooms/{room}/messages", status=400, since=-1)
     message = acme.api.messages(room)[0]["id"]
     acme.call("GET", f"/rooms/{room}/messages/{message}/parts/0", status=404)  # a text part: no bytes
+    acme.call("GET", "/replay/configs", status=200)  # none offered (tests/replay/test_replay_api.py replays)
+    acme.call("POST", "/replay", {"task_id": "nope", "config": "none"}, status=404)
     Checked(document, Api(hub.url, "rk_wrong"), seen).call("GET", "/me", status=401)
     assert {status for _, _, status in seen} >= {200, 201, 204, 400, 401, 403, 404, 409, 413, 422}
     called = {(method.lower(), template) for method, template, _ in seen}

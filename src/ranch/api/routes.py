@@ -46,6 +46,7 @@ from ranch.api.models import (
 )
 from ranch.api.operations import Call, Operation, endpoint
 from ranch.api.pagereads import held_page
+from ranch.api.replaying import ReplayConfigs, ReplayRequest, list_replay_configs, replay_turn
 from ranch.api.services import ApiServices
 from ranch.api.ws import WebSocketEndpoint, websocket_endpoint
 from ranch.catalog import records
@@ -635,6 +636,23 @@ OPERATIONS: list[Operation] = [
         "Acknowledge a delivery",
         status=204,
         errors=(404,),
+    ),
+    Operation(
+        "GET",
+        "/replay/configs",
+        list_replay_configs,
+        "The configs the server offers to replay turns on, by name (owner or admin)",
+        response=ReplayConfigs,
+        errors=(403,),
+    ),
+    Operation(
+        "POST",
+        "/replay",
+        replay_turn,
+        "Replay a stored team turn on an offered config: old and new routes (owner or admin)",
+        body=ReplayRequest,
+        response=dict[str, Any],
+        errors=(403, 404, 422),
     ),
 ]
 """Every REST operation under /api/v1, in the order docs/api.md lists them."""

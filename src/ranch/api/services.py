@@ -34,3 +34,5 @@ class ApiServices:
     """Internal errors' details in answers."""
     page_reads: PageReads = field(default_factory=PageReads)
     """Slots of the page reads whose answers are not yet sent (api/pagereads.py)."""
+    replay_configs: dict[str, str] = field(default_factory=dict)
+    """Config files the operator offers to replay turns on, by name (`--replay-config NAME=PATH`)."""

@@ -144,6 +144,16 @@ def register(commands: Any) -> None:
         "(or another OTEL_* exporter setting) is set",
     )
     parser.add_argument(
+        "--replay-config",
+        dest="replay_configs",
+        action="append",
+        metavar="NAME=PATH",
+        default=None,
+        help="offer the config file PATH, as NAME, to replay stored team turns on from the page and "
+        "POST /api/v1/replay (owners and admins); repeatable (env RANCH_REPLAY_CONFIGS, NAME=PATH,...); "
+        "docs/replay.md",
+    )
+    parser.add_argument(
         "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
     )
     parser.add_argument(
@@ -250,6 +260,7 @@ def _hub(args: argparse.Namespace, *, quiet: bool = False) -> tuple[RanchConfig,
         admin_key=os.environ.get("RANCH_ADMIN_KEY") or None,
         metrics=args.metrics,
         trace_url=args.trace_url,
+        replay_configs=replay_configs(getattr(args, "replay_configs", None)),
         demo=args.config is None,
         announce=(lambda _line: None) if quiet else (lambda line: print(line, flush=True)),
         exit_on_failure=True,
@@ -258,6 +269,25 @@ def _hub(args: argparse.Namespace, *, quiet: bool = False) -> tuple[RanchConfig,
         **policy_flags.settings_from(args),
     )
     return config, settings, access_log
+
+
+def replay_configs(given: list[str] | None) -> tuple[tuple[str, str], ...]:
+    """`--replay-config NAME=PATH` (else RANCH_REPLAY_CONFIGS, comma-separated) as (name, path)
+    pairs; a malformed entry, a name given twice or a file that is not there fails at start."""
+    entries = given if given is not None else os.environ.get("RANCH_REPLAY_CONFIGS", "").split(",")
+    offered: dict[str, str] = {}
+    for entry in (text.strip() for text in entries):
+        if not entry:
+            continue
+        name, equals, path = (part.strip() for part in entry.partition("="))
+        if not equals or not name or not path:
+            raise ConfigError([f"--replay-config {entry}: give NAME=PATH"])
+        if name in offered:
+            raise ConfigError([f"--replay-config {entry}: the name '{name}' is given twice"])
+        if not Path(path).is_file():
+            raise ConfigError([f"--replay-config {entry}: no file at {path}"])
+        offered[name] = str(Path(path).resolve())
+    return tuple(offered.items())
 
 
 def check_port_free(host: str, port: int, flag: str) -> None:

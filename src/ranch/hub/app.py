@@ -190,6 +190,8 @@ class Settings:
     """Serve Prometheus metrics at GET /metrics (behind the superuser's key with `auth="keys"`)."""
     trace_url: str | None = None
     """A trace viewer's URL with `{trace_id}`: the web page links team turns to their traces."""
+    replay_configs: tuple[tuple[str, str], ...] = ()
+    """(name, path) of the config files admins may replay stored turns on (docs/replay.md, the page)."""
     clock: Callable[[], float] = time.monotonic
     """The seconds that session TTLs, the key, visibility and remote-card caches and in-process rate
     limits count (Redis buckets count Redis's); embedding code and tests may pass a clock of their own."""
@@ -537,6 +539,7 @@ def _api_services(hub: Hub) -> ApiServices:
         guard=hub.guard,
         max_frame_bytes=hub.settings.max_message_bytes,
         debug=hub.settings.debug,
+        replay_configs=dict(hub.settings.replay_configs),
     )
 
 

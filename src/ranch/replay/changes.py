@@ -12,7 +12,8 @@ import hashlib
 import json
 from collections.abc import Collection, Mapping
 
-from ranch.config import RanchConfig, TeamConfig
+from ranch.config import RanchConfig, TeamConfig, load_config
+from ranch.exceptions import ConfigError
 from ranch.replay.recording import ReplayInputError
 
 Fingerprints = dict[str, str]
@@ -80,3 +81,17 @@ def team_settings_changed(config: RanchConfig, team: str, baseline: Mapping[str,
     if baseline is None or team not in baseline:
         return False
     return fingerprints(config, team)[team] != baseline[team]
+
+
+def checked_config(path: str, shown: str | None = None) -> RanchConfig:
+    """The config at `path`, or one line saying it fails `ranch check` (its first problem); `shown`
+    names it in that line instead of its path (the REST replay names a config, never its file)."""
+    named = shown or path
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        more = ""
+        if len(exc.problems) > 1:
+            more = f" (and {len(exc.problems) - 1} more; `ranch check` lists them)"
+        first = exc.problems[0].replace(path, named)  # a named config's file stays the operator's
+        raise ReplayInputError(f"{named} fails `ranch check`: {first}{more}") from exc

@@ -147,6 +147,24 @@ def turn_from_task(task: Task, team: str) -> RecordedTurn:
     return RecordedTurn(team, task.id, _turn_message(asked[-1]), hops, _state(task.status.state), failure)
 
 
+def turn_from_execution(view: Task, team: str) -> RecordedTurn:
+    """The last turn of a team's execution in a room, from its task as `GET /executions/{id}/task`
+    serves it (the room's messages as its history): the turn that the last message a person posted
+    there started. Its members' messages are in that history too, so the last user-role one will not do."""
+    people = [message for message in view.history if _sender_kind(message) == "user"]
+    task = Task()
+    task.CopyFrom(view)
+    del task.history[:]
+    task.history.extend(people[-1:])
+    return turn_from_task(task, team)
+
+
+def _sender_kind(message: Message) -> str | None:
+    said = MessageToDict(message.metadata).get(keys.MESSAGE)
+    sender = said.get("sender") if isinstance(said, dict) else None
+    return str(sender.get("kind")) if isinstance(sender, dict) else None
+
+
 def turn_from_json(data: dict[str, Any], team: str) -> RecordedTurn:
     """A turn a suite holds (`RecordedTurn.to_json`); the suite's schema checked its fields."""
     message = Message(role=ROLE_USER, message_id="recorded", parts=_parts(data, "input"))

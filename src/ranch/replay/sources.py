@@ -17,7 +17,7 @@ from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import A2AError
 from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
 from ranch.db.engine import open_engine
 from ranch.db.models import ranch_tasks as tasks
@@ -42,18 +42,29 @@ async def from_store(url: str, task_id: str, team: str | None = None) -> Recorde
     engine = store_engine(url)
     try:
         async with engine.connect() as connection:
-            query = select(tasks.c.owner, tasks.c.body).where(tasks.c.id == task_id)
-            row = (await connection.execute(query)).first()
+            stored = await stored_task(connection, task_id)
     except SQLAlchemyError as exc:
         raise ReplayInputError(f"cannot read tasks from {shown_url(url)}: {type(exc).__name__}") from exc
     finally:
         await engine.dispose()
-    if row is None:
+    if stored is None:
         raise ReplayInputError(f"no task '{task_id}' in {shown_url(url)}")
-    owner = str(row.owner)
-    if owner.startswith("room:"):
+    owner, task = stored
+    if owner.startswith(ROOM_OWNER):
         raise ReplayInputError(f"task '{task_id}' is a room's execution, not a team turn")
-    return turn_from_task(Task.FromString(row.body), team or owner.partition("/")[0])
+    return turn_from_task(task, team or owner.partition("/")[0])
+
+
+ROOM_OWNER = "room:"
+"""How a room's execution is owned in the store (`room:{id}`); a team task's owner is `{team}/{caller}`."""
+
+
+async def stored_task(reader: AsyncConnection | AsyncSession, task_id: str) -> tuple[str, Task] | None:
+    """(its owner, the task) as the store holds it, or None: what `from_store` reads, and the REST
+    replay through the hub's own database sessions."""
+    query = select(tasks.c.owner, tasks.c.body).where(tasks.c.id == task_id)
+    row = (await reader.execute(query)).first()
+    return None if row is None else (str(row.owner), Task.FromString(row.body))
 
 
 async def recent_turns(url: str, team: str, last: int) -> list[RecordedTurn]:

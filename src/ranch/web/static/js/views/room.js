@@ -8,6 +8,7 @@ import { all, api, fileBlob, isHubFile, path, session } from "../api.js";
 import { focusHeading, h, replace, timeEl } from "../dom.js";
 import { LiveSocket } from "../live.js";
 import { MentionCompleter } from "../mentions.js";
+import { offerReplay } from "../replay.js";
 import { RouteBook, renderRouteDiagram, routeText } from "../route-diagram.js";
 
 const MENTION = /(@[a-z0-9][a-z0-9_-]*)/i;
@@ -568,6 +569,7 @@ class RoomView {
         this.figures.delete(old.dataset.turn);
         old.remove();
       }
+      offerReplay(figure, turn, this.ctx.me);
     }
     figure.querySelector(".route-text").textContent = routeText(turn);
     this.showTrace(figure, data);
