@@ -21,6 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from _support import databases
 from _support.fuzzkit import fuzzing
 from ranch.db import migrate
 from ranch.db.engine import open_engine
@@ -56,11 +57,11 @@ def task_sets(draw: st.DrawFn) -> list[tuple[str, Task]]:
 
 
 async def compare(folder: Path, saved: list[tuple[str, Task]], queries: list[dict[str, Any]]) -> None:
-    ours_engine = create_async_engine(f"sqlite+aiosqlite:///{folder / 'ours.db'}")
+    ours_db = databases.migrated_sqlite(folder / "ours.db")  # a copy of the migrated template
+    ours_engine = create_async_engine(f"sqlite+aiosqlite:///{ours_db}")
     sdk_engine = create_async_engine(f"sqlite+aiosqlite:///{folder / 'sdk.db'}")
     ours = SqlTaskStore(ours_engine, owner_of)
     sdk = DatabaseTaskStore(sdk_engine, owner_resolver=owner_of)
-    await migrate.upgrade(ours_engine)
     await sdk.initialize()
     try:
         for owner, task in saved:
