@@ -25,6 +25,7 @@ from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes import create_rest_routes
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from a2a.types import AgentCard
+from anyio.abc import TaskGroup
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -70,7 +71,7 @@ from ranch.edge.guards import AGENT_KEY, Guards
 from ranch.edge.sdk import check_list_query, first_event_first, well_formed, with_clearer_sdk_errors
 from ranch.exceptions import ConfigError, Forbidden, RanchError
 from ranch.fanout import Fanout, open_fanout
-from ranch.hub.mcp import mcp_routes
+from ranch.hub.mcp_route import MCP_PATH, LazyMcp
 from ranch.hub.serving import ExtendedCard, RanchRequestHandler
 from ranch.identity.principal import PRINCIPAL_KEY
 from ranch.identity.resolver import AuthFailures
@@ -275,6 +276,11 @@ class Hub:
         if self._core is None:
             raise RuntimeError("the ranch app was not started (its lifespan did not run)")
         return self._core
+
+    @property
+    def group(self) -> TaskGroup:
+        """The task group of the hub's background work, for as long as it serves."""
+        return self.rooms.group
 
     @property
     def gateway(self) -> Gateway | None:
@@ -490,7 +496,7 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
         routes += [Route(path, _hub_card(hub), methods=["GET"]) for path in HUB_CARD_PATHS]
     if hub.settings.metrics:
         routes.append(Route("/metrics", _metrics(hub), methods=["GET"]))
-    routes.extend(mcp_routes(hub))
+    routes.append(Route(MCP_PATH, endpoint=LazyMcp(hub)))  # the MCP SDK loads on the first call
     routes.extend(web_routes())  # the browser page; last, so it never shadows /a2a or /api
     guards = Guards(
         security=hub.security,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import jsonschema
@@ -38,8 +38,7 @@ from mcp.types import INVALID_PARAMS
 from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ranch._version import __version__
 from ranch.agents.base import Agent, AgentInfo, Call, gather_infos, text_of
@@ -369,8 +368,8 @@ async def _parsable(scope: Scope, receive: Receive, send: Send) -> Receive | Non
     return replay(body, receive)
 
 
-def mcp_routes(hub: Hub) -> list[BaseRoute]:
-    """The `/mcp` route; the session manager it needs joins the hub's lifespan (`hub.services`)."""
+def mcp_app(hub: Hub) -> tuple[ASGIApp, Callable[[], AbstractAsyncContextManager[None]]]:
+    """The `/mcp` endpoint and the context its session manager runs in (for as long as the hub)."""
     from ranch.identity.principal import PRINCIPAL_KEY
 
     security = hub.security
@@ -387,5 +386,4 @@ def mcp_routes(hub: Hub) -> list[BaseRoute]:
         async with manager.run():
             yield
 
-    hub.services.append(running)
-    return [Route(MCP_PATH, endpoint=_Endpoint(manager))]
+    return _Endpoint(manager), running
