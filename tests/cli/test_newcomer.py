@@ -194,12 +194,15 @@ def test_make_help_lists_every_target_with_a_description() -> None:
 def test_make_services_names_the_service_that_is_not_running() -> None:
     """`make test` starts with this check: one line naming what is missing, before pytest."""
     down = f"127.0.0.1:{free_port()}"
+    # as a user types it: not as a sub-make of `make test`, which would add its own lines
+    env = {name: value for name, value in os.environ.items() if not name.startswith("MAKE")}
     checked = subprocess.run(
         ["make", "-s", "--no-print-directory", "services", f"SERVICES=PostgreSQL={down}"],
         cwd=ROOT,
         capture_output=True,
         text=True,
         check=False,
+        env=env,
     )
     assert checked.returncode != 0
     ours = [line for line in checked.stderr.splitlines() if not line.startswith("make: ***")]
@@ -209,6 +212,10 @@ def test_make_services_names_the_service_that_is_not_running() -> None:
         listening.listen()
         up = f"127.0.0.1:{listening.getsockname()[1]}"
         fine = subprocess.run(
-            ["make", "-s", "services", f"SERVICES=Redis={up}"], cwd=ROOT, capture_output=True, text=True
+            ["make", "-s", "services", f"SERVICES=Redis={up}"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            env=env,
         )
     assert fine.returncode == 0 and fine.stdout == fine.stderr == ""

@@ -102,7 +102,7 @@ QUERIES: list[dict[str, Any]] = [
 ]
 
 
-@fuzzing(40)
+@fuzzing(20)
 @given(task_sets())
 def test_sql_task_store_answers_as_the_sdk_database_store(
     tmp_path_factory: Any, saved: list[tuple[str, Task]]
