@@ -101,18 +101,11 @@ async def _recorded_turn(args: argparse.Namespace) -> RecordedTurn:
 
 
 def checked_config(path: str) -> RanchConfig:
-    """The config at `path`, or one line saying it fails `ranch check` (its first problem)."""
-    from ranch.config import load_config
-    from ranch.exceptions import ConfigError
-    from ranch.replay.recording import ReplayInputError
+    """The config at `path`, or one line saying it fails `ranch check` (`replay.changes`, loaded when
+    a command needs it: `ranch --help` stays quick)."""
+    from ranch.replay.changes import checked_config as checked
 
-    try:
-        return load_config(path)
-    except ConfigError as exc:
-        more = ""
-        if len(exc.problems) > 1:
-            more = f" (and {len(exc.problems) - 1} more; `ranch check {path}` lists them)"
-        raise ReplayInputError(f"{path} fails `ranch check`: {exc.problems[0]}{more}") from exc
+    return checked(path)
 
 
 def store_url(given: str | None) -> str:

@@ -92,6 +92,7 @@ def checked_config(path: str, shown: str | None = None) -> RanchConfig:
     except ConfigError as exc:
         more = ""
         if len(exc.problems) > 1:
-            more = f" (and {len(exc.problems) - 1} more; `ranch check` lists them)"
+            command = "ranch check" if shown else f"ranch check {path}"
+            more = f" (and {len(exc.problems) - 1} more; `{command}` lists them)"
         first = exc.problems[0].replace(path, named)  # a named config's file stays the operator's
         raise ReplayInputError(f"{named} fails `ranch check`: {first}{more}") from exc
