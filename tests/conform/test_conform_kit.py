@@ -20,6 +20,7 @@ import pytest
 
 from _support.conform_routers import serve_sdk_router
 from _support.hubkit import ADMIN_KEY, serve_ranch, wait_until
+from _support.jsnode import JS, needs
 from _support.peers import running_peer
 from _support.servers import free_port
 from ranch.cli import main
@@ -42,9 +43,6 @@ agents:
 teams:
   - {id: desk, members: [clerk], default_agent: clerk}
 """
-
-JS = Path(__file__).resolve().parents[2] / "bench" / "js"
-"""The pinned @a2a-js/sdk (`make benchjs`); its node_modules serve tests/conform/js_router.mjs."""
 
 ALL = ["declares", "valid-recipient", "reads-peers", "back-to-sender", "hops-remaining", "not-negotiated"]
 
@@ -154,15 +152,6 @@ def test_a_plain_sdk_peer_is_told_it_declares_nothing() -> None:
     assert verdicts(report)["declares"] is False and not report.passed
 
 
-def js_ready() -> str | None:
-    """Why the @a2a-js/sdk router cannot run here, else None."""
-    if shutil.which("node") is None:
-        return "node is not installed"
-    if not (JS / "node_modules" / "@a2a-js" / "sdk").is_dir():
-        return "bench/js/node_modules has no @a2a-js/sdk: run `make benchjs`"
-    return None
-
-
 def _card_served(url: str) -> bool:
     try:
         return httpx.get(f"{url}/.well-known/agent-card.json", timeout=1).status_code == 200
@@ -170,7 +159,7 @@ def _card_served(url: str) -> bool:
         return False
 
 
-@pytest.mark.skipif(js_ready() is not None, reason=str(js_ready()))
+@needs("@a2a-js/sdk")
 def test_a_js_sdk_router_written_to_the_spec_passes_every_scenario(tmp_path: Path) -> None:
     """tests/conform/js_router.mjs on the @a2a-js/sdk server stack, run beside bench/js's node_modules."""
     shutil.copy(Path(__file__).with_name("js_router.mjs"), tmp_path / "js_router.mjs")

@@ -4,7 +4,6 @@ gRPC: it finds the card's GRPC interface, sends its tenant, and gets the team's 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -12,18 +11,8 @@ from typing import Any
 import pytest
 
 from _support.hubkit import ADMIN_KEY, RunningRanch, serve_ranch
+from _support.jsnode import JS, needs
 from ranch.cli.demo import DEMO_YAML
-
-JS = Path(__file__).resolve().parents[2] / "bench" / "js"
-
-
-def js_client_ready() -> str | None:
-    """Why the JS gRPC client cannot run here, else None."""
-    if shutil.which("node") is None:
-        return "node is not installed"
-    if not (JS / "node_modules" / "@grpc" / "grpc-js").is_dir():
-        return "bench/js/node_modules has no @grpc/grpc-js: run `make benchjs`"
-    return None
 
 
 def js_send(hub: RunningRanch, agent_id: str, text: str, *key: str) -> dict[str, Any]:
@@ -40,7 +29,7 @@ def js_send(hub: RunningRanch, agent_id: str, text: str, *key: str) -> dict[str,
     return answer
 
 
-@pytest.mark.skipif(js_client_ready() is not None, reason=str(js_client_ready()))
+@needs("@grpc/grpc-js")
 @pytest.mark.parametrize("auth", ["off", "keys"])
 def test_the_js_grpc_client_calls_a_team(tmp_path: Path, auth: str) -> None:
     with serve_ranch(DEMO_YAML, tmp_path / "t.db", grpc_port=0, auth=auth) as hub:

@@ -5,7 +5,6 @@ own `TASK_STATE_UNSPECIFIED`, means no filter; any other value that names no sta
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import uuid
 from pathlib import Path
@@ -16,9 +15,9 @@ import pytest
 from a2a.types import Message, Part, Role
 
 from _support.hubkit import serve_ranch
+from _support.jsnode import JS, needs
 from _support.sdk import sdk_client, send
 
-JS = Path(__file__).resolve().parents[2] / "bench" / "js"
 CONFIG = """
 agents:
   - {id: greeter, kind: rules, rules: [{reply: "hello"}]}
@@ -27,16 +26,7 @@ teams:
 """
 
 
-def js_client_ready() -> str | None:
-    """Why the JS client cannot run here, else None."""
-    if shutil.which("node") is None:
-        return "node is not installed"
-    if not (JS / "node_modules" / "@a2a-js" / "sdk").is_dir():
-        return "bench/js/node_modules has no @a2a-js/sdk: run `make benchjs`"
-    return None
-
-
-@pytest.mark.skipif(js_client_ready() is not None, reason=str(js_client_ready()))
+@needs("@a2a-js/sdk")
 @pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
 def test_the_js_clients_list_tasks_finds_the_contexts_tasks(binding: str, tmp_path: Path) -> None:
     context_id = uuid.uuid4().hex
