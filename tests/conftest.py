@@ -30,6 +30,8 @@ sys.path.append(str(TESTS.parent))  # `bench`: its OTLP receiver serves the trac
 from _support import databases, probes, tls  # noqa: E402 - needs the path above
 from _support.fake_openai import FakeOpenAI, serve_fake_openai  # noqa: E402
 from _support.fuzzkit import PROFILE  # noqa: E402
+
+pytest_plugins = ["_support.browser"]  # the page tests' chromium (`browser`)
 from _support.servers import Run, ServerProcess, free_port  # noqa: E402
 
 # -- hypothesis: the same examples on every machine, no clock in the way -------------------------

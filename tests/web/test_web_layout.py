@@ -9,16 +9,14 @@ tests/web/test_web_page.py drives it, never skipped.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 from _support.hubkit import RunningRanch, serve_ranch
 from ranch.cli.demo import demo_config
 
-CHROMIUM = Path("/usr/bin/chromium")
 DEMO_KEY = "rk_demo"
 
 
@@ -26,16 +24,6 @@ DEMO_KEY = "rk_demo"
 def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningRanch]:
     with serve_ranch(demo_config(), tmp_path_factory.mktemp("layout") / "t.db", demo=True) as served:
         yield served
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: run `make browser` (apt-get install chromium)", pytrace=False)
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True)
-        yield launched
-        launched.close()
 
 
 def open_page(browser: Browser, hub: RunningRanch, width: int, *, signed_in: bool = True) -> Page:

@@ -27,12 +27,10 @@ from playwright.sync_api import (
     Page,
     WebSocketRoute,
     expect,
-    sync_playwright,
 )
 
 from _support.servers import ServerProcess, free_port
 
-CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).parents[1] / "artifacts"
 DEMO_KEY = "rk_demo"
 TIMEOUT_MS = 10_000
@@ -63,20 +61,6 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """`ranch serve` with no config: the demo team, the user `demo` (key rk_demo) and the room `demo`."""
     with demo_server(tmp_path_factory.mktemp("web")) as server:
         yield server
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if not CHROMIUM.exists():
-        pytest.fail(
-            f"{CHROMIUM} is missing: the browser tests drive Debian's chromium. "
-            "Run `make browser` (it runs `apt-get install -y chromium`).",
-            pytrace=False,
-        )
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True)
-        yield browser
-        browser.close()
 
 
 def unexpected(message: ConsoleMessage) -> bool:

@@ -10,12 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
+from playwright.sync_api import Browser, ConsoleMessage, Page, expect
 
 from _support.hubkit import ADMIN_KEY, Api, RunningRanch, serve_ranch, wait_until
 from replay.offered import ROOM, TEAM, Offering, offering
 
-CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).parents[1] / "artifacts"
 OLD_ROUTE = "user → triage → researcher → triage → user"
 NEW_ROUTE = "user → triage → researcher → triage → editor → user"
@@ -25,16 +24,6 @@ NEW_ROUTE = "user → triage → researcher → triage → editor → user"
 def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Offering]:
     with offering(tmp_path_factory.mktemp("web-replay")) as served:
         yield served
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: run `make browser` (apt-get install -y chromium)", pytrace=False)
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True)
-        yield launched
-        launched.close()
 
 
 @contextlib.contextmanager
