@@ -66,9 +66,14 @@ def test_sigkill_mid_conversation_loses_nothing(database_url: str, tmp_path: Pat
             "@slow take your time",
             "@slow and then this",
         ]
-        executions = admin.get(f"/rooms/{room}/executions")["items"]
-        slow = [row for row in executions if row["agent_id"] == "slow"]
-        failed = [row for row in slow if row["status"] == "failed"]
+        failed = wait_until(  # at start, or once the stopped process's lease has run out
+            lambda: [
+                row
+                for row in admin.get(f"/rooms/{room}/executions")["items"]
+                if row["agent_id"] == "slow" and row["status"] == "failed"
+            ],
+            what="the interrupted execution failed",
+        )
         assert len(failed) == 1 and "stopped before it finished" in failed[0]["reason"]
         assert admin.executions(room)["greeter"]["status"] == "ready"
         # the message queued behind the interrupted one is handled after the restart
