@@ -71,6 +71,10 @@ class _AgentBase(_Strict):
     """Media types it takes (`image/*`, `*/*` allowed); None: its kind's default (docs/surface.md)."""
     output_modes: list[MediaType] | None = Field(default=None, min_length=1)
     """Media types its answers may hold; None: its kind's default."""
+    resume: Literal["rerun", "skip", "fail"] | None = None
+    """What a team turn taken over from a stopped replica does with this agent's hop in flight: run it
+    again (an idempotent agent), go on to the default agent with a note that it was lost, or fail the
+    turn; None: its kind's default (docs/routing.md, "Durable turns")."""
 
     @property
     def display_name(self) -> str:

@@ -12,6 +12,7 @@ Kinds (see `build_peer_app`):
 - ``plain``: no extension; answers with a direct Message, no task.
 - ``asker``: asks for input first (INPUT_REQUIRED), completes on the follow-up with that task_id.
 - ``slow``: works for ``delay`` seconds before completing; cancellable meanwhile.
+- ``gated``: opens its task and works until the test sets its ``gate`` (a threading.Event).
 - ``failing``: its executor raises.
 - ``garbage``: a valid card, but every POST gets HTTP 200 with a body that is not JSON.
 - ``echoall``: answers with a direct Message echoing every text part it received, the Router's
@@ -62,7 +63,7 @@ from _support.servers import ServerThread, bind_socket
 ROUTING_URI = "https://ranch.woi.dev/extensions/client-routing/v1"
 """The client-routing extension URI (kept literal here so tests catch a drift in src)."""
 
-PEER_KINDS = ("router", "plain", "asker", "slow", "failing", "garbage", "echoall")
+PEER_KINDS = ("router", "plain", "asker", "slow", "gated", "failing", "garbage", "echoall")
 
 GARBAGE_BODY = b"not json at all"
 
@@ -288,6 +289,20 @@ class SlowExecutor(_PeerExecutor):
         await updater.complete(_agent_message(context, f"slow saw: {text}"))
 
 
+class GatedExecutor(_PeerExecutor):
+    """Opens its task and reports WORKING at once, then completes only once the test sets `gate` (a
+    threading.Event): a hop in flight for as long as the test needs it."""
+
+    async def answer(self, context: RequestContext, event_queue: EventQueue, text: str) -> None:
+        await self.open_task(context, event_queue)
+        updater = self.updater(context, event_queue)
+        await updater.start_work(_agent_message(context, "working on it"))
+        gate: threading.Event = self.opts["gate"]
+        while not gate.is_set():  # noqa: ASYNC110 - set from the test's thread
+            await asyncio.sleep(0.02)
+        await updater.complete(_agent_message(context, f"{self.opts.get('name', 'gated')} saw: {text}"))
+
+
 class FailingExecutor(_PeerExecutor):
     """Raises; with `after_task=True` it first opens a task and starts work, then raises."""
 
@@ -313,6 +328,7 @@ _EXECUTORS: dict[str, type[_PeerExecutor]] = {
     "plain": PlainExecutor,
     "asker": AskerExecutor,
     "slow": SlowExecutor,
+    "gated": GatedExecutor,
     "failing": FailingExecutor,
     "echoall": EchoAllExecutor,
 }
@@ -350,7 +366,7 @@ def build_peer_app(kind: str, *, base_url: str, **opts: Any) -> tuple[Starlette,
     opts: ``name`` (card name); ``input_modes`` (the card's, default text/plain); ``sign`` (a
     function that signs the card); router ``route_to`` (default "user"; any JSON value, a
     malformed one too), ``usage`` (reported in its answer), ``reason``, ``handoffs``; asker
-    ``question``; slow ``delay`` (default 30 s); failing ``error``, ``after_task``.
+    ``question``; slow ``delay`` (default 30 s); gated ``gate``; failing ``error``, ``after_task``.
     """
     if kind == "garbage":
         return garbage_app(base_url=base_url, name=opts.get("name"))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import anyio
 from a2a.types import (
@@ -36,6 +36,8 @@ if TYPE_CHECKING:  # the database layer loads with the server, not with `import 
 
 Event = Message | Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent
 """What an agent yields: the four A2A stream payloads."""
+Resume = Literal["rerun", "skip", "fail"]
+"""What a resumed turn does with a hop that was in flight when its replica stopped (`Agent.resume`)."""
 
 CONTEXT_PART_KEY = "ranch.context"
 """Part metadata flag on the context part the Router prepends (see docs/routing.md)."""
@@ -54,6 +56,9 @@ class Call:
     owner sending the same contextId starts a separate conversation."""
     caller: Caller | None = None
     """The authenticated principal the turn is for (None: an anonymous caller of an open server)."""
+    resumable: bool = False
+    """The call is an A2A task's, which another replica resumes if this one stops mid-turn: a team
+    writes a checkpoint as each hop starts (routing/durable.py). Not a member's hop inside a turn."""
 
 
 @dataclass
@@ -104,6 +109,10 @@ class Agent(ABC):
     replies_directly: bool = False
     """True for kinds that always answer with exactly one Message at once (`reply_now`): they are
     served in the request itself, without a task."""
+    resume: Resume = "skip"
+    """What a team turn resumed on another replica does with this agent's hop in flight: `rerun` it
+    (the kind is idempotent), `skip` it (the turn goes on to the default agent with a note), or
+    `fail` the turn. Kinds without side effects rerun by default (docs/routing.md, "Durable turns")."""
 
     @abstractmethod
     async def info(self) -> AgentInfo:
@@ -116,6 +125,15 @@ class Agent(ABC):
     def reply_now(self, message: Message, call: Call) -> Message:
         """The one Message a `replies_directly` kind answers with; `run` yields the same."""
         raise NotImplementedError(f"{type(self).__name__} does not reply directly")
+
+    reattaches: bool = False
+    """It runs a hop as a task of its own that a later call can read (`reattach`): a remote agent."""
+
+    def reattach(self, task_id: str, context_id: str, call: Call) -> AsyncGenerator[Event, None]:
+        """The events of its own task `task_id`, which an earlier call started for `context_id` (a
+        stopped replica's): the task as it is, then what follows until it ends or waits. Only kinds
+        that `reattaches`."""
+        raise NotImplementedError(f"{type(self).__name__} cannot re-attach to a task")
 
     async def open(self) -> None:  # noqa: B027 - most kinds hold nothing; they need not override
         """Acquire what the agent holds (MCP connections) before serving; `aclose` releases it.

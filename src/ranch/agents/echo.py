@@ -13,6 +13,7 @@ class EchoAgent(Agent):
     """The simplest deterministic agent; it does not declare client routing."""
 
     replies_directly = True
+    resume = "rerun"
 
     def __init__(self, info: AgentInfo) -> None:
         self.id = info.id

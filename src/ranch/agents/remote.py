@@ -18,7 +18,7 @@ input, so a follow-up message of the same owner continues the same remote task.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TypeVar, cast
@@ -32,9 +32,11 @@ from a2a.types import (
     AgentCard,
     AgentInterface,
     CancelTaskRequest,
+    GetTaskRequest,
     Message,
     SendMessageRequest,
     StreamResponse,
+    SubscribeToTaskRequest,
     Task,
     TaskArtifactUpdateEvent,
 )
@@ -58,6 +60,8 @@ E = TypeVar("E", bound=BaseException)
 MAX_SESSIONS = 10_000
 CANCEL_GRACE = 2.0
 """Seconds ranch spends asking a peer to cancel the task of a hop that was cancelled."""
+POLL_INTERVAL = 1.0
+"""Seconds between GetTask calls to a peer that does not stream, re-attached to its task."""
 
 
 @dataclass
@@ -72,6 +76,9 @@ class RemoteAgent(Agent):
     """A member (or served proxy) whose work happens behind an A2A URL."""
 
     streams_text = True
+    reattaches = True
+    resume = "rerun"
+    """Only a hop whose peer had not yet named its task runs again: one that had is re-attached to."""
 
     def __init__(
         self,
@@ -172,26 +179,69 @@ class RemoteAgent(Agent):
             output_modes=list(card.default_output_modes) or self._fallback.output_modes,
         )
 
-    async def run(self, message: Message, call: Call) -> AsyncGenerator[Event, None]:
+    def run(self, message: Message, call: Call) -> AsyncGenerator[Event, None]:
+        def send(card: AgentCard, client: Client, session: RemoteSession) -> AsyncGenerator[Event, None]:
+            outgoing = self._outgoing(card, message, session)
+            context = self._context(card, call)
+            stream = client.send_message(SendMessageRequest(message=outgoing), context=context)
+            return self._relay(cast(AsyncGenerator[StreamResponse, None], stream), client, context, session)
+
+        return self._in_session(call.owner, message.context_id, send)
+
+    def reattach(self, task_id: str, context_id: str, call: Call) -> AsyncGenerator[Event, None]:
+        """The peer's task `task_id` as it is (GetTask), then its events (SubscribeToTask, or GetTask
+        every POLL_INTERVAL seconds when the peer does not stream) until it ends or waits."""
+
+        def follow(card: AgentCard, client: Client, session: RemoteSession) -> AsyncGenerator[Event, None]:
+            context = self._context(card, call)
+            return self._relay(self._followed(card, client, task_id, context), client, context, session)
+
+        return self._in_session(call.owner, context_id, follow)
+
+    async def _in_session(
+        self,
+        owner: str,
+        caller_context: str,
+        events: Callable[[AgentCard, Client, RemoteSession], AsyncGenerator[Event, None]],
+    ) -> AsyncGenerator[Event, None]:
+        """`events` with the peer's ids for this owner's context; they are stored when they changed."""
         card, client = await self._resolve()
-        session = await self._session(call.owner, message.context_id)
+        session = await self._session(owner, caller_context)
         began = (session.context_id, session.waiting_task_id)
         try:
-            async for event in self._call(card, client, message, call, session):
+            async for event in events(card, client, session):
                 yield event
         finally:
             if (session.context_id, session.waiting_task_id) != began:
                 with anyio.CancelScope(shield=True):
-                    await self._save(call.owner, message.context_id, session)
+                    await self._save(owner, caller_context, session)
 
-    async def _call(
-        self, card: AgentCard, client: Client, message: Message, call: Call, session: RemoteSession
+    async def _followed(
+        self, card: AgentCard, client: Client, task_id: str, context: ClientCallContext
+    ) -> AsyncGenerator[StreamResponse, None]:
+        task = await client.get_task(GetTaskRequest(id=task_id), context=context)
+        if card.capabilities.streaming and not _at_rest(task):
+            try:
+                async for response in client.subscribe(SubscribeToTaskRequest(id=task_id), context=context):
+                    yield response
+                return
+            except (A2AError, A2AClientError):  # it ended meanwhile (a peer refuses to subscribe to it)
+                task = await client.get_task(GetTaskRequest(id=task_id), context=context)
+        yield StreamResponse(task=task)
+        while not _at_rest(task):
+            await anyio.sleep(POLL_INTERVAL)
+            task = await client.get_task(GetTaskRequest(id=task_id), context=context)
+            yield StreamResponse(task=task)
+
+    async def _relay(
+        self,
+        stream: AsyncGenerator[StreamResponse, None],
+        client: Client,
+        context: ClientCallContext,
+        session: RemoteSession,
     ) -> AsyncGenerator[Event, None]:
-        outgoing, context = self._outgoing(card, message, call, session)
-        stream = cast(
-            AsyncGenerator[StreamResponse, None],
-            client.send_message(SendMessageRequest(message=outgoing), context=context),
-        )
+        """The peer's events, checked, measured and tracked; a hop cancelled meanwhile cancels the
+        peer's task too."""
         in_flight = ""
         meter = ReplyMeter(self._pool.max_reply_bytes)
         # The SDK's stream is left to the event loop's async-generator finaliser once the answer is
@@ -211,20 +261,23 @@ class RemoteAgent(Agent):
                     await self._cancel_remote(client, in_flight, context)
                 raise
 
-    def _outgoing(
-        self, card: AgentCard, message: Message, call: Call, session: RemoteSession
-    ) -> tuple[Message, ClientCallContext]:
-        """The message in the peer's own ids, stripped of routing data it did not declare, and headers."""
-        declared = {ext.uri for ext in card.capabilities.extensions}
+    @staticmethod
+    def _outgoing(card: AgentCard, message: Message, session: RemoteSession) -> Message:
+        """The message in the peer's own ids, stripped of routing data it did not declare."""
         outgoing = Message()
         outgoing.CopyFrom(message)
         outgoing.context_id = session.context_id
         outgoing.task_id = session.waiting_task_id
-        if client_routing.URI not in declared:
+        if client_routing.URI not in {ext.uri for ext in card.capabilities.extensions}:
             client_routing.strip(outgoing)
+        return outgoing
+
+    def _context(self, card: AgentCard, call: Call) -> ClientCallContext:
+        """The call's headers: the agent's own, and the extensions both sides know."""
+        declared = {ext.uri for ext in card.capabilities.extensions}
         parameters = dict(self._headers)
         with_a2a_extensions(sorted(declared & (call.extensions | {client_routing.URI})))(parameters)
-        return outgoing, ClientCallContext(service_parameters=parameters, timeout=self.timeout)
+        return ClientCallContext(service_parameters=parameters, timeout=self.timeout)
 
     @contextmanager
     def _translate_errors(self) -> Iterator[None]:
@@ -329,6 +382,11 @@ def _running_task(event: Event, current: str) -> str:
     task_id = event.id if isinstance(event, Task) else event.task_id
     ended = event.status.state in INTERRUPTED or event.status.state in TERMINAL
     return "" if ended else task_id
+
+
+def _at_rest(task: Task) -> bool:
+    """The peer's task ended or waits for input: nothing more comes until a message."""
+    return task.status.state in TERMINAL or task.status.state in INTERRUPTED
 
 
 def _null_non_finite(agent: str, event: Event) -> None:

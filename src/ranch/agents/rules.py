@@ -84,6 +84,7 @@ class RulesAgent(Agent):
     """Deterministic routing agent; declares the client-routing extension."""
 
     replies_directly = True
+    resume = "rerun"
 
     def __init__(self, info: AgentInfo, rules: Sequence[Rule]) -> None:
         self.id = info.id

@@ -70,6 +70,8 @@ def build_agent(config: AgentConfig, pool: ClientPool, *, tenant: bool = False) 
     agent.history_length = config.history_length
     agent.timeout = config.timeout
     agent.require_extensions = tuple(config.require_extensions)
+    if config.resume is not None:
+        agent.resume = config.resume
     return agent
 
 

@@ -1,4 +1,5 @@
-"""`ConversationStore`: team conversations and remote members' sessions, kept in the database.
+"""`ConversationStore`: team conversations, remote members' sessions and the checkpoints of turns in
+flight, kept in the database.
 
 A team keeps its conversations in memory while it works on them (routing/context.py) and writes
 each one here at the end of every turn; a remote member's own context and waiting task id are
@@ -9,6 +10,9 @@ same transaction as the task that answers its turn, and never after the caller i
 only when another process wrote a newer one; a single process reads a conversation only when it
 does not hold it and it may be stored: it learns at start which conversations are (`open`) and
 notes each one it stores, so a conversation it has never seen costs no read.
+
+A turn's checkpoint (routing/durable.py) is written when each of its hops starts, in the same
+transaction as the conversation so far, and deleted with the task's end.
 """
 
 from __future__ import annotations
@@ -17,11 +21,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import Select, Table, and_, select
+from sqlalchemy import Select, Table, and_, bindparam, delete, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ranch.db.group_commit import CommitGroup, GroupWriter
-from ranch.db.models import member_sessions, team_conversations
+from ranch.db.models import member_sessions, team_conversations, turn_checkpoints
 from ranch.db.upsert import insert_for
 
 
@@ -45,6 +49,16 @@ class ConversationStore:
         self._sessions = GroupWriter(
             engine,
             _upsert(insert, member_sessions, ("remote_context_id", "waiting_task_id", "updated_at")),
+            group=self.commits,
+        )
+        self._checkpoints = GroupWriter(
+            engine,
+            _upsert(insert, turn_checkpoints, ("owner", "team_id", "state", "updated_at")),
+            group=self.commits,
+        )
+        self._finished = GroupWriter(
+            engine,
+            delete(turn_checkpoints).where(turn_checkpoints.c.task_id == bindparam("gone")),
             group=self.commits,
         )
         self._stored: set[int] | None = None
@@ -113,6 +127,36 @@ class ConversationStore:
         row = {"agent_id": agent_id, "owner": owner, "context_id": context_id}
         ids = {"remote_context_id": remote_context_id, "waiting_task_id": waiting_task_id}
         await self._sessions.write({**row, **ids, "updated_at": time.time()})
+
+    async def save_checkpoint(
+        self, task_id: str, owner: str, team_id: str, state: dict[str, Any], *, wait: bool = True
+    ) -> None:
+        """Store where the turn of `task_id` is, in one transaction with every conversation deferred so
+        far (the one it checkpoints among them): returns once committed, or at once (`wait` False)
+        leaving it to the group's next write or its linger."""
+        row = {
+            "task_id": task_id,
+            "owner": owner,
+            "team_id": team_id,
+            "state": state,
+            "updated_at": time.time(),
+        }
+        if wait:
+            await self._checkpoints.write(row)
+        else:
+            self._checkpoints.defer(row)
+
+    def drop_checkpoint(self, task_id: str) -> None:
+        """The turn ended: its checkpoint goes with the group's next write (the task's final state)."""
+        self._finished.defer({"gone": task_id})
+
+    async def checkpoint(self, task_id: str) -> tuple[str, str, dict[str, Any]] | None:
+        """(owner, team, state) of the turn in flight on `task_id`, or None when it has none."""
+        table = turn_checkpoints.c
+        query = select(table.owner, table.team_id, table.state).where(table.task_id == task_id)
+        async with self.engine.connect() as connection:
+            row = (await connection.execute(query)).first()
+        return None if row is None else (str(row.owner), str(row.team_id), dict(row.state))
 
 
 KEYS_PER_READ = 10_000

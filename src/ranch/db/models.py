@@ -385,6 +385,19 @@ member_sessions = Table(
 """A remote member's own ids for one owner's contextId (agents/remote.py): its context, and its
 task while that task waits for input, so a follow-up after a restart continues it."""
 
+turn_checkpoints = Table(
+    "turn_checkpoints",
+    Base.metadata,
+    Column("task_id", String(255), primary_key=True),
+    Column("owner", String(255), nullable=False, default=""),
+    Column("team_id", String(64), nullable=False),
+    Column("state", JSON, nullable=False),
+    Column("updated_at", Float, nullable=False, default=now),
+    Index("turn_checkpoints_updated", "updated_at"),
+)
+"""Where a team turn in flight is (routing/durable.py): written when each hop starts, deleted with the
+task's end, so the replica that takes over a stopped replica's task resumes the turn from there."""
+
 push_outbox = Table(
     "push_outbox",
     Base.metadata,

@@ -72,6 +72,7 @@ from ranch.edge.sdk import check_list_query, first_event_first, well_formed, wit
 from ranch.exceptions import ConfigError, Forbidden, RanchError
 from ranch.fanout import Fanout, open_fanout
 from ranch.hub.mcp_route import MCP_PATH, LazyMcp
+from ranch.hub.resuming import TurnResumer
 from ranch.hub.serving import ExtendedCard, RanchRequestHandler
 from ranch.identity.principal import PRINCIPAL_KEY
 from ranch.identity.resolver import AuthFailures
@@ -265,6 +266,7 @@ class Hub:
         self.signer = CardSigner.from_file(settings.signing_key) if settings.signing_key else None
         """Signs every served card; an unreadable key fails here, at start-up, naming the file."""
         self._core: TaskEngine | None = None
+        self._resumer: TurnResumer | None = None
         self._rooms: RoomsRuntime | None = None
         self._gateway: Gateway | None = None
         self._fanout: Fanout | None = None
@@ -368,9 +370,10 @@ class Hub:
             group = await stack.enter_async_context(anyio.create_task_group())
             push = PushNotifier(push_store, PushSender(webhooks), group, PushOutbox(engine, replicas.id))
             self._core = TaskEngine(store, group, push, runner=replicas.id, fanout=fanout)
+            self._resumer = TurnResumer(self._core, self.registry, conversations)
             alive = await replicas.alive()
             await push.take_over(alive)  # before the failures below add their own updates
-            failed = await self._core.take_over(alive)
+            failed = await self._core.take_over(alive, self._resumer)
             self._rooms = await start_rooms(
                 engine,
                 self.config,
@@ -420,15 +423,16 @@ class Hub:
         await rooms.rooms.load_known()
 
     async def _take_over(self, replicas: Replicas) -> None:
-        """Every half lease: the push updates replicas that stopped were sending are sent, the tasks
-        they left running fail, their rooms told, and the room messages they had queued are handled here."""
+        """Every half lease: the push updates replicas that stopped were sending are sent, the team
+        turns they left running resume here from their checkpoints and their other tasks fail, their
+        rooms told, and the room messages they had queued are handled here."""
         while True:
             await anyio.sleep(replicas.lease / 2)
             try:
                 alive = await replicas.alive()
                 if self.core.push is not None:
                     await self.core.push.take_over(alive)
-                failed = await self.core.take_over(alive)
+                failed = await self.core.take_over(alive, self._resumer)
                 queued = await recover_deliveries(self.rooms.dispatcher, failed, alive)
                 if queued:
                     logger.info("took over %d room message(s) of stopped replicas", queued)

@@ -313,7 +313,7 @@ class RanchRequestHandler(RequestHandler):
                 extensions = NO_EXTENSIONS  # the common case, on every message: nothing to await
             principal = context.state.get(PRINCIPAL_KEY)
             caller = caller_of(principal) if principal is not None else None
-            call = Call(extensions=extensions, owner=self._owner(context), caller=caller)  # the owner's
+            call = Call(extensions=extensions, owner=self._owner(context), caller=caller, resumable=True)
             if self.sessions is not None and message.context_id:
                 await self.sessions.touch(
                     session_caller(context.state.get(PRINCIPAL_KEY)), message.context_id

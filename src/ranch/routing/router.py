@@ -6,18 +6,20 @@ bounds a turn (`routing.limits`), the caller's approval (`routing.approval`), th
 (`routing.events`) and what operators see of it (`routing.observing`) live in modules of their
 own. A turn yields the team task's A2A events: a WORKING status naming each agent and why it was
 chosen, an artifact with each reply, and one final status (COMPLETED, INPUT_REQUIRED or FAILED)
-whose metadata holds the trail.
+whose metadata holds the trail. A turn the engine runs as an A2A task writes a checkpoint as each hop
+starts, and one taken over from a stopped replica goes on from it (`routing.durable`).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from a2a.types import Message, Part, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent
+from a2a.types import Message, Part, Task, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent
 
-from ranch.agents.base import Call, Event, text_of
+from ranch.agents.base import Agent, Call, Event, text_of
 from ranch.agents.fold import HopOutcome, TaskFold, collect
 from ranch.agents.invoke import MemberCall
 from ranch.exceptions import AgentError, Forbidden, InvalidRecipient, RanchError, RoutingError
@@ -26,6 +28,7 @@ from ranch.ids import new_id
 from ranch.observe import metrics, tracing
 from ranch.routing import context
 from ranch.routing.approval import Approval, approval_answer, who
+from ranch.routing.durable import Checkpoint, CheckpointStore, Reattached
 from ranch.routing.events import HOP_KEY, TurnEvents
 from ranch.routing.limits import Limits
 from ranch.routing.observing import TurnObserver
@@ -38,6 +41,8 @@ if TYPE_CHECKING:
     from ranch.routing.team import Team
 
 __all__ = ["HOP_KEY", "Next", "Turn", "approval_answer"]
+
+logger = logging.getLogger(__name__)
 
 Ending = TaskStatusUpdateEvent
 """A turn's final status: it answers, asks, or failed."""
@@ -54,6 +59,7 @@ class Turn:
         task_id: str,
         owner: str = "",
         caller: Caller | None = None,
+        checkpoints: CheckpointStore | None = None,
     ) -> None:
         self.team = team
         self.owner = owner
@@ -88,30 +94,43 @@ class Turn:
         """The member the caller just approved: its next hop does not ask again."""
         self.events = TurnEvents(task_id, self.context_id)
         self.observer = TurnObserver(team.id)
+        self.checkpoints = checkpoints
+        """Where the turn writes its checkpoint as each hop starts; None: it is not resumed elsewhere."""
+        self.reattach = ""
+        """The member's own task of the hop in flight when the turn was resumed: re-attached to."""
+        self.ended = False
+        """Its final status was given: a turn stopped before that (its replica stopping) is resumed."""
 
-    async def run(self) -> AsyncIterator[Event]:
-        """The algorithm: hop until a recipient is the user, an agent asks, or something fails."""
-        self.conversation.add(client_routing.USER, text_of(self.message))
+    async def run(self, resumed: Checkpoint | None = None) -> AsyncIterator[Event]:
+        """The algorithm: hop until a recipient is the user, an agent asks, or something fails; a
+        turn `resumed` from its checkpoint goes on with the hop that was in flight."""
+        if resumed is None:
+            self.conversation.add(client_routing.USER, text_of(self.message))
         self.observer.begin(self.turn_attributes)
         state = FAILED
         try:
-            way = self.start()
+            way = self.start() if resumed is None else self.resume(resumed)
+            announced = resumed.way if resumed is not None else None  # its hop started before the stop
             while isinstance(way, Way):
                 self.limits.check(self.trail, way.target)
                 if way.target in self.team.approval and way.target != self.approved:
                     way = self.ask_approval(way, self.caller.to_json() if self.caller is not None else None)
                     break
                 self.approved = None
-                yield self.events.working(way.target, way.sender, way.reason, len(self.trail) + 1)
+                if way is not announced:  # a member that works for long starts once it is written
+                    await self.checkpoint(way, wait=self.team.members[way.target].streams_text)
+                    yield self.events.working(way.target, way.sender, way.reason, len(self.trail) + 1)
                 async for event in self.hop_through(way):
                     yield event  # the member's text as it comes, then its reply with the hop's record
                 assert self.after is not None  # a hop ends with where the turn goes, or raises
                 way = self.after  # where the turn goes next, or how it ends
             state = way.status.state
+            self.ended = True
             yield way
         except RanchError as exc:
             metrics.error(type(exc).__name__)
             self.observer.failed(exc)
+            self.ended = True
             yield self.final(FAILED, [Part(text=str(exc))], error=exc)
         except GeneratorExit:  # its reader stopped after the final event (or gave up): not a failure
             raise
@@ -132,6 +151,51 @@ class Turn:
         target, reason = self.first_recipient()
         return Way(target, reason, client_routing.USER, list(self.message.parts))
 
+    def resume(self, checkpoint: Checkpoint) -> Way | Ending:
+        """Where a turn taken over from a stopped replica goes on: the hop that was in flight,
+        re-attached to or run again, or (the member's `resume`) past it to the default agent with a
+        note, or the turn fails. The hop and its approval were announced before the stop."""
+        self.trail, self.handoffs, self.pipeline = checkpoint.trail, checkpoint.handoffs, checkpoint.pipeline
+        if checkpoint.outward is not None:
+            self.outward = client_routing.RoutingDecision.model_validate(checkpoint.outward)
+        way = checkpoint.way
+        agent = self.team.members.get(way.target)
+        if agent is None:
+            raise RoutingError(f"team '{self.team.id}': {way.target}, whose hop was resumed, is not a member")
+        self.approved = way.target
+        if checkpoint.member_task and agent.reattaches:
+            self.reattach = checkpoint.member_task
+            return way
+        if agent.resume == "rerun":
+            return way
+        lost = f"{way.target}'s hop was in flight when the server running this turn stopped"
+        if agent.resume == "fail":
+            raise AgentError(way.target, f"{lost} (resume: fail)")
+        default = self.team.default_agent
+        self.trail.append(Hop(agent=way.target, sender=way.sender, recipient=default, reason="lost", ms=0.0))
+        note = Part(text=f"[ranch] {lost}; what it did is unknown, and the turn went to '{default}'.")
+        return Way(default, f"{way.target}'s hop was lost", way.target, [*way.parts, note])
+
+    async def checkpoint(self, way: Way, member_task: str = "", *, wait: bool = True) -> None:
+        """Write where the turn is as `way` starts (with the member's own task once it names it), in
+        one transaction with the conversation so far: committed before it returns, or (not `wait`)
+        with the next write. A write that fails leaves the turn going on."""
+        store = self.checkpoints
+        if store is None:
+            return
+        team = self.team
+        try:
+            await team.conversations.persist(team.id, self.owner, self.context_id, self.conversation)
+            checkpoint = Checkpoint(
+                task_id=self.task_id, owner=self.owner, team_id=team.id, message=self.message,
+                caller=self.caller, trail=self.trail, way=way, handoffs=self.handoffs,
+                pipeline=self.pipeline, member_task=member_task, version=self.conversation.version,
+                outward=self.outward.model_dump(by_alias=True, exclude_none=True) if self.outward else None,
+            )  # fmt: skip
+            await store.save_checkpoint(self.task_id, self.owner, team.id, checkpoint.state(), wait=wait)
+        except Exception:  # the turn goes on; another replica could only resume it from further back
+            logger.warning("team %s: could not checkpoint task %s", team.id, self.task_id, exc_info=True)
+
     async def hop_through(self, way: Way) -> AsyncIterator[TaskArtifactUpdateEvent]:
         """One hop and what follows it: the member's text as it comes and its reply; then `after` is
         where the turn goes next (or its end)."""
@@ -142,7 +206,7 @@ class Turn:
         if self.observer.span is not None:
             self.observer.hop_started(target, self.hop_attributes(target, sender, way.reason))
         try:
-            async for item in self.hop(target, sender, way.parts):
+            async for item in self.hop(way):
                 if isinstance(item, HopOutcome):
                     outcome = item
                 else:
@@ -237,19 +301,24 @@ class Turn:
 
     # -- one hop --------------------------------------------------------------------------------
 
-    async def hop(
-        self, target: str, sender: str, parts: list[Part]
-    ) -> AsyncIterator[TaskArtifactUpdateEvent | HopOutcome]:
+    async def hop(self, way: Way) -> AsyncIterator[TaskArtifactUpdateEvent | HopOutcome]:
         """One hop: build the message, call the member, pass its text on as it comes, and end with
         its outcome.
 
         The member runs in a task of its own (`MemberCall`), inside `invoke`'s one timeout scope, and
         hands its events over a bounded stream: this generator yields between them holding no cancel
         scope, and a turn closed or cancelled mid-hop cancels the member as a cancellation (a remote
-        member then cancels its peer's task too)."""
-        agent = self.team.members[target]
-        with tracing.current(self.observer.hop_span):
-            message = await self.outgoing(target, sender, parts)
+        member then cancels its peer's task too). A member that names its own task while a checkpoint
+        is kept has that task written to it, so a turn resumed elsewhere re-attaches instead of sending
+        again (`routing.durable`)."""
+        target = way.target
+        agent: Agent = self.team.members[target]
+        if self.reattach:  # resumed: the member already has the message, as its task `reattach`
+            agent, self.reattach = Reattached(agent, self.reattach), ""
+            message = Message(message_id=new_id(), role=ROLE_USER, context_id=self.context_id)
+        else:
+            with tracing.current(self.observer.hop_span):
+                message = await self.outgoing(target, way.sender, way.parts)
         self.conversation.mark_seen(target)
         call = Call(extensions=frozenset(message.extensions), owner=self.owner, caller=self.caller)
         if not agent.streams_text:  # answers at once: called in place, nothing to pass on meanwhile
@@ -260,10 +329,16 @@ class Turn:
             return
         folded = TaskFold(agent.id)
         streamed = False
+        named = self.checkpoints is None or not agent.reattaches  # nothing to write down
         with tracing.current(self.observer.hop_span):  # the member's task copies this context: its spans nest
             member = MemberCall(agent, message, call)
         try:
             async for event in member.events:
+                if not named and not isinstance(event, Message):
+                    named = True  # its first task event names its task
+                    await self.checkpoint(
+                        way, event.id if isinstance(event, Task) else event.task_id, wait=False
+                    )
                 if folded.fold(event):
                     break
                 chunk = self.events.chunk(event, target, len(self.trail) + 1, streamed)

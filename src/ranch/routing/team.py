@@ -23,6 +23,7 @@ from ranch.agents.base import Agent, AgentInfo, Call, Event, gather_infos
 from ranch.identity.caller import DEFAULT_ORGANIZATION, Caller
 from ranch.ids import new_id
 from ranch.routing import context
+from ranch.routing.durable import Checkpoint
 from ranch.routing.router import Turn
 from ranch.wire import client_routing, modes
 
@@ -209,19 +210,39 @@ class Team(Agent):
             roster = self._roster = Roster(dict(zip(self.members, infos, strict=True)), time.monotonic())
         return roster
 
-    async def run(self, message: Message, call: Call) -> AsyncGenerator[Event, None]:
+    def run(self, message: Message, call: Call) -> AsyncGenerator[Event, None]:
         if not message.context_id:
             message.context_id = new_id()
         task_id = message.task_id or new_id()
-        conversation = self.conversation(call.owner, message.context_id)
-        conversations, key = self.conversations, (self.id, call.owner, message.context_id)
+        checkpoints = self.conversations.store if call.resumable and message.task_id else None
+        turn = Turn(self, self.conversation(call.owner, message.context_id), message, task_id, call.owner,
+                    call.caller, checkpoints)  # fmt: skip
+        return self._turn(turn, call.owner)
+
+    def resume_turn(self, checkpoint: Checkpoint, call: Call) -> AsyncGenerator[Event, None]:
+        """The turn of a task a stopped replica was running, from where its checkpoint says."""
+        message = checkpoint.message
+        conversation = self.conversation(checkpoint.owner, message.context_id)
+        turn = Turn(self, conversation, message, checkpoint.task_id, checkpoint.owner, checkpoint.caller,
+                    self.conversations.store)  # fmt: skip
+        return self._turn(turn, checkpoint.owner, checkpoint)
+
+    async def _turn(
+        self, turn: Turn, owner: str, resumed: Checkpoint | None = None
+    ) -> AsyncGenerator[Event, None]:
+        """Run `turn` holding its conversation's lock; the conversation is stored once it ends, and
+        its checkpoint goes with it."""
+        conversation, conversations = turn.conversation, self.conversations
+        key = (self.id, owner, turn.context_id)
         async with conversation.lock:
             await conversations.refresh(*key, conversation)  # another replica may have had the last turn
             try:
-                async for event in Turn(self, conversation, message, task_id, call.owner, call.caller).run():
+                async for event in turn.run(resumed):
                     yield event
             finally:  # a turn that failed or was cancelled still leaves what it said
                 with anyio.CancelScope(shield=True):
+                    if turn.checkpoints is not None and turn.ended:
+                        turn.checkpoints.drop_checkpoint(turn.task_id)  # committed with the task's end
                     await self._persist(key, conversation)
 
     async def _persist(self, key: tuple[str, str, str], conversation: context.Conversation) -> None:
@@ -245,6 +266,25 @@ class Team(Agent):
         infos = await gather_infos([self.members[member] for member in ids])
         # a member's card may name it differently; the team knows it by its own id
         return [_with_id(info, member) for info, member in zip(infos, ids, strict=True)]
+
+
+class ResumedTurn(Agent):
+    """A team's turn taken over from a stopped replica, as the engine runs it: `Team.resume` from
+    its checkpoint (`Team.resume_turn`), under the team's timeout."""
+
+    streams_text = True
+
+    def __init__(self, team: Team, checkpoint: Checkpoint) -> None:
+        self.id = team.id
+        self.timeout = team.timeout
+        self.team = team
+        self.checkpoint = checkpoint
+
+    async def info(self) -> AgentInfo:
+        return await self.team.info()
+
+    def run(self, message: Message, call: Call) -> AsyncGenerator[Event, None]:
+        return self.team.resume_turn(self.checkpoint, call)
 
 
 def _with_id(info: AgentInfo, member: str) -> AgentInfo:

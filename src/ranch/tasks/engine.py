@@ -18,7 +18,7 @@ the proto helpers (`tasks.protos`).
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import anyio
 from a2a.types import (
@@ -68,7 +68,10 @@ from ranch.wire.events import (
     WORKING,
 )
 
-__all__ = ["TaskEngine", "task_log"]
+__all__ = ["Resumer", "TaskEngine", "task_log"]
+
+Resumer = Callable[[Task, str], Awaitable[bool]]
+"""Goes on with a task a stopped replica left running (`TaskEngine.resume`); False: it cannot."""
 
 logger = logging.getLogger(__name__)
 
@@ -138,6 +141,18 @@ class TaskEngine:
         if submit or run.long_lived:
             await self._submit(run, message)
         self.replicas.snapshot(run)
+        self.live[run.task_id] = run
+        self.group.start_soon(self._drive, run, agent, message, call)
+        return run
+
+    async def resume(self, agent: Agent, task: Task, owner: str, message: Message, call: Call) -> Run:
+        """Go on with `task`, which a stopped replica was running and this one claimed: `agent` (a
+        team resuming its turn from its checkpoint) continues it as the same task, its events told as
+        any run's (`message` is the one the task answers). With replicas, the task is taken as its log
+        says (what it had told before the stop), and the log goes on behind."""
+        if self.fanout.shared:
+            task = await self.replicas.current(task.id) or task
+        run = Run(task_id=task.id, context_id=task.context_id, owner=owner, task=task)
         self.live[run.task_id] = run
         self.group.start_soon(self._drive, run, agent, message, call)
         return run
@@ -473,17 +488,32 @@ class TaskEngine:
 
     # -- replicas that stopped ----------------------------------------------------------------------
 
-    async def take_over(self, alive: set[str]) -> dict[str, Task]:
-        """Fail the tasks a replica that is gone left running (SUBMITTED or WORKING under its name).
+    async def take_over(self, alive: set[str], resume: Resumer | None = None) -> dict[str, Task]:
+        """Resume or fail the tasks a replica that is gone left running (SUBMITTED or WORKING under
+        its name).
 
-        A run lives in one process; once that process is gone nothing will finish its tasks, and a
-        task must not look like it is working forever. Tasks no process of ours was running (an
-        external agent's delivery) are left as they are. Returns each failed task, by id.
+        A run lives in one process; once that process is gone nothing else finishes its tasks, and a
+        task must not look like it is working forever. `resume` goes on with those it can (a team
+        turn with a checkpoint: True once started here); the others fail. Tasks no process of ours was
+        running (an external agent's delivery) are left as they are. Returns each failed task, by id.
         """
         failed: dict[str, Task] = {}
+        resumed = 0
         async for task, owner, gone in self.replicas.orphans(alive, self.runner):
+            if resume is not None and await self._resumed(resume, task, owner):
+                resumed += 1
+                continue
             text = f"the server running this task (replica {gone}) stopped before it finished; send it again"
             failed[task.id] = await self._record_end(task, owner, FAILED, text)
+        if resumed:
+            logger.warning("resumed %d task(s) that stopped replicas left running", resumed)
         if failed:
             logger.warning("failed %d task(s) that stopped replicas left running", len(failed))
         return failed
+
+    async def _resumed(self, resume: Resumer, task: Task, owner: str) -> bool:
+        try:
+            return await resume(task, owner)
+        except Exception:  # its checkpoint could not be read or used: the task fails as before
+            logger.warning("could not resume task %s", task.id, exc_info=True)
+            return False

@@ -291,6 +291,9 @@ class PushNotifier:
         self._unheld: dict[str, int] = {}
         """Per task, updates queued and not yet held in the outbox."""
         self._all_held: dict[str, anyio.Event] = {}
+        self._sending: dict[str, anyio.Event] = {}
+        """Per task, set when its newest worker has sent everything: a worker started after it (a
+        resumed run's, behind the updates taken over from a stopped replica) sends only then."""
         self.deliveries: list[Delivery] = []
         """The most recent deliveries (at most 100), for tests and diagnostics."""
 
@@ -336,7 +339,8 @@ class PushNotifier:
         if queue is None:
             queue, receive = anyio.create_memory_object_stream[Update](QUEUED_UPDATES)
             self._queues[task_id] = queue
-            self.group.start_soon(self._work, task_id, receive)
+            before, self._sending[task_id] = self._sending.get(task_id), anyio.Event()
+            self.group.start_soon(self._work, task_id, receive, before)
         try:
             queue.send_nowait(update)
         except anyio.WouldBlock:
@@ -354,21 +358,34 @@ class PushNotifier:
         if event is not None:
             event.set()
 
-    async def _work(self, task_id: str, receive: MemoryObjectReceiveStream[Update]) -> None:
-        """Hold each update in the outbox as it comes, and send them in order behind."""
+    async def _work(
+        self, task_id: str, receive: MemoryObjectReceiveStream[Update], before: anyio.Event | None
+    ) -> None:
+        """Hold each update in the outbox as it comes, and send them in order behind (behind what an
+        earlier worker of the task still sends)."""
         held, ready = anyio.create_memory_object_stream[Update](QUEUED_UPDATES)
-        async with receive, anyio.create_task_group() as group:
-            group.start_soon(self._send_held, task_id, ready)
-            async with held:
-                async for body, seq in receive:
-                    try:
-                        if seq is None:
-                            seq = await self._hold(task_id, body)
-                    finally:
-                        self._was_held(task_id)
-                    await held.send((body, seq))
+        sent = self._sending[task_id]
+        try:
+            async with receive, anyio.create_task_group() as group:
+                group.start_soon(self._send_held, task_id, ready, before)
+                async with held:
+                    async for body, seq in receive:
+                        try:
+                            if seq is None:
+                                seq = await self._hold(task_id, body)
+                        finally:
+                            self._was_held(task_id)
+                        await held.send((body, seq))
+        finally:
+            sent.set()
+            if self._sending.get(task_id) is sent:
+                del self._sending[task_id]
 
-    async def _send_held(self, task_id: str, ready: MemoryObjectReceiveStream[Update]) -> None:
+    async def _send_held(
+        self, task_id: str, ready: MemoryObjectReceiveStream[Update], before: anyio.Event | None
+    ) -> None:
+        if before is not None:
+            await before.wait()
         async with ready:
             async for body, seq in ready:
                 configs = await self.store.get_info_for_dispatch(task_id)

@@ -95,6 +95,8 @@ class LlmAgent(Agent):
         self.max_tool_rounds = max_tool_rounds
         self.memory = ChatMemory()
         """What each (owner, context) asked and was answered, bounded."""
+        self.resume = "skip" if toolbox.servers or toolbox.remote is not None else "rerun"
+        """A model without tools answers again with no effect elsewhere; one with tools may have acted."""
 
     @property
     def allowed_remote_urls(self) -> frozenset[str]:

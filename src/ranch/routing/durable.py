@@ -1,0 +1,130 @@
+"""Durable turns: where a team turn in flight is, written as each hop starts, so the replica that takes
+over a stopped replica's task resumes the turn there (docs/routing.md, "Durable turns").
+
+A checkpoint holds the turn's trail so far, the hop it is making (target, sender, reason, parts), what
+the Router carries from hop to hop (the previous agent's handoffs, a pipeline, the decision it passes
+outward) and, once a member that can be re-attached to names its own A2A task, that task's id. It is
+committed in the same transaction as the conversation so far, and deleted with the task's end.
+
+A hop to a member that works for long (a model, a remote agent, a team: one that `streams_text`) starts
+only once its checkpoint is committed; one to a member that answers at once (rules, echo) has it go
+with the next write (the task's end, most often), so a turn of quick hops costs no commit more: a stop
+within those milliseconds resumes it from further back. The member's task id goes the same way.
+
+A resumed turn does not send the hop in flight again when its member named a task: it re-attaches to
+that task (`Agent.reattach`). Otherwise the member's `resume` says: run the hop again, skip it (the
+default agent goes on, told it was lost), or fail the turn. The loop guard starts afresh; the hop and
+token budgets hold, since they are read from the trail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
+
+from a2a.types import Message, Part
+from google.protobuf.json_format import MessageToDict, ParseDict
+
+from ranch.agents.base import Agent, AgentInfo, Call, Event
+from ranch.identity.caller import Caller
+from ranch.routing.steps import Way
+from ranch.routing.trail import Hop, Trail
+
+
+class CheckpointStore(Protocol):
+    """Where checkpoints are kept: the hub's database (`db.conversations.ConversationStore`)."""
+
+    async def save_checkpoint(
+        self, task_id: str, owner: str, team_id: str, state: dict[str, Any], *, wait: bool = True
+    ) -> None: ...
+
+    def drop_checkpoint(self, task_id: str) -> None: ...
+
+    async def checkpoint(self, task_id: str) -> tuple[str, str, dict[str, Any]] | None: ...
+
+
+@dataclass
+class Checkpoint:
+    """One turn of team `team_id` on task `task_id`, as it was when its latest hop started."""
+
+    task_id: str
+    owner: str
+    team_id: str
+    message: Message
+    """The caller's message the turn answers (its contextId, its routing data)."""
+    caller: Caller | None
+    trail: Trail
+    way: Way
+    """The hop in flight."""
+    handoffs: list[str] | None = None
+    pipeline: bool = False
+    outward: dict[str, Any] | None = None
+    member_task: str = ""
+    """The task the hop's member runs it as, once the member named it ("" until then)."""
+    version: int = 0
+    """The conversation's version written with it."""
+
+    def state(self) -> dict[str, Any]:
+        """What the database keeps (JSON)."""
+        return {
+            "message": MessageToDict(self.message),
+            "caller": asdict(self.caller) if self.caller is not None else None,
+            "trail": self.trail.to_json(),
+            "way": {
+                "target": self.way.target,
+                "reason": self.way.reason,
+                "sender": self.way.sender,
+                "parts": [MessageToDict(part) for part in self.way.parts],
+            },
+            "handoffs": self.handoffs,
+            "pipeline": self.pipeline,
+            "outward": self.outward,
+            "memberTask": self.member_task,
+            "version": self.version,
+        }
+
+    @classmethod
+    def of(cls, task_id: str, owner: str, team_id: str, state: dict[str, Any]) -> Checkpoint:
+        """The checkpoint a stored row holds."""
+        way = state["way"]
+        caller = state.get("caller")
+        handoffs = state.get("handoffs")
+        return cls(
+            task_id=task_id,
+            owner=owner,
+            team_id=team_id,
+            message=ParseDict(state["message"], Message()),
+            caller=Caller(**caller) if isinstance(caller, dict) else None,
+            trail=Trail(Hop(**hop) for hop in state.get("trail", [])),
+            way=Way(
+                str(way["target"]),
+                str(way.get("reason", "")),
+                str(way["sender"]),
+                [ParseDict(part, Part()) for part in way.get("parts", [])],
+            ),
+            handoffs=[str(h) for h in handoffs] if isinstance(handoffs, list) else None,
+            pipeline=bool(state.get("pipeline", False)),
+            outward=state.get("outward"),
+            member_task=str(state.get("memberTask", "")),
+            version=int(state.get("version", 0)),
+        )
+
+
+class Reattached(Agent):
+    """A member's hop in flight when its turn was resumed: its events come from the task the member
+    named (`Agent.reattach`), under the member's own timeout; the message is not sent again."""
+
+    streams_text = True
+
+    def __init__(self, member: Agent, task_id: str) -> None:
+        self.id = member.id
+        self.timeout = member.timeout
+        self.member = member
+        self.task_id = task_id
+
+    async def info(self) -> AgentInfo:
+        return await self.member.info()
+
+    def run(self, message: Message, call: Call) -> AsyncGenerator[Event, None]:
+        return self.member.reattach(self.task_id, message.context_id, call)

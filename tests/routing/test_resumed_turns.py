@@ -1,0 +1,232 @@
+"""Durable turns: a team turn whose server is killed (`kill -9`) goes on from its last hop.
+
+A team of three remote members built with the a2a-sdk (`gated` peers: each opens its task, then works
+until the test lets it answer), routed a -> b -> c. The server is killed while a member works; the
+replica that takes the task over (another process on PostgreSQL and Redis, or the same database
+restarted on SQLite) re-attaches to that member's own task instead of sending it the message again,
+and the turn completes as the same task: every hop once in its trail, every member sent one message,
+and a subscriber on the surviving replica sees the whole stream. (A local member's hop in flight:
+test_resumed_local_hops.py.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from sqlalchemy import select
+
+from _support import TESTS
+from _support.databases import migrated_sqlite
+from _support.hubkit import wait_until
+from _support.peers import RunningPeer, running_peer
+from _support.replicas import REDIS
+from _support.servers import ServerProcess, free_port
+from ranch.db.engine import open_engine
+from ranch.db.models import turn_checkpoints
+from ranch.wire.client_routing import URI
+
+MEMBERS = ("a", "b", "c")
+TAKEN_OVER = 30.0
+"""Seconds the turn may take to complete once taken over: the lease (1 s), a take-over round, the
+remaining hops, and room for a loaded machine."""
+
+
+def team_config(peers: dict[str, RunningPeer]) -> str:
+    agents = "".join(f"  - {{id: {name}, kind: remote, url: '{peers[name].url}'}}\n" for name in MEMBERS)
+    return (
+        f"agents:\n{agents}"
+        "teams:\n"
+        "  - {id: trio, members: [a, b, c], default_agent: a, routes: {a: b, b: c}, timeout: 120}\n"
+    )
+
+
+@pytest.fixture
+def gated() -> Iterator[tuple[dict[str, RunningPeer], dict[str, threading.Event]]]:
+    gates = {name: threading.Event() for name in MEMBERS}
+    with ExitStack() as stack:
+        peers = {
+            name: stack.enter_context(running_peer("gated", gate=gates[name], name=name)) for name in MEMBERS
+        }
+        try:
+            yield peers, gates
+        finally:
+            for gate in gates.values():
+                gate.set()
+
+
+def serve(config: Path, database_url: str, log: Path, *, redis: str = "") -> ServerProcess:
+    port = free_port()
+    command = [sys.executable, "-m", "ranch", "serve", str(config), "--port", str(port), "--db", database_url]
+    command += ["--lease", "1", "--allow-private-outbound"]
+    if redis:
+        command += ["--redis-url", REDIS, "--redis-prefix", redis]
+    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+    return ServerProcess(command, port, env=env, log_path=log.with_suffix(f".{port}.log"))
+
+
+def rpc(url: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    answer: dict[str, Any] = httpx.post(url, json=body, headers={"A2A-Version": "1.0"}, timeout=30).json()
+    assert "result" in answer, answer
+    result: dict[str, Any] = answer["result"]
+    return result
+
+
+def start_turn(url: str, words: str) -> str:
+    message = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "parts": [{"text": words}]}
+    params = {"message": message, "configuration": {"returnImmediately": True}}
+    task_id: str = rpc(f"{url}/a2a/agents/trio", "SendMessage", params)["task"]["id"]
+    return task_id
+
+
+def checkpoint(database_url: str, task_id: str) -> dict[str, Any] | None:
+    """The turn's checkpoint as stored, None when there is none."""
+
+    async def read() -> dict[str, Any] | None:
+        engine = open_engine(database_url)
+        try:
+            async with engine.connect() as connection:
+                query = select(turn_checkpoints.c.state).where(turn_checkpoints.c.task_id == task_id)
+                found = await connection.scalar(query)
+                return dict(found) if found is not None else None
+        finally:
+            await engine.dispose()
+
+    return anyio.run(read)
+
+
+def in_flight_with_its_task(database_url: str, task_id: str, member: str) -> bool:
+    """The checkpoint says `member` is working on the turn's hop as a task of its own."""
+    state = checkpoint(database_url, task_id)
+    return state is not None and state["way"]["target"] == member and bool(state["memberTask"])
+
+
+def completed(url: str, task_id: str) -> dict[str, Any] | None:
+    task = rpc(f"{url}/a2a/agents/trio", "GetTask", {"id": task_id})
+    return task if task["status"]["state"] == "TASK_STATE_COMPLETED" else None
+
+
+def run_until(member: str, peers: dict[str, RunningPeer], gates: dict[str, threading.Event]) -> None:
+    """Let every member before `member` answer: `member` then has the message, and works."""
+    for name in MEMBERS[: MEMBERS.index(member)]:
+        gates[name].set()
+    peers[member].recorder.wait_for_messages(1, timeout=TAKEN_OVER)
+
+
+def check_turn(task: dict[str, Any], peers: dict[str, RunningPeer], words: str) -> None:
+    trail = task["metadata"][URI]["trail"]
+    assert [hop["agent"] for hop in trail] == list(MEMBERS), trail
+    said = task["status"]["message"]["parts"][0]["text"]  # each member saw its peers' answers
+    assert said.startswith("c saw:") and "b saw:" in said and said.endswith(f"a saw: {words}"), said
+    for name in MEMBERS:  # the one in flight was re-attached to, not sent the message again
+        assert len(peers[name].recorder.messages) == 1, (name, peers[name].recorder.messages)
+
+
+def test_a_turn_killed_in_a_remote_hop_goes_on_from_there_after_a_restart(
+    tmp_path: Path, gated: tuple[dict[str, RunningPeer], dict[str, threading.Event]]
+) -> None:
+    peers, gates = gated
+    config = tmp_path / "trio.yaml"
+    config.write_text(team_config(peers))
+    database_url = f"sqlite+aiosqlite:///{migrated_sqlite(tmp_path / 'hub.db')}"
+    with serve(config, database_url, tmp_path / "first") as first:
+        task_id = start_turn(first.url, "hello")
+        run_until("b", peers, gates)
+        wait_until(
+            lambda: in_flight_with_its_task(database_url, task_id, "b"), what="b's task in the checkpoint"
+        )
+        first.kill()
+    gates["b"].set()  # b finishes while no server runs: the restarted one finds its task completed
+    with serve(config, database_url, tmp_path / "second") as second:
+        peers["c"].recorder.wait_for_messages(1, timeout=TAKEN_OVER)
+        gates["c"].set()
+        task = wait_until(lambda: completed(second.url, task_id), timeout=TAKEN_OVER, what="the resumed turn")
+    check_turn(task, peers, "hello")
+    assert checkpoint(database_url, task_id) is None  # gone with the task's end
+
+
+@pytest.mark.parametrize("member", MEMBERS)
+def test_the_replica_taking_over_resumes_the_turn_and_its_subscriber_sees_every_hop_once(
+    member: str,
+    postgres_url: str,
+    tmp_path: Path,
+    gated: tuple[dict[str, RunningPeer], dict[str, threading.Event]],
+) -> None:
+    peers, gates = gated
+    config = tmp_path / "trio.yaml"
+    config.write_text(team_config(peers))
+    prefix = f"ranch-test-{uuid.uuid4().hex[:8]}"
+    with (
+        serve(config, postgres_url, tmp_path / "first", redis=prefix) as first,
+        serve(config, postgres_url, tmp_path / "second", redis=prefix) as second,
+    ):
+        task_id = start_turn(first.url, "hi")
+        watcher = Subscriber(f"{second.url}/a2a/agents/trio", task_id)
+        run_until(member, peers, gates)
+        wait_until(lambda: in_flight_with_its_task(postgres_url, task_id, member), what="the member's task")
+        first.kill()
+        for gate in gates.values():
+            gate.set()
+        task = wait_until(lambda: completed(second.url, task_id), timeout=TAKEN_OVER, what="the resumed turn")
+        watcher.join()
+    check_turn(task, peers, "hi")
+    replies = [artifact["metadata"]["ranch.hop"]["hop"] for artifact in task["artifacts"]]
+    assert replies == [1, 2, 3], task["artifacts"]  # those told before the stop are kept
+    assert watcher.hops("working") == [1, 2, 3], watcher.events  # announced once each, across the stop
+    assert watcher.hops("reply") == [1, 2, 3], watcher.events
+    assert watcher.final == "TASK_STATE_COMPLETED"
+
+
+class Subscriber:
+    """SubscribeToTask on one replica, read in a thread until the task's final status."""
+
+    def __init__(self, url: str, task_id: str) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.final = ""
+        self._thread = threading.Thread(target=self._read, args=(url, task_id), daemon=True)
+        self._thread.start()
+        wait_until(lambda: self.events, what="the subscription's first event")
+
+    def _read(self, url: str, task_id: str) -> None:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": task_id}}
+        headers = {"A2A-Version": "1.0", "Accept": "text/event-stream"}
+        with httpx.stream("POST", url, json=body, headers=headers, timeout=TAKEN_OVER * 2) as response:
+            for line in response.iter_lines():
+                if not line.startswith("data:"):
+                    continue
+                result = json.loads(line[5:])["result"]
+                self.events.append(result)
+                state = result.get("statusUpdate", {}).get("status", {}).get("state", "")
+                if state in ("TASK_STATE_COMPLETED", "TASK_STATE_FAILED"):
+                    self.final = state
+                    return
+
+    def join(self) -> None:
+        self._thread.join(TAKEN_OVER)
+        assert not self._thread.is_alive(), "the subscription never ended"
+
+    def hops(self, kind: str) -> list[int]:
+        """The hop numbers the stream announced (`working`) or answered (`reply`), in order."""
+        numbers = []
+        for index, event in enumerate(self.events):
+            if kind == "working" and ("statusUpdate" in event or (index == 0 and "task" in event)):
+                status = (event.get("statusUpdate") or event["task"])["status"]  # first: the task as it was
+                hop = status.get("message", {}).get("metadata", {}).get("ranch.hop")
+            elif kind == "reply" and "artifactUpdate" in event and event["artifactUpdate"].get("lastChunk"):
+                hop = event["artifactUpdate"]["artifact"].get("metadata", {}).get("ranch.hop")
+            else:
+                continue
+            if hop is not None:
+                numbers.append(int(hop["hop"]))
+        return numbers
