@@ -1,9 +1,9 @@
 """`python -m bench [SECTION ...] [ARGS ...]` (or `make bench`): every benchmark, one table each, one run.
 
-Sections: wire, gather, router, scale, fanout, scrub, cluster, tracing, rooms (default: all;
-cluster and rooms need PostgreSQL and Redis on 127.0.0.1). `fanout` is one task's SSE subscribers
-(bench/fanout.py) and then WebSocket watchers of one room (bench/watchers.py); `watchers` runs the
-latter alone; `growth` (bench/growth.py: 100,000 conversations and a million rows, SQLite and
+Sections: wire, gather, router, scale, fanout, scrub, cluster, tracing, rooms, grpc, durable (default:
+all; cluster, rooms and durable need PostgreSQL and Redis on 127.0.0.1). `fanout` is one task's SSE
+subscribers (bench/fanout.py) and then WebSocket watchers of one room (bench/watchers.py); `watchers`
+runs the latter alone; `growth` (bench/growth.py: 100,000 conversations and a million rows, SQLite and
 PostgreSQL; about 20 minutes) runs only when named. Every row of a table is measured in this run,
 on this machine, so the ratios compare like with like.
 
@@ -19,7 +19,9 @@ import platform
 import sys
 import time
 
-SECTIONS = ("wire", "gather", "router", "scale", "fanout", "scrub", "cluster", "tracing", "rooms", "grpc")
+SECTIONS = (
+    "wire", "gather", "router", "scale", "fanout", "scrub", "cluster", "tracing", "rooms", "grpc", "durable"
+)  # fmt: skip
 MODULES = {"fanout": ("fanout", "watchers"), "watchers": ("watchers",), "growth": ("growth",)}
 """Sections made of more than one module (or not in the default run); the rest are one module each."""
 

@@ -189,3 +189,15 @@ def test_growth_measures_each_step_and_the_write_cost_through_python_m_bench() -
         "without 0015's retention indexes",
         "without 0016's count triggers",
     ]
+
+
+def test_durable_compares_two_trees_and_a_killed_replicas_turn_completes_elsewhere() -> None:
+    output = run_bench("bench.durable", "--rounds", "1", "--conversations", "2", "--before", "HEAD")
+    assert [
+        row["team"] for row in rows(output, "Durable turns: server CPU per 3-hop turn, side by side")
+    ] == [
+        "quick",
+        "remote",
+    ]
+    (taken,) = rows(output, "Durable turns: a killed replica's turn completed by another")
+    assert (taken["state"], taken["trail"]) == ("completed", "m0 -> m1 -> m2"), taken

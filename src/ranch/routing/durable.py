@@ -6,10 +6,10 @@ the Router carries from hop to hop (the previous agent's handoffs, a pipeline, t
 outward) and, once a member that can be re-attached to names its own A2A task, that task's id. It is
 committed in the same transaction as the conversation so far, and deleted with the task's end.
 
-A hop to a member that works for long (a model, a remote agent, a team: one that `streams_text`) starts
-only once its checkpoint is committed; one to a member that answers at once (rules, echo) has it go
-with the next write (the task's end, most often), so a turn of quick hops costs no commit more: a stop
-within those milliseconds resumes it from further back. The member's task id goes the same way.
+A hop starts only once its checkpoint is committed, except a hop to a member that answers at once and
+runs again safely (`rules`, `echo`): it writes none, so a turn of such hops costs nothing more, and a
+stop during one resumes the turn from the checkpoint before it (or fails it, when there is none), the
+hops since then made again. The member's own task id goes with the group's next write (or its linger).
 
 A resumed turn does not send the hop in flight again when its member named a task: it re-attaches to
 that task (`Agent.reattach`). Otherwise the member's `resume` says: run the hop again, skip it (the

@@ -100,6 +100,8 @@ class Turn:
         """The member's own task of the hop in flight when the turn was resumed: re-attached to."""
         self.ended = False
         """Its final status was given: a turn stopped before that (its replica stopping) is resumed."""
+        self.checkpointed = False
+        """A checkpoint of it was written (or it was resumed from one): deleted once it ends."""
 
     async def run(self, resumed: Checkpoint | None = None) -> AsyncIterator[Event]:
         """The algorithm: hop until a recipient is the user, an agent asks, or something fails; a
@@ -117,8 +119,8 @@ class Turn:
                     way = self.ask_approval(way, self.caller.to_json() if self.caller is not None else None)
                     break
                 self.approved = None
-                if way is not announced:  # a member that works for long starts once it is written
-                    await self.checkpoint(way, wait=self.team.members[way.target].streams_text)
+                if way is not announced:
+                    await self.before_hop(way)
                     yield self.events.working(way.target, way.sender, way.reason, len(self.trail) + 1)
                 async for event in self.hop_through(way):
                     yield event  # the member's text as it comes, then its reply with the hop's record
@@ -156,6 +158,7 @@ class Turn:
         re-attached to or run again, or (the member's `resume`) past it to the default agent with a
         note, or the turn fails. The hop and its approval were announced before the stop."""
         self.trail, self.handoffs, self.pipeline = checkpoint.trail, checkpoint.handoffs, checkpoint.pipeline
+        self.checkpointed = True
         if checkpoint.outward is not None:
             self.outward = client_routing.RoutingDecision.model_validate(checkpoint.outward)
         way = checkpoint.way
@@ -176,6 +179,14 @@ class Turn:
         note = Part(text=f"[ranch] {lost}; what it did is unknown, and the turn went to '{default}'.")
         return Way(default, f"{way.target}'s hop was lost", way.target, [*way.parts, note])
 
+    async def before_hop(self, way: Way) -> None:
+        """Write where the turn is before `way` starts, committed, unless its member answers at once
+        and runs again safely (`rules`, `echo`): a stop during such a hop resumes from the checkpoint
+        before it, and the hop runs again (`routing.durable`)."""
+        member = self.team.members[way.target]
+        if member.streams_text or member.resume != "rerun":
+            await self.checkpoint(way)
+
     async def checkpoint(self, way: Way, member_task: str = "", *, wait: bool = True) -> None:
         """Write where the turn is as `way` starts (with the member's own task once it names it), in
         one transaction with the conversation so far: committed before it returns, or (not `wait`)
@@ -192,6 +203,7 @@ class Turn:
                 pipeline=self.pipeline, member_task=member_task, version=self.conversation.version,
                 outward=self.outward.model_dump(by_alias=True, exclude_none=True) if self.outward else None,
             )  # fmt: skip
+            self.checkpointed = True
             await store.save_checkpoint(self.task_id, self.owner, team.id, checkpoint.state(), wait=wait)
         except Exception:  # the turn goes on; another replica could only resume it from further back
             logger.warning("team %s: could not checkpoint task %s", team.id, self.task_id, exc_info=True)

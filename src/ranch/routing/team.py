@@ -241,7 +241,7 @@ class Team(Agent):
                     yield event
             finally:  # a turn that failed or was cancelled still leaves what it said
                 with anyio.CancelScope(shield=True):
-                    if turn.checkpoints is not None and turn.ended:
+                    if turn.checkpoints is not None and turn.checkpointed and turn.ended:
                         turn.checkpoints.drop_checkpoint(turn.task_id)  # committed with the task's end
                     await self._persist(key, conversation)
 
