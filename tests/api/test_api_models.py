@@ -31,7 +31,7 @@ from ranch.catalog.requests import REGISTRATION, RegisterExternal, RegisterRules
 from ranch.exceptions import InvalidInput
 from ranch.identity.keys import CreateKey
 from ranch.protocol.invalid import spelled
-from ranch.rooms.requests import AddParticipant, CreateRoom, PostMessage, UpdateRoom
+from ranch.rooms.requests import AddParticipant, CreateRoom, HandOff, PostMessage, UpdateRoom
 
 Model = type[BaseModel] | TypeAdapter[Any]
 
@@ -44,6 +44,11 @@ REFUSALS: list[tuple[Model, dict[str, Any], str | None]] = [
     (CompleteExecution, {"reason": "x" * 1001}, "reason"),
     (CompleteExecution, {"reason": 5}, "reason"),
     (CompleteExecution, {"why": "no"}, "why"),
+    (HandOff, {}, "agent"),
+    (HandOff, {"agent": ""}, "agent"),
+    (HandOff, {"agent": "helper", "reason": "x" * 1001}, "reason"),
+    (HandOff, {"agent": "helper", "to": "x"}, "to"),
+    (HandOff, {"agent": "helper", "message": "  "}, "message"),
     (CreateRoom, {"id": 5}, "id"),
     (CreateRoom, {"id": "acme.ops"}, "id"),
     (CreateRoom, {"id": "x" * 65}, "id"),

@@ -171,7 +171,9 @@ def test_real_answers_validate_against_their_documented_schemas(
     acme.call("POST", f"/rooms/{room}/messages", {"text": "@scout are you there?"}, status=201)
     acme.call("GET", f"/rooms/{room}/messages", status=200, limit=1)
     acme.call("GET", f"/rooms/{room}/events", status=200, since=0)
-    execution = acme.call("GET", f"/rooms/{room}/executions", status=200)["items"][0]["id"]
+    executions = acme.call("GET", f"/rooms/{room}/executions", status=200)["items"]
+    execution = next(row["id"] for row in executions if row["agent_id"] == "acme.scout")
+    acme.call("POST", f"/executions/{execution}/handoff", {"agent": "helper", "reason": "echo"}, status=200)
     acme.call("GET", f"/executions/{execution}", status=200)
     acme.call("GET", f"/executions/{execution}/task", status=200, history_length=1)
     acme.call("POST", f"/executions/{execution}/cancel", status=200)

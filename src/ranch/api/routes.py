@@ -63,8 +63,16 @@ from ranch.identity.resolver import presented_key
 from ranch.identity.visibility import usable_agent, usable_agents
 from ranch.ids import new_id
 from ranch.policy.limits import MEDIA_TYPE
-from ranch.rooms.requests import AddParticipant, CreateRoom, PostMessage, UpdateRoom
-from ranch.rooms.views import DeliveryView, EventView, ExecutionView, MessageView, ParticipantView, RoomView
+from ranch.rooms.requests import AddParticipant, CreateRoom, HandOff, PostMessage, UpdateRoom
+from ranch.rooms.views import (
+    DeliveryView,
+    EventView,
+    ExecutionDetail,
+    ExecutionView,
+    MessageView,
+    ParticipantView,
+    RoomView,
+)
 
 PREFIX = "/api/v1"
 
@@ -348,9 +356,14 @@ async def room_executions(call: Call) -> Page[ExecutionView]:
     return Page(items=[ExecutionView.model_validate(row) for row in rows], next_cursor=None)
 
 
-async def get_execution(call: Call) -> ExecutionView:
+async def get_execution(call: Call) -> ExecutionDetail:
+    return await call.runtime.executions.detail(call.caller, call.param("execution_id"))
+
+
+async def hand_off_execution(call: Call) -> ExecutionView:
+    body = await call.body(HandOff)
     return ExecutionView.model_validate(
-        await call.runtime.executions.execution(call.caller, call.param("execution_id"))
+        await call.runtime.executions.hand_off(call.caller, call.param("execution_id"), body)
     )
 
 
@@ -590,8 +603,8 @@ OPERATIONS: list[Operation] = [
         "GET",
         "/executions/{execution_id}",
         get_execution,
-        "One execution",
-        response=ExecutionView,
+        "One execution, with the one it works for and those it handed work to",
+        response=ExecutionDetail,
         errors=(404,),
     ),
     Operation(
@@ -610,6 +623,15 @@ OPERATIONS: list[Operation] = [
         "Cancel an execution",
         response=ExecutionView,
         errors=(404, 409),
+    ),
+    Operation(
+        "POST",
+        "/executions/{execution_id}/handoff",
+        hand_off_execution,
+        "Hand the execution's work to another agent of its room: it waits for that agent's child execution",
+        body=HandOff,
+        response=ExecutionView,
+        errors=(403, 404, 409),
     ),
     Operation(
         "POST",

@@ -144,6 +144,8 @@ class Watch:
         self.json_lines = json_lines
         self.routes: dict[str, list[dict[str, Any]]] = {}
         self.shown: set[str] = set()
+        self.agents: dict[str, str] = {}
+        """Execution id -> its agent, for the agent a handoff's result goes back to."""
 
     def on(self, event: EventView | DeliveryView) -> None:
         from ranch.client import DeliveryView
@@ -159,13 +161,29 @@ class Watch:
         if event.type == "message.created":
             self.message(data)
         elif event.type == "execution.updated":
-            failed = data.get("status") == ExecutionStatus.FAILED
-            reason = f" ({data['reason']})" if data.get("reason") and failed else ""
-            print(f"   · {data.get('agent_id')} {data.get('status')}{reason}", flush=True)
+            self.execution(data)
         elif event.type == "routing.decided":
             self.hop(data)
         elif event.type in ("participant.joined", "participant.left"):
             print(f"   · {data.get('id')} {event.type.split('.')[1]}", flush=True)
+
+    def execution(self, data: dict[str, Any]) -> None:
+        """A status; a handoff as it is made (`⇢`) and as its result goes back to the agent waiting (`⇠`)."""
+        agent, status = data.get("agent_id"), data.get("status")
+        self.agents[str(data.get("id"))] = str(agent)
+        if status == ExecutionStatus.HANDOFF:
+            print(f"   ⇢ {agent} {data.get('reason') or 'handed off'}", flush=True)
+            return
+        failed = status == ExecutionStatus.FAILED
+        reason = f" ({data['reason']})" if data.get("reason") and failed else ""
+        print(f"   · {agent} {status}{reason}", flush=True)
+        parent = self.agents.get(str(data.get("parent_execution_id")))
+        if parent is not None and status in (
+            ExecutionStatus.COMPLETED,
+            ExecutionStatus.FAILED,
+            ExecutionStatus.CANCELED,
+        ):
+            print(f"   ⇠ {agent} {status}: back to {parent}", flush=True)
 
     def message(self, data: dict[str, Any]) -> None:
         if data.get("id") in self.shown:

@@ -213,10 +213,15 @@ class Execution(Base):
     """Why it is in its status (the error of a failed one)."""
     tool_calls: Mapped[list[Any]] = mapped_column(default=list)
     turns: Mapped[int] = mapped_column(Integer, default=0)
+    parent_execution_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    """The execution that handed this one its work (migration 0018); it is woken when this one ends."""
+    handoff_to: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    """The child execution it handed off to and waits for; None once that one ended."""
     created_at: Mapped[float] = mapped_column(Float, default=now)
     updated_at: Mapped[float] = mapped_column(Float, default=now)
     __table_args__ = (
         Index("executions_room_agent", "room_id", "agent_id"),
+        Index("executions_parent", "parent_execution_id"),
         Index(  # migration 0016: a post finds its agent's open execution without reading the ended ones
             "executions_open",
             "room_id",

@@ -99,6 +99,8 @@ class ExecutionStatus(StrEnum):
     WORKING = "working"
     READY = "ready"
     INPUT_REQUIRED = "input-required"
+    HANDOFF = "handoff"
+    """Delegated to another agent of the room: it waits for its child execution (`handoff_to`)."""
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELED = "canceled"

@@ -4,8 +4,9 @@ A room is an A2A context (contextId = room id) and an execution is a task (id = 
 id) of the task engine, owned by its room. Its history is the room's: the messages the agent
 received or wrote, trimmed by historyLength or the agent's own history_length; its status
 and artifacts are the engine's; `metadata["ranch.execution"]` adds what executions say of
-themselves ({status, agent, turns, reason}): `ready` has no A2A state of its own, it is
-INPUT_REQUIRED with this status.
+themselves ({status, agent, turns, reason, parent, children}): `ready` has no A2A state of its own,
+it is INPUT_REQUIRED with this status; nor has `handoff`, which is WORKING with it (the parent waits
+for the `children` it handed work to).
 """
 
 from __future__ import annotations
@@ -42,9 +43,17 @@ def to_a2a_message(row: RoomMessage, agent_id: str, context: Part | None = None)
     return message
 
 
-def execution_view(task: Task, row: Execution, history: Sequence[RoomMessage], limit: int | None) -> Task:
+def execution_view(
+    task: Task,
+    row: Execution,
+    history: Sequence[RoomMessage],
+    limit: int | None,
+    waits_on: Sequence[str] = (),
+) -> Task:
     """The execution's task as clients read it: the engine's task, the room's history (oldest first,
-    trimmed to the last `limit`), and the execution's own account in metadata."""
+    trimmed to the last `limit`), and the execution's own account in metadata, handoffs included: a
+    child's handing message names its parent task in `referenceTaskIds`, and `waits_on` are the
+    open children a parent handed work to."""
     view = Task()
     view.CopyFrom(task)
     kept = list(history)
@@ -54,6 +63,8 @@ def execution_view(task: Task, row: Execution, history: Sequence[RoomMessage], l
     for room_message in kept:
         message = to_a2a_message(room_message, row.agent_id)
         message.task_id = row.id
+        if row.parent_execution_id is not None and _hands_over(room_message, row.id):
+            message.reference_task_ids.append(row.parent_execution_id)
         view.history.append(message)
     if not view.artifacts:  # a turn no run drove (an external agent's reply): its last reply
         replies = [m for m in history if m.execution_id == row.id and m.type == "text"]
@@ -65,5 +76,15 @@ def execution_view(task: Task, row: Execution, history: Sequence[RoomMessage], l
     account.update({"status": row.status, "agent": row.agent_id, "turns": row.turns})
     if row.reason:
         account.update({"reason": row.reason})
+    if row.parent_execution_id is not None:
+        account.update({"parent": row.parent_execution_id})
+    if waits_on:
+        account.update({"children": list(waits_on)})
     view.metadata.fields[keys.EXECUTION].struct_value.CopyFrom(account)
     return view
+
+
+def _hands_over(message: RoomMessage, child_id: str) -> bool:
+    """Whether the room message is the one that handed execution `child_id` its work."""
+    link = message.meta.get(keys.HANDOFF)
+    return isinstance(link, dict) and link.get("child") == child_id

@@ -33,7 +33,7 @@ from anyio.abc import TaskStatus
 from sqlalchemy import Table, bindparam, case, func, insert, literal, select, union_all, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 
-from ranch.db.models import Delivery, Room, RoomEvent, RoomMessage, iso, now
+from ranch.db.models import Delivery, Execution, Room, RoomEvent, RoomMessage, iso, now
 from ranch.exceptions import NotFound
 from ranch.fanout import Fanout
 from ranch.identity.principal import Principal
@@ -138,6 +138,8 @@ class Tx:
     is the message as the API shows it)."""
     held: list[tuple[RoomMessage, dict[str, Any]]] = field(default_factory=list)
     """Messages to store together in one INSERT (`hold`)."""
+    ended: list[Execution] = field(default_factory=list)
+    """Executions of a handoff it ended, told to `Bus.ended` after commit."""
 
     async def emit(
         self, room_id: str, type: str, data: dict[str, Any] | Callable[[], dict[str, Any]]
@@ -187,6 +189,9 @@ class Bus:
         self._stale: set[str] = set()
         """Rooms whose events after `_handed` are to be read from the table."""
         self._wake = anyio.Event()
+        self.ended: Callable[[Execution], Awaitable[None]] | None = None
+        """Told after commit of each execution of a handoff a transaction ended (bound by the runtime
+        to `RoomExecutions.ended`): a child's parent is woken, a parent's open child canceled."""
         self._relay = (
             Relay(fanout, origin, events=self._heard, deliver=self._fan_out, to_agent=self._to_own_agent)
             if fanout is not None and fanout.shared
@@ -267,12 +272,17 @@ class Bus:
         for room, events in counted.items():
             self._committed(room, events)
 
-    @staticmethod
-    async def _after(tx: Tx) -> None:
+    async def _after(self, tx: Tx) -> None:
         for callback in tx.after:
             callback()
         for work in tx.later:
             await work()
+        if self.ended is not None:
+            for row in tx.ended:
+                try:
+                    await self.ended(row)
+                except Exception:  # what ended it is committed and stands; the rest is logged
+                    logger.exception("the handoff of execution %s was not settled", row.id)
 
     @staticmethod
     async def _count(connection: AsyncConnection, events: list[NewEvent]) -> dict[str, list[NewEvent]]:

@@ -43,8 +43,9 @@ from ranch.observe import tracing
 from ranch.policy.logs import trace_id_from, traced
 from ranch.rooms import executions
 from ranch.rooms import parts as room_parts
+from ranch.rooms.bus import Tx
 from ranch.rooms.sink import RoomSink, fail_unstarted
-from ranch.rooms.turns import EXECUTION_TURNS
+from ranch.rooms.turns import CHILD_TURNS, EXECUTION_TURNS
 from ranch.rooms.writing import MessageWriter
 from ranch.routing import context
 from ranch.routing.team import Team
@@ -175,7 +176,12 @@ class Dispatcher:
                     if message is None or room is None or room.status != RoomStatus.ACTIVE:
                         delivery.status = DeliveryStatus.DONE
                         return None
-                    execution = await executions.current(tx, room.id, delivery.agent_id)
+                    execution = await _handed(tx, message, delivery.agent_id)
+                    if execution is None:
+                        execution = await executions.current(tx, room.id, delivery.agent_id)
+                    elif execution.status in executions.FINAL:  # work handed over, canceled before it began
+                        delivery.status = DeliveryStatus.DONE
+                        return None
                     await executions.move(
                         tx, execution, ExecutionStatus.WORKING
                     )  # its task follows as the turn starts
@@ -196,10 +202,13 @@ class Dispatcher:
         owner = executions.owner(room.id)
         sink = RoomSink(self.writer, room, message, execution, team=isinstance(agent, Team))
         incoming = await self.incoming(agent, room, message, execution.agent_id)
+        if execution.parent_execution_id is not None:  # work handed over: the task it was handed by
+            incoming.reference_task_ids.append(execution.parent_execution_id)
+        lifetime = CHILD_TURNS if execution.parent_execution_id is not None else EXECUTION_TURNS
         call = Call(owner=owner, caller=await self.caller(room, message))
         try:
             run = await self.tasks.start(
-                agent, incoming, call, owner, task_id=execution.id, lifetime=EXECUTION_TURNS, sink=sink
+                agent, incoming, call, owner, task_id=execution.id, lifetime=lifetime, sink=sink
             )
         except A2AError as exc:  # its task ended meanwhile (canceled elsewhere): the turn cannot run
             await fail_unstarted(self.writer, room, execution, f"the execution cannot take a turn: {exc}")
@@ -264,6 +273,14 @@ class Dispatcher:
             }
         )
         return incoming
+
+
+async def _handed(tx: Tx, message: RoomMessage, agent_id: str) -> Execution | None:
+    """The child execution a message hands `agent_id` its work in (a handoff's), if it is one."""
+    link = message.meta.get(keys.HANDOFF)
+    if not isinstance(link, dict) or link.get("agent") != agent_id or "child" not in link:
+        return None
+    return await tx.session.get(Execution, str(link["child"]))
 
 
 def _ahead_of(delivery: Delivery) -> ColumnElement[bool]:

@@ -1,35 +1,39 @@
-"""Executions as callers see and steer them: listed, read as A2A tasks, cancelled or completed.
+"""Executions as callers see and steer them: listed, read as A2A tasks, handed off, cancelled or
+completed.
 
 An execution is a long-lived task of the task engine owned by its room (rooms/executions.py keeps
 its row); ending one from outside ends its task first, stopping a turn in flight, and then brings
-the row in line with what the task became.
+the row in line with what the task became. Ending one ends the open executions it handed work to.
 """
 
 from __future__ import annotations
 
-from a2a.types import Task, TaskStatus
+from a2a.types import Part, Task, TaskStatus
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
 from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from ranch.db.models import AgentRecord, Delivery, Execution, ExecutionStatus, RoomMessage
+from ranch.db.models import AgentRecord, Delivery, Execution, ExecutionStatus, Room, RoomMessage, RoomStatus
 from ranch.exceptions import Conflict, NotFound
 from ranch.identity.principal import Principal
 from ranch.rooms import executions
 from ranch.rooms.access import require_room_admin, visible_room
 from ranch.rooms.adapters import execution_view
-from ranch.rooms.bus import Bus
 from ranch.rooms.executions import FINAL
-from ranch.tasks.engine import TaskEngine
+from ranch.rooms.requests import HandOff
+from ranch.rooms.views import ExecutionDetail, ExecutionView
+from ranch.rooms.writing import MessageWriter
 from ranch.wire.events import CANCELED, COMPLETED, SUBMITTED
 
 
 class RoomExecutions:
     """The executions of the agents in rooms, through the task engine they run in."""
 
-    def __init__(self, bus: Bus, tasks: TaskEngine) -> None:
-        self.bus = bus
-        self.tasks = tasks
+    def __init__(self, writer: MessageWriter) -> None:
+        self.writer = writer
+        """Writes a handoff's message, its child execution and its delivery."""
+        self.bus = writer.bus
+        self.tasks = writer.tasks
 
     async def executions(self, principal: Principal, room_id: str) -> list[Execution]:
         async with self.bus.sessions() as session:
@@ -42,6 +46,44 @@ class RoomExecutions:
     async def execution(self, principal: Principal, execution_id: str) -> Execution:
         async with self.bus.sessions() as session:
             return await _visible(session, principal, execution_id)
+
+    async def detail(self, principal: Principal, execution_id: str) -> ExecutionDetail:
+        """The execution with the one it works for and those it handed work to."""
+        async with self.bus.sessions() as session:
+            row = await _visible(session, principal, execution_id)
+            parent = None
+            if row.parent_execution_id is not None:
+                parent = await session.get(Execution, row.parent_execution_id)
+            children = await executions.children(session, row.id)
+        detail = ExecutionView.model_validate(row).model_dump()
+        return ExecutionDetail.model_validate(
+            {
+                **detail,
+                "parent": ExecutionView.model_validate(parent) if parent is not None else None,
+                "children": [ExecutionView.model_validate(child) for child in children],
+            }
+        )
+
+    async def hand_off(self, principal: Principal, execution_id: str, request: HandOff) -> Execution:
+        """Hand the execution's work to another agent of its room (its own agent's call, an external
+        agent's; or a room admin's): a child execution for that agent, this one waiting (`handoff`)."""
+        async with self.bus.sessions() as session:
+            row = await _visible(session, principal, execution_id)
+            if principal.kind != "agent" or principal.id != row.agent_id:
+                await require_room_admin(session, principal, row.room_id)
+        async with self.bus.transaction(row.room_id) as tx:
+            parent = await executions.fresh(tx, row.id)
+            room = await tx.session.get(Room, row.room_id)
+            if parent is None or room is None:
+                raise NotFound(f"no execution '{execution_id}'", "execution_id")
+            if room.status != RoomStatus.ACTIVE:
+                raise Conflict(f"room '{room.id}' is {room.status}", "execution_id")
+            text = request.message or request.reason or f"@{request.agent}"
+            parts = [Part(text=text)]
+            await self.writer.hand_off(tx, room, parent, request.agent, request.reason, parts, turn=True)
+        async with self.bus.sessions() as session:
+            handed = await session.get(Execution, row.id)
+        return handed or row
 
     async def cancel(self, principal: Principal, execution_id: str) -> Execution:
         """Stop the execution's agent (its reply is never posted) and end it CANCELED."""
@@ -59,10 +101,25 @@ class RoomExecutions:
         """End an execution from outside: `canceled` or `completed`, with why."""
         if row.status in FINAL:
             raise Conflict(f"execution '{row.id}' already ended ({row.status})", "execution_id")
-        await self.end_task(row, ending, reason)
+        await self.end_task(row, ending, reason)  # its open child is canceled as it ends (`ended`)
         async with self.bus.sessions() as session:
             ended = await session.get(Execution, row.id)
         return ended or row
+
+    async def ended(self, row: Execution) -> None:
+        """An execution of a handoff ended (the bus tells, after commit): the open executions it
+        handed work to are canceled (theirs follow as they end), and the one it worked for is woken
+        with its result."""
+        if row.handoff_to is not None:
+            async with self.bus.sessions() as session:
+                children = await executions.children(session, row.id)
+            for child in children:
+                if child.status not in FINAL:
+                    await self.end_task(
+                        child, ExecutionStatus.CANCELED, f"its parent execution {row.id} ended"
+                    )
+        if row.parent_execution_id is not None:
+            await self.writer.hand_back(row)
 
     async def end_task(self, row: Execution, ending: ExecutionStatus, reason: str) -> None:
         """End the execution's task (stopping a turn in flight) and bring the row in line with it."""
@@ -107,7 +164,10 @@ class RoomExecutions:
                     select(AgentRecord.history_length).where(AgentRecord.id == row.agent_id)
                 )
             history = await execution_history(session, row)
-        return execution_view(task, row, history, limit)
+            waits_on = [
+                child.id for child in await executions.children(session, row.id) if child.status not in FINAL
+            ]
+        return execution_view(task, row, history, limit, waits_on)
 
 
 async def _visible(session: AsyncSession, principal: Principal, execution_id: str) -> Execution:

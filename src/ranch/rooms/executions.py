@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from a2a.types import Task, TaskState
 from sqlalchemy import Select, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from ranch.agents.base import text_of
 from ranch.db.models import OPEN_EXECUTION, Delivery, DeliveryStatus, Execution, ExecutionStatus, now
@@ -57,10 +58,15 @@ def status_of(task: Task) -> str:
 
 
 def reason_of(task: Task) -> str:
-    """Why it is in its status: the status message of a failed, canceled or completed execution, or
-    the question of one waiting for input (a ready execution's status message is its reply)."""
+    """Why it is in its status: the status message of a failed, canceled or completed execution, the
+    question of one waiting for input, or the handoff one waits on (a ready one's message is its reply)."""
     status = status_of(task)
-    if status in FINAL or task.status.state in INTERRUPTED and status != ExecutionStatus.READY:
+    waiting = (
+        status == ExecutionStatus.HANDOFF
+        or task.status.state in INTERRUPTED
+        and status != ExecutionStatus.READY
+    )
+    if status in FINAL or waiting:
         return text_of(task.status.message) if task.status.HasField("message") else ""
     return ""
 
@@ -97,6 +103,50 @@ async def move(tx: Tx, row: Execution, status: str, reason: str = "", *, turn: b
     if turn:
         row.turns += 1
     await tx.emit(row.room_id, "execution.updated", views.execution(row))
+    if status in FINAL and (row.parent_execution_id is not None or row.handoff_to is not None):
+        tx.ended.append(row)  # once this commits: its parent is woken, its open child canceled
+
+
+async def open_child(tx: Tx, parent: Execution, agent_id: str) -> Execution:
+    """A new execution of `agent_id` for the work `parent` hands it (submitted): the agent's newest
+    open one, so the handoff's delivery runs in it."""
+    row = Execution(
+        id=new_id(),
+        room_id=parent.room_id,
+        agent_id=agent_id,
+        status=ExecutionStatus.SUBMITTED,
+        reason="",
+        parent_execution_id=parent.id,
+        created_at=now(),
+    )
+    tx.session.add(row)
+    await tx.session.flush()
+    await tx.emit(row.room_id, "execution.updated", views.execution(row))
+    return row
+
+
+async def lineage(tx: Tx, row: Execution) -> list[Execution]:
+    """The row and the executions it works for, parent after child, up to the first (a chain's
+    length is bounded: each link was refused if it closed a loop)."""
+    found = [row]
+    while found[-1].parent_execution_id is not None and len(found) <= MAX_LINEAGE:
+        parent = await tx.session.get(Execution, found[-1].parent_execution_id)
+        if parent is None:
+            break
+        found.append(parent)
+    return found
+
+
+MAX_LINEAGE = 64
+"""Links of a handoff chain read back at most."""
+
+
+async def children(session: AsyncSession, parent_id: str) -> list[Execution]:
+    """The executions `parent_id` handed work to, oldest first."""
+    rows = await session.scalars(
+        select(Execution).where(Execution.parent_execution_id == parent_id).order_by(Execution.created_at)
+    )
+    return list(rows.all())
 
 
 async def project(tx: Tx, row: Execution, task: Task, *, turn: bool = False) -> None:

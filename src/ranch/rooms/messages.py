@@ -38,7 +38,7 @@ from ranch.rooms.mentions import mentioned
 from ranch.rooms.pages import PAGE_BYTES, fitting, json_size, message_size
 from ranch.rooms.requests import PostMessage
 from ranch.rooms.writing import MessageWriter, own_names, present_of, woken
-from ranch.wire.events import INPUT_REQUIRED
+from ranch.wire.events import COMPLETED, INPUT_REQUIRED
 
 Logged = TypeVar("Logged", RoomMessage, RoomEvent)
 """A room's log, read in cursor windows: its messages or its events."""
@@ -87,10 +87,15 @@ class RoomMessages:
             )
             if found.working is not None:  # an external agent answering: its execution is idle again
                 row = await executions.fresh(tx, found.working)
-                if row is not None:
-                    await executions.move(tx, row, ExecutionStatus.READY, turn=True)
-                    record = self.writer.record
-                    tx.later.append(partial(record, row, INPUT_REQUIRED, ExecutionStatus.READY, message.text))
+                if row is not None:  # (work handed to it: its answer ends it)
+                    child = row.parent_execution_id is not None
+                    state, status = (
+                        (COMPLETED, ExecutionStatus.COMPLETED)
+                        if child
+                        else (INPUT_REQUIRED, ExecutionStatus.READY)
+                    )
+                    await executions.move(tx, row, status, turn=True)
+                    tx.later.append(partial(self.writer.record, row, state, status, message.text))
             return tx.created[message.id]
 
         ahead = Ahead((principal.kind, principal.id), partial(_seats, principal))

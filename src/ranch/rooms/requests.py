@@ -86,3 +86,14 @@ class PostMessage(Body):
 
 
 _NEITHER = object()
+
+
+class HandOff(Body):
+    """`POST /api/v1/executions/{id}/handoff`: another agent of the room takes the execution's work over."""
+
+    agent: Ref
+    """An agent of the room, not the execution's own (an organization's short name works)."""
+    reason: Annotated[str, Field(max_length=1000)] = ""
+    """Why, in a few words: the waiting execution's reason says it."""
+    message: Filled | None = None
+    """What the agent taking over is asked (default: the reason); the API's body limit bounds it."""

@@ -77,7 +77,8 @@ async def start(
     writer = MessageWriter(bus, tasks)
     dispatcher = Dispatcher(writer, registry, group)
     writer.wake = dispatcher.wake
-    executions = RoomExecutions(bus, tasks)
+    executions = RoomExecutions(writer)
+    bus.ended = executions.ended
     rooms = Rooms(bus, executions)
     messages = RoomMessages(writer, registry, limits)
     async with sessions() as session, session.begin():

@@ -9,13 +9,15 @@ and of the turn's end once the task is stored; it writes what people in the room
   working) as `tool_call` / `tool_result` / `thought` messages;
 - streamed text (artifact updates that are not a hop's reply) as live `message.delta`s;
 - at the end: the agent's reply as its message, or the error that ended the turn, and the
-  execution's row brought in line with its task.
+  execution's row brought in line with its task; or, when the reply hands the work to another
+  agent of the room (`metadata[client-routing].handoff`), the handoff (rooms/writing.py).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from functools import partial
 from typing import Any
 
 from a2a.types import Part, Task, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent
@@ -25,6 +27,7 @@ from google.protobuf.struct_pb2 import Struct
 from ranch.agents.base import Event, text_of
 from ranch.agents.fold import reply_parts
 from ranch.db.models import Execution, ExecutionStatus, Room, RoomMessage
+from ranch.exceptions import Conflict, InvalidInput
 from ranch.observe import tracing
 from ranch.policy.logs import TRACE_ID
 from ranch.rooms import executions
@@ -32,7 +35,7 @@ from ranch.rooms.bus import Tx
 from ranch.rooms.writing import MessageWriter
 from ranch.tasks.run import Run
 from ranch.wire import client_routing, keys
-from ranch.wire.events import FAILED, INPUT_REQUIRED, UNSUCCESSFUL, WORKING
+from ranch.wire.events import COMPLETED, FAILED, INPUT_REQUIRED, UNSUCCESSFUL, WORKING
 
 logger = logging.getLogger(__name__)
 
@@ -172,16 +175,22 @@ class RoomSink:
         state = task.status.state
         reason = text_of(task.status.message) if task.status.HasField("message") else ""
         failed_member: str | None = None
+        handed = False
         async with self.bus.transaction(self.room.id) as tx:
+            row = await executions.fresh(tx, self.execution.id)
             if run.ending is None and state in UNSUCCESSFUL:
                 failed_member = await self._failed(tx, reason or "the turn failed", task)
-            elif run.ending is None and not self.team:  # ready, waiting for input, or done
-                reply = reply_parts(task)
-                if reply:
-                    await self._write(tx, self.agent_id, parts=reply, chain=self.chain + 1)
-            row = await executions.fresh(tx, self.execution.id)
-            if row is not None:
-                await executions.project(tx, row, task, turn=run.ending is None)
+            elif run.ending is None and not self.team:  # ready, waiting for input, done, or handing off
+                handoff = client_routing.read_handoff(task)
+                if handoff is not None and row is not None:
+                    handed = await self._hand_off(tx, row, handoff, reply_parts(task))
+                else:
+                    await self._reply(tx, reply_parts(task))
+            if row is not None and not handed:
+                if row.handoff_to is not None and executions.status_of(task) == ExecutionStatus.READY:
+                    await self._still_waiting(tx, row)
+                else:
+                    await executions.project(tx, row, task, turn=run.ending is None)
         if failed_member is not None:
             await self._member(failed_member, FAILED, ExecutionStatus.FAILED, reason)
         approval = (
@@ -193,6 +202,46 @@ class RoomSink:
             await self._ask_approval(approval, reason)
         elif self.team and executions.status_of(task) == ExecutionStatus.INPUT_REQUIRED and self.last_member:
             await self._member(self.last_member, INPUT_REQUIRED, ExecutionStatus.INPUT_REQUIRED, reason)
+
+    async def _reply(self, tx: Tx, reply: list[Part]) -> None:
+        if reply:
+            await self._write(tx, self.agent_id, parts=reply, chain=self.chain + 1)
+
+    async def _hand_off(
+        self, tx: Tx, row: Execution, handoff: client_routing.Handoff, reply: list[Part]
+    ) -> bool:
+        """The agent's answer hands the work to another agent of the room (docs/routing.md, "Handoffs
+        in rooms"): its reply is the message handing it over, unless the handoff brings its own. A
+        handoff that cannot be made is said in the room, and the turn ends as if none was asked
+        (a child then completes with its answer)."""
+        asked = [Part(text=handoff.message)] if handoff.message else reply
+        if not _said(asked):
+            asked = [Part(text=handoff.reason or f"@{handoff.agent}")]
+        try:
+            if handoff.message and _said(reply):
+                await self._reply(tx, reply)
+            await self.writer.hand_off(
+                tx, self.room, row, handoff.agent, handoff.reason, asked, chain=self.chain + 1, turn=True
+            )
+        except (Conflict, InvalidInput) as refused:
+            if not handoff.message:
+                await self._reply(tx, reply)
+            text = f"[ranch] handoff refused: {refused}"
+            await self._write(tx, "ranch", text, kind="error", sender_kind="system", wake=False)
+            if row.parent_execution_id is not None and row.status not in executions.FINAL:
+                await executions.move(tx, row, ExecutionStatus.COMPLETED, text, turn=True)
+                record = self.writer.record
+                tx.later.append(partial(record, row, COMPLETED, ExecutionStatus.COMPLETED, text))
+                return True
+            return False
+        return True
+
+    async def _still_waiting(self, tx: Tx, row: Execution) -> None:
+        """A turn of an execution that waits on its child (someone wrote to its agent meanwhile) leaves
+        it waiting, not ready: its status is `handoff` again, its task WORKING."""
+        why = f"waits on execution {row.handoff_to}"
+        await executions.move(tx, row, ExecutionStatus.HANDOFF, why, turn=True)
+        tx.later.append(partial(self.writer.record, row, WORKING, ExecutionStatus.HANDOFF, why))
 
     async def _ask_approval(self, approval: dict[str, Any], question: str) -> None:
         """The team waits for a person's approval: its question in the room, and an event the page
@@ -274,6 +323,11 @@ async def fail_unstarted(writer: MessageWriter, room: Room, execution: Execution
         row = await executions.fresh(tx, execution.id)
         if row is not None:
             await executions.project(tx, row, task, turn=True)
+
+
+def _said(parts: list[Part]) -> bool:
+    """Whether a reply says anything: a part other than text, or some text (a handoff's may be empty)."""
+    return any(part.WhichOneof("content") != "text" or part.text.strip() for part in parts)
 
 
 def _string(struct: Struct, key: str) -> str | None:

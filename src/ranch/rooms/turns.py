@@ -3,6 +3,7 @@
 An execution is a long-lived task (`tasks.lifetimes`): an agent's normal answer leaves it
 INPUT_REQUIRED with `metadata["ranch.execution"].status = "ready"` (waiting for the room's next
 message) instead of COMPLETED; the agent ends the execution by marking its reply `ranch.done`.
+A child execution (work another agent handed over) ends with its answer instead.
 The statuses are executions' own words (`ExecutionStatus`), named here and never in the engine.
 """
 
@@ -13,6 +14,7 @@ from a2a.types import Task, TaskStatusUpdateEvent
 from ranch.agents.fold import state_name
 from ranch.db.models import ExecutionStatus
 from ranch.tasks.lifetimes import done, mark
+from ranch.wire.client_routing import read_handoff
 from ranch.wire.events import COMPLETED, INPUT_REQUIRED, INTERRUPTED, TERMINAL, WORKING
 
 
@@ -38,4 +40,16 @@ class ExecutionTurns:
             mark(event.metadata, ExecutionStatus.WORKING)
 
 
+class ChildTurns(ExecutionTurns):
+    """A child execution's turns (a handoff's): its answer is the result of the work handed to it, so
+    a normal answer completes it; asking for input, or handing the work on, leaves it open."""
+
+    def shape(self, event: Task | TaskStatusUpdateEvent) -> None:
+        if event.status.state == COMPLETED and read_handoff(event) is None:
+            mark(event.metadata, ExecutionStatus.COMPLETED)
+            return
+        super().shape(event)
+
+
 EXECUTION_TURNS = ExecutionTurns()
+CHILD_TURNS = ChildTurns()

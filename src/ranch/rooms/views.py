@@ -155,8 +155,20 @@ class ExecutionView(View):
     reason: str
     turns: int
     tool_calls: list[Any]
+    parent_execution_id: str | None = None
+    """The execution that handed this one its work (a handoff's child); it is woken when this one ends."""
+    handoff_to: str | None = None
+    """While `handoff`: the child execution it handed its work to and waits for."""
     created_at: Timestamp
     updated_at: Timestamp
+
+
+class ExecutionDetail(ExecutionView):
+    """`GET /api/v1/executions/{id}`: the execution, with the one it works for and those it handed off to."""
+
+    parent: ExecutionView | None = None
+    children: list[ExecutionView] = Field(default_factory=list)
+    """Oldest first, ended ones included."""
 
 
 class DeliveryView(View):

@@ -2,9 +2,12 @@
 agent it wakes (its mentions, else the room's default agent for a person's message).
 
 `MessageWriter` is what every writer of a room goes through: a post (rooms/messages.py), a turn's
-sink (rooms/sink.py), the dispatcher (rooms/delivery.py) and the A2A gateway. It knows nothing of
-who reads the deliveries: the dispatcher binds `wake` when the runtime is built (rooms/runtime.py),
-so the writer imports neither the dispatcher nor the sink that import it.
+sink (rooms/sink.py), the dispatcher (rooms/delivery.py) and the A2A gateway. A handoff is such a
+message too: the one handing work to another agent opens that agent's child execution, and when
+the child ends its result is handed back to the waiting parent's agent (`hand_back`, as the bus
+tells rooms/executing.py that the child ended). It knows nothing of who reads the deliveries: the
+dispatcher binds `wake` when the runtime is built (rooms/runtime.py), so the writer imports neither
+the dispatcher nor the sink that import it.
 """
 
 from __future__ import annotations
@@ -27,8 +30,10 @@ from ranch.db.models import (
     ParticipantKind,
     Room,
     RoomMessage,
+    RoomStatus,
     now,
 )
+from ranch.exceptions import Conflict, InvalidInput
 from ranch.identity.orgs import DEFAULT_ORG, candidates
 from ranch.ids import new_id, random_hex
 from ranch.observe import tracing
@@ -123,6 +128,115 @@ class MessageWriter:
         await self.tasks.record(
             row.id, executions.owner(row.room_id), state, text, context_id=row.room_id, execution=status
         )
+
+    async def hand_off(
+        self,
+        tx: Tx,
+        room: Room,
+        parent: Execution,
+        agent: str,
+        reason: str,
+        parts: Sequence[Part],
+        *,
+        chain: int = 0,
+        turn: bool = False,
+    ) -> Execution:
+        """`parent`'s agent hands work to `agent` of the room: a child execution for it, the message
+        handing it over (`parts`, addressed to it: the child's first turn), and the parent waiting,
+        `handoff` (its task WORKING). Refused, naming `agent`, before anything is written."""
+        target = await self._handoff_target(tx, room, parent, agent, chain)
+        child = await executions.open_child(tx, parent, target)
+        parent.handoff_to = child.id
+        why = f"handed off to {target}" + (f": {reason}" if reason else "")
+        await executions.move(tx, parent, ExecutionStatus.HANDOFF, why, turn=turn)
+        link = {"parent": parent.id, "child": child.id, "agent": target, "reason": reason}
+        await self.write(
+            tx,
+            room,
+            "agent",
+            parent.agent_id,
+            parts=parts,
+            mentions=[target],
+            metadata={keys.HANDOFF: link},
+            execution_id=parent.id,
+            chain=chain,
+        )
+        tx.later.append(partial(self.record, parent, WORKING, ExecutionStatus.HANDOFF, why))
+        return child
+
+    async def _handoff_target(self, tx: Tx, room: Room, parent: Execution, agent: str, chain: int) -> str:
+        """The room's agent `agent` names, when `parent` may hand off to it: not itself, not one that
+        waits for this very work (a loop), not one waiting on a handoff of its own."""
+        if parent.status in executions.FINAL:
+            raise Conflict(f"execution '{parent.id}' already ended ({parent.status})", "execution_id")
+        if parent.handoff_to is not None:
+            raise Conflict(
+                f"execution '{parent.id}' already waits on execution '{parent.handoff_to}'", "agent"
+            )
+        if chain >= MAX_AGENT_CHAIN:
+            raise Conflict(
+                f"{MAX_AGENT_CHAIN} agent messages in a row; a person's message starts a new chain"
+            )
+        present = await present_of(tx.session, room, [agent], "agent")
+        target = own_names(room.org_id, [agent], present)[0]
+        if present is None or target not in present.agents:
+            raise InvalidInput(f"'{agent}' is not an agent of room '{room.id}'", "agent")
+        if target == parent.agent_id:
+            raise InvalidInput(f"agent '{target}' cannot hand off to itself", "agent")
+        lineage = await executions.lineage(tx, parent)
+        if any(row.agent_id == target for row in lineage):
+            path = " → ".join([*(row.agent_id for row in reversed(lineage)), target])
+            raise Conflict(
+                f"handoff loop ({path}): '{target}' waits for this work, so it cannot take it over", "agent"
+            )
+        current = await tx.session.scalar(executions.current_query(room.id, target))
+        if current is not None and current.status == ExecutionStatus.HANDOFF:
+            raise Conflict(
+                f"agent '{target}' waits on a handoff of its own (execution '{current.id}')", "agent"
+            )
+        return target
+
+    async def hand_back(self, child: Execution) -> None:
+        """A child execution ended: its parent stops waiting and, unless it ended meanwhile, its agent
+        is woken with the child's result: the child's last reply, or why it ended."""
+        room_id = child.room_id
+        async with self.bus.transaction(room_id) as tx:
+            parent = await tx.session.get(Execution, child.parent_execution_id)
+            if parent is None or parent.handoff_to != child.id:
+                return
+            parent.handoff_to = None
+            await tx.emit(room_id, "execution.updated", views.execution(parent))
+            room = await tx.session.get(Room, room_id)
+            if parent.status in executions.FINAL or room is None or room.status != RoomStatus.ACTIVE:
+                return
+            reply = await tx.session.scalar(
+                select(RoomMessage)
+                .where(
+                    RoomMessage.room_id == room_id,
+                    RoomMessage.execution_id == child.id,
+                    RoomMessage.sender_id == child.agent_id,
+                    RoomMessage.type == MessageType.TEXT,
+                )
+                .order_by(RoomMessage.seq.desc())
+                .limit(1)
+            )
+            if child.status == ExecutionStatus.COMPLETED and reply is not None:
+                chain = min(
+                    int(reply.meta.get(CHAIN_KEY, 0)), MAX_AGENT_CHAIN - 1
+                )  # a result always gets back
+                await self._deliver(tx, room, reply, [parent.agent_id], chain)
+                return
+            why = f": {child.reason}" if child.reason else ""
+            link = {"parent": parent.id, "child": child.id, "agent": child.agent_id, "status": child.status}
+            await self.write(
+                tx,
+                room,
+                "system",
+                "ranch",
+                f"[ranch] the handoff to {child.agent_id} {child.status}{why}",
+                mentions=[parent.agent_id],
+                metadata={keys.HANDOFF: link},
+            )
 
     async def _deliver(
         self, tx: Tx, room: Room, message: RoomMessage, targets: list[str], chain: int

@@ -12,7 +12,7 @@ import math
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
-from a2a.types import AgentCard, AgentExtension, Message, Task
+from a2a.types import AgentCard, AgentExtension, Message, Task, TaskStatusUpdateEvent
 from google.protobuf.struct_pb2 import ListValue, Struct, Value
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
@@ -94,6 +94,17 @@ class RoutingDecision(_Wire):
     handoffs: list[str] | None = None
     on_done: str | None = None
     """On a team's `user`: `return` (its caller's static route for it still applies) or absent."""
+
+
+class Handoff(_Wire):
+    """Agent -> room: another agent of the room takes this work over (docs/routing.md, "Handoffs in
+    rooms"); the agent waits, and is woken with that agent's result."""
+
+    agent: str
+    """The id of an agent of the room (not the one handing off)."""
+    reason: str = ""
+    message: str | None = None
+    """What the agent taking over is asked; absent: the reply it comes with."""
 
 
 def declaration(required: bool = False) -> AgentExtension:
@@ -230,6 +241,36 @@ def _places(reply: Message | Task) -> list[Struct]:
     return places
 
 
+def attach_handoff(message: Message, handoff: Handoff) -> Message:
+    """Hand the work over to another agent of the room: `metadata[URI].handoff`, beside any decision."""
+    data = message.metadata.fields[URI].struct_value
+    data.fields["handoff"].struct_value.update(handoff.model_dump(by_alias=True, exclude_none=True))
+    if URI not in message.extensions:
+        message.extensions.append(URI)
+    return message
+
+
+def read_handoff(reply: Message | Task | TaskStatusUpdateEvent) -> Handoff | None:
+    """The handoff an answer asks for (`metadata[URI].handoff`), first found where a decision is read;
+    for a status event, its message's metadata then its own. None when there is none, or it names no
+    agent."""
+    if isinstance(reply, TaskStatusUpdateEvent):
+        places = [reply.status.message.metadata, reply.metadata]
+    else:
+        places = _places(reply)
+    for metadata in places:
+        data = _field(metadata, URI)
+        handoff = data.get("handoff") if isinstance(data, dict) else None
+        if isinstance(handoff, dict) and isinstance(handoff.get("agent"), str) and handoff["agent"].strip():
+            reason, message = handoff.get("reason"), handoff.get("message")
+            return Handoff(
+                agent=handoff["agent"].strip(),
+                reason=reason if isinstance(reason, str) else "",
+                message=message if isinstance(message, str) and message.strip() else None,
+            )
+    return None
+
+
 def attach_usage(message: Message, usage: dict[str, int]) -> Message:
     """Report what an answer cost: `metadata[URI].usage = {inputTokens, outputTokens, totalTokens}`
     beside any decision (docs/routing.md, "Budgets")."""
@@ -351,6 +392,7 @@ def _problem(error: jsonschema.ValidationError) -> str:
     wanted = {
         "reason": "a string",
         "handoffs": "a list of ids",
+        "handoff": "an object naming an agent" if len(path) == 1 else "what the schema allows",
         "usage": "an object of token counts" if len(path) == 1 else "a number",
     }.get(field, "what the schema allows")
     return f"{named} is {value}, not {wanted} (ignored; {where})"

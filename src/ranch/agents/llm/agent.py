@@ -5,11 +5,11 @@ appended to one artifact as they arrive), then answer the tools it called. Each
 tool call and result is a WORKING status whose message carries one data part and
 `metadata["ranch.message_type"]` = `tool_call` / `tool_result` (docs/llm.md), so
 they land in the task's history. The run ends when the model answers without
-calling a tool, or answers and routes in the same breath, or has used
-`max_tool_rounds` (the last round may not call tools). The final status is
-COMPLETED with the whole answer as its message, carrying the `route_to` decision
-when the model made one. Each (owner, caller context) keeps its own short memory of
-what was asked and answered.
+calling a tool, or answers and routes in the same breath, or hands the work off,
+or has used `max_tool_rounds` (the last round may not call tools). The final
+status is COMPLETED with the whole answer as its message, carrying the `route_to`
+decision when the model made one, or the `hand_off` it asked for in a room. Each
+(owner, caller context) keeps its own short memory of what was asked and answered.
 """
 
 from __future__ import annotations
@@ -41,10 +41,10 @@ from ranch.agents.base import Agent, AgentInfo, Call, Event, reply
 from ranch.agents.llm.mcp import ToolResult
 from ranch.agents.llm.provider import ChatProvider, Completion, ToolCall, Usage
 from ranch.agents.llm.remote_tool import RemoteAgentTool
-from ranch.agents.llm.tools import ROUTE_TO, Toolbox, route
+from ranch.agents.llm.tools import HAND_OFF, ROUTE_TO, Toolbox, hand_off, route
 from ranch.ids import new_id
 from ranch.utils.lru import Lru
-from ranch.wire import client_routing
+from ranch.wire import client_routing, keys
 from ranch.wire.modes import ANY, media_type_of, takes
 
 MESSAGE_TYPE_KEY = "ranch.message_type"
@@ -180,13 +180,15 @@ class LlmAgent(Agent):
     async def run(self, message: Message, call: Call) -> AsyncGenerator[Event, None]:
         deadline = time.monotonic() + self.timeout
         routing = client_routing.read_request(message)
-        tools = await self.toolbox.specs(routing)
+        in_room = keys.MESSAGE in message.metadata.fields  # a room's delivery: `hand_off` is offered
+        tools = await self.toolbox.specs(routing, in_room=in_room)
         asked = _render(message)
         memory_key = (call.owner, message.context_id)  # another owner's same contextId shares nothing
         chat = [self._system(routing), *self.memory.recall(memory_key), await self._asking(message, asked)]
         stream = _ArtifactStream(message)
         answers: list[str] = []
         decision: client_routing.RoutingDecision | None = None
+        handoff: client_routing.Handoff | None = None
         usage: Usage | None = None
         for round_number in range(self.max_tool_rounds + 1):
             completion = Completion()
@@ -207,6 +209,9 @@ class LlmAgent(Agent):
                 if tool_call.name == ROUTE_TO:
                     result, chosen = route(tool_call.arguments, routing)
                     decision = chosen or decision
+                elif tool_call.name == HAND_OFF:
+                    result, wanted = hand_off(tool_call.arguments, in_room)
+                    handoff = wanted or handoff
                 else:
                     yield _note(message, TOOL_CALL, _call_data(tool_call))
                     result = await self.toolbox.call(
@@ -214,13 +219,15 @@ class LlmAgent(Agent):
                     )
                     yield _note(message, TOOL_RESULT, _result_data(tool_call, result), result.structured)
                 chat.append({"role": "tool", "tool_call_id": tool_call.id, "content": result.text})
-            if decision is not None and completion.text:
-                break
+            if (decision is not None and completion.text) or handoff is not None:
+                break  # (a handoff ends the turn: the agent waits for the other's result)
         text = "\n\n".join(answers) or (decision.reason or "" if decision is not None else "")
         self.memory.remember(memory_key, asked, text)
         if stream.started:
             yield stream.whole(text)
         answer = reply(message, text, decision)
+        if handoff is not None:
+            client_routing.attach_handoff(answer, handoff)
         if usage is not None:  # what this answer cost, for a team's budget (docs/routing.md, "Budgets")
             client_routing.attach_usage(answer, usage.to_json())
         yield TaskStatusUpdateEvent(

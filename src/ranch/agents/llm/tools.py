@@ -6,6 +6,9 @@
 - `route_to(recipient, reason)` when the Router sent peers: `recipient` is an
   enum of the peer ids plus `user` and `sender`. Its call is the routing
   decision; it is answered at once and never reaches a tool server.
+- `hand_off(agent, reason, message)` when the message comes from a room: another
+  agent of the room takes the work over, and this agent is woken with its result
+  (docs/routing.md, "Handoffs in rooms"). Answered at once, like `route_to`.
 
 A server that cannot be reached is left out of that model call (its tools come
 back when it answers again); one whose address the URL guard refused (a
@@ -32,7 +35,8 @@ from ranch.wire import client_routing
 logger = logging.getLogger(__name__)
 
 ROUTE_TO = "route_to"
-RESERVED = frozenset({ROUTE_TO, CALL_REMOTE})
+HAND_OFF = "hand_off"
+RESERVED = frozenset({ROUTE_TO, HAND_OFF, CALL_REMOTE})
 
 
 class Toolbox:
@@ -53,7 +57,9 @@ class Toolbox:
     async def aclose(self) -> None:
         await self._stack.aclose()
 
-    async def specs(self, routing: client_routing.RoutingRequest | None) -> list[dict[str, Any]]:
+    async def specs(
+        self, routing: client_routing.RoutingRequest | None, *, in_room: bool = False
+    ) -> list[dict[str, Any]]:
         """The function definitions for one model call (tool lists are cached per server)."""
         specs: list[dict[str, Any]] = []
         for server in self.servers:
@@ -82,6 +88,8 @@ class Toolbox:
             specs.append(self.remote.spec())
         if routing is not None:
             specs.append(route_to_spec(routing))
+        if in_room:
+            specs.append(HAND_OFF_SPEC)
         return specs
 
     async def call(self, name: str, arguments: str, context_id: str, owner: str = "") -> ToolResult:
@@ -143,6 +151,50 @@ def route(
         recipient=parsed["recipient"], reason=parsed.get("reason") or None
     )
     return ToolResult(f"Your reply will go to '{decision.recipient}'."), decision
+
+
+HAND_OFF_SPEC: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": HAND_OFF,
+        "description": (
+            "Hand this work over to another agent of the room (by its id, as it is @mentioned there): "
+            "it takes the work, and you are woken with its result to carry on. End your turn after it."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "agent": {
+                    "type": "string",
+                    "minLength": 1,
+                    "description": "the id of another agent of the room",
+                },
+                "reason": {"type": "string", "description": "why, in a few words"},
+                "message": {"type": "string", "description": "what you ask of it"},
+            },
+            "required": ["agent", "reason", "message"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+def hand_off(arguments: str, in_room: bool) -> tuple[ToolResult, client_routing.Handoff | None]:
+    """Answer a `hand_off` call: the handoff it asks for, or an error result for the model."""
+    if not in_room:
+        return ToolResult(
+            "hand_off is not available: this message does not come from a room", is_error=True
+        ), None
+    parsed = parse_arguments(arguments)
+    if isinstance(parsed, ToolResult):
+        return parsed, None
+    problem = schema_error(HAND_OFF_SPEC["function"]["parameters"], parsed)
+    if problem is not None:
+        return ToolResult(f"invalid arguments for {HAND_OFF}: {problem}", is_error=True), None
+    handoff = client_routing.Handoff(
+        agent=parsed["agent"].strip(), reason=parsed["reason"], message=parsed["message"] or None
+    )
+    return ToolResult(f"'{handoff.agent}' takes the work over; you will be woken with its result."), handoff
 
 
 def parse_arguments(arguments: str) -> dict[str, Any] | ToolResult:

@@ -19,6 +19,7 @@ const STATUS_MARK = {
   working: "◐",
   submitted: "○",
   "input-required": "?",
+  handoff: "⇢",
   failed: "✕",
   completed: "✓",
   canceled: "–",
@@ -159,6 +160,7 @@ class RoomView {
     this.messages = new Map(); // message id -> <li>
     this.streams = new Map(); // "execution:agent" -> <li>
     this.statuses = new Map(); // agent id -> execution
+    this.executions = new Map(); // execution id -> execution (a handoff's child, looked up by its id)
     this.book = new RouteBook();
     this.figures = new Map(); // turn key -> <figure>
     this.cursor = 0;
@@ -508,6 +510,7 @@ class RoomView {
 
   setStatus(execution) {
     if (!execution?.agent_id) return;
+    this.executions.set(execution.id, execution);
     this.statuses.set(execution.agent_id, execution);
     if (!["submitted", "working"].includes(execution.status)) {
       // the final message has come (or never will): drop what is left of its stream
@@ -543,7 +546,33 @@ class RoomView {
       this.agents.has(id) ? h("a.chip-name", { href: path.agent(id) }, name) : h("span.chip-name", {}, name),
       h("span.chip-state", {}, state),
       state === "failed" && execution.reason ? h("span.chip-reason", {}, execution.reason) : null,
+      this.handoffTree(execution),
+      this.handedBy(execution),
     );
+  }
+
+  /** Whose work an execution does, while it does it: "for lead". */
+  handedBy(execution) {
+    const parent = this.executions.get(execution?.parent_execution_id);
+    if (!parent || ["completed", "failed", "canceled"].includes(execution.status)) return null;
+    return h("span.chip-reason.chip-for", {}, `for ${this.agents.get(parent.agent_id)?.name ?? parent.agent_id}`);
+  }
+
+  /** Who an execution waits on, child after child: "→ helper · working" (a chain: each link). */
+  handoffTree(execution) {
+    const links = [];
+    const seen = new Set();
+    let child = execution?.status === "handoff" ? this.executions.get(execution.handoff_to) : undefined;
+    while (child && !seen.has(child.id)) {
+      seen.add(child.id);
+      links.push(h("li", { dataset: { execution: child.id, status: child.status } },
+        h("span.chip-handoff-agent", {}, this.agents.get(child.agent_id)?.name ?? child.agent_id), ` · ${child.status}`));
+      child = child.status === "handoff" ? this.executions.get(child.handoff_to) : undefined;
+    }
+    if (execution?.status === "handoff" && links.length === 0 && execution.reason) {
+      links.push(h("li", {}, execution.reason));
+    }
+    return links.length ? h("ol.chip-handoffs", { "aria-label": "handed off to" }, links) : null;
   }
 
   addHop(data, at) {
