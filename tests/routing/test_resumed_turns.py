@@ -5,8 +5,8 @@ until the test lets it answer), routed a -> b -> c. The server is killed while a
 replica that takes the task over (another process on PostgreSQL and Redis, or the same database
 restarted on SQLite) re-attaches to that member's own task instead of sending it the message again,
 and the turn completes as the same task: every hop once in its trail, every member sent one message,
-and a subscriber on the surviving replica sees the whole stream. (A local member's hop in flight:
-test_resumed_local_hops.py.)
+and a subscriber on the surviving replica sees the whole stream. A team answering in a room goes on
+the same way, as the same execution. (A local member's hop in flight: test_resumed_local_hops.py.)
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from sqlalchemy import select
 
 from _support import TESTS
 from _support.databases import migrated_sqlite
-from _support.hubkit import wait_until
+from _support.hubkit import ADMIN_KEY, Api, wait_until
 from _support.peers import RunningPeer, running_peer
 from _support.replicas import REDIS
 from _support.servers import ServerProcess, free_port
@@ -71,7 +71,7 @@ def serve(config: Path, database_url: str, log: Path, *, redis: str = "") -> Ser
     command += ["--lease", "1", "--allow-private-outbound"]
     if redis:
         command += ["--redis-url", REDIS, "--redis-prefix", redis]
-    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+    env = {**os.environ, "PYTHONPATH": str(TESTS), "RANCH_ADMIN_KEY": ADMIN_KEY}
     return ServerProcess(command, port, env=env, log_path=log.with_suffix(f".{port}.log"))
 
 
@@ -230,3 +230,40 @@ class Subscriber:
             if hop is not None:
                 numbers.append(int(hop["hop"]))
         return numbers
+
+
+def test_a_teams_turn_in_a_room_goes_on_after_a_restart(
+    tmp_path: Path, gated: tuple[dict[str, RunningPeer], dict[str, threading.Event]]
+) -> None:
+    peers, gates = gated
+    config = tmp_path / "trio.yaml"
+    config.write_text(team_config(peers))
+    database_url = f"sqlite+aiosqlite:///{migrated_sqlite(tmp_path / 'hub.db')}"
+    with serve(config, database_url, tmp_path / "first") as first:
+        admin = Api(first.url, ADMIN_KEY)
+        room = admin.post("/rooms", {"title": "Durable", "participants": [{"kind": "agent", "id": "trio"}]})[
+            "id"
+        ]
+        admin.post(f"/rooms/{room}/messages", {"text": "@trio hello"})
+        run_until("b", peers, gates)
+        execution = admin.executions(room)["trio"]["id"]
+        wait_until(
+            lambda: in_flight_with_its_task(database_url, execution, "b"), what="b's task in the checkpoint"
+        )
+        first.kill()
+    with serve(config, database_url, tmp_path / "second") as second:
+        admin = Api(second.url, ADMIN_KEY)
+        gates["b"].set()  # b answers the replica that re-attached to its task
+        peers["c"].recorder.wait_for_messages(1, timeout=TAKEN_OVER)
+        gates["c"].set()
+        answered = wait_until(
+            lambda: [m for m in admin.messages(room) if m["text"].startswith("c saw:")],
+            timeout=TAKEN_OVER,
+            what="the team's answer in the room",
+        )
+        wait_until(lambda: admin.executions(room)["trio"]["status"] == "ready", what="the execution ready")
+        assert admin.executions(room)["trio"]["id"] == execution  # the same execution went on
+    assert len(answered) == 1, answered
+    for name in MEMBERS:  # b, in flight at the stop, was re-attached to
+        assert len(peers[name].recorder.messages) == 1, (name, peers[name].recorder.messages)
+    assert checkpoint(database_url, execution) is None

@@ -57,8 +57,9 @@ class Call:
     caller: Caller | None = None
     """The authenticated principal the turn is for (None: an anonymous caller of an open server)."""
     resumable: bool = False
-    """The call is an A2A task's, which another replica resumes if this one stops mid-turn: a team
-    writes a checkpoint as each hop starts (routing/durable.py). Not a member's hop inside a turn."""
+    """The call is a task the engine drives (an A2A task's, a room execution's turn), which another
+    replica resumes if this one stops mid-turn: a team writes a checkpoint as each hop starts
+    (routing/durable.py). Not a member's hop inside a turn."""
 
 
 @dataclass

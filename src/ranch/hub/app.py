@@ -388,6 +388,7 @@ class Hub:
                 limits=self.settings.limits(),
                 fanout=fanout,
             )
+            await self._resumer.rooms_started(self._rooms.dispatcher)  # room turns taken over above
             await group.start(self._rooms.bus.relay, self.changes.recheck_live)
             self._gateway = Gateway(self._rooms)
             known = self._rooms.rooms.known

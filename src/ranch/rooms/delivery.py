@@ -205,7 +205,7 @@ class Dispatcher:
         if execution.parent_execution_id is not None:  # work handed over: the task it was handed by
             incoming.reference_task_ids.append(execution.parent_execution_id)
         lifetime = CHILD_TURNS if execution.parent_execution_id is not None else EXECUTION_TURNS
-        call = Call(owner=owner, caller=await self.caller(room, message))
+        call = Call(owner=owner, caller=await self.caller(room, message), resumable=True)
         try:
             run = await self.tasks.start(
                 agent, incoming, call, owner, task_id=execution.id, lifetime=lifetime, sink=sink
@@ -218,6 +218,35 @@ class Dispatcher:
             watch.events = run.subscribe()
         watch.started.set()
         await run.done.wait()
+
+    async def resume(self, task: Task, agent: Agent, message: Message, call: Call, delivery_id: str) -> bool:
+        """A turn of a room's execution a stopped replica was running (a team's, from its checkpoint),
+        going on here as the same task: `delivery_id`, already this replica's and still running (so the
+        agent's next message in the room waits), is done once the turn ends. False when its room, its
+        message or its execution is gone."""
+        async with self.bus.sessions() as session:
+            execution = await session.get(Execution, task.id)
+            room = await session.get(Room, execution.room_id) if execution is not None else None
+            delivery = await session.get(Delivery, delivery_id)
+            posted = await session.get(RoomMessage, delivery.message_seq) if delivery is not None else None
+        if execution is None or room is None or posted is None or room.status != RoomStatus.ACTIVE:
+            await self._done(delivery_id)
+            return False
+        sink = RoomSink(self.writer, room, posted, execution, team=True)
+        lifetime = CHILD_TURNS if execution.parent_execution_id is not None else EXECUTION_TURNS
+        run = await self.tasks.resume(agent, task, call.owner, message, call, lifetime=lifetime, sink=sink)
+        self.group.start_soon(self._done_after, run, delivery_id)
+        return True
+
+    async def _done_after(self, run: Run, delivery_id: str) -> None:
+        await run.done.wait()
+        await self._done(delivery_id)
+
+    async def _done(self, delivery_id: str) -> None:
+        async with self.bus.transaction() as tx:  # no event: it waits for no room
+            row = await tx.session.get(Delivery, delivery_id)
+            if row is not None:
+                row.status = DeliveryStatus.DONE
 
     async def caller(self, room: Room, message: RoomMessage) -> Caller | None:
         """Who posted the message, as a team's routing sees the caller (a person with their role)."""

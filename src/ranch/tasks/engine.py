@@ -145,14 +145,27 @@ class TaskEngine:
         self.group.start_soon(self._drive, run, agent, message, call)
         return run
 
-    async def resume(self, agent: Agent, task: Task, owner: str, message: Message, call: Call) -> Run:
+    async def resume(
+        self,
+        agent: Agent,
+        task: Task,
+        owner: str,
+        message: Message,
+        call: Call,
+        *,
+        lifetime: Lifetime | None = None,
+        sink: RunSink | None = None,
+    ) -> Run:
         """Go on with `task`, which a stopped replica was running and this one claimed: `agent` (a
         team resuming its turn from its checkpoint) continues it as the same task, its events told as
-        any run's (`message` is the one the task answers). With replicas, the task is taken as its log
-        says (what it had told before the stop), and the log goes on behind."""
+        any run's (`message` is the one the task answers; a room execution's turn has its `lifetime`
+        and `sink` again). With replicas, the task is taken as its log says (what it had told before
+        the stop), and the log goes on behind."""
         if self.fanout.shared:
             task = await self.replicas.current(task.id) or task
-        run = Run(task_id=task.id, context_id=task.context_id, owner=owner, task=task)
+        run = Run(
+            task_id=task.id, context_id=task.context_id, owner=owner, task=task, lifetime=lifetime, sink=sink
+        )
         self.live[run.task_id] = run
         self.group.start_soon(self._drive, run, agent, message, call)
         return run
@@ -503,13 +516,18 @@ class TaskEngine:
             if resume is not None and await self._resumed(resume, task, owner):
                 resumed += 1
                 continue
-            text = f"the server running this task (replica {gone}) stopped before it finished; send it again"
-            failed[task.id] = await self._record_end(task, owner, FAILED, text)
+            failed[task.id] = await self.fail_taken_over(task, owner, gone)
         if resumed:
             logger.warning("resumed %d task(s) that stopped replicas left running", resumed)
         if failed:
             logger.warning("failed %d task(s) that stopped replicas left running", len(failed))
         return failed
+
+    async def fail_taken_over(self, task: Task, owner: str, gone: str = "") -> Task:
+        """End FAILED a task taken over from a replica that stopped (`gone`), which cannot go on here."""
+        replica = f" (replica {gone})" if gone else ""
+        text = f"the server running this task{replica} stopped before it finished; send it again"
+        return await self._record_end(task, owner, FAILED, text)
 
     async def _resumed(self, resume: Resumer, task: Task, owner: str) -> bool:
         try:
