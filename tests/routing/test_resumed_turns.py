@@ -5,7 +5,8 @@ until the test lets it answer), routed a -> b -> c. The server is killed while a
 replica that takes the task over (another process on PostgreSQL and Redis, or the same database
 restarted on SQLite) re-attaches to that member's own task instead of sending it the message again,
 and the turn completes as the same task: every hop once in its trail, every member sent one message,
-and a subscriber on the surviving replica sees the whole stream. A team answering in a room goes on
+a subscriber on the surviving replica sees the whole stream, and the task's webhook is told of every
+hop once, in order. A team answering in a room goes on
 the same way, as the same execution. (A local member's hop in flight: test_resumed_local_hops.py.)
 """
 
@@ -25,13 +26,17 @@ import anyio
 import httpx
 import pytest
 from sqlalchemy import select
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
 from _support import TESTS
 from _support.databases import migrated_sqlite
 from _support.hubkit import ADMIN_KEY, Api, wait_until
 from _support.peers import RunningPeer, running_peer
 from _support.replicas import REDIS
-from _support.servers import ServerProcess, free_port
+from _support.servers import ServerProcess, ServerThread, free_port
 from ranch.db.engine import open_engine
 from ranch.db.models import turn_checkpoints
 from ranch.wire.client_routing import URI
@@ -83,9 +88,12 @@ def rpc(url: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def start_turn(url: str, words: str) -> str:
+def start_turn(url: str, words: str, webhook: str = "") -> str:
     message = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "parts": [{"text": words}]}
-    params = {"message": message, "configuration": {"returnImmediately": True}}
+    configuration: dict[str, Any] = {"returnImmediately": True}
+    if webhook:
+        configuration["taskPushNotificationConfig"] = {"url": webhook, "token": "tok", "id": "hook"}
+    params = {"message": message, "configuration": configuration}
     task_id: str = rpc(f"{url}/a2a/agents/trio", "SendMessage", params)["task"]["id"]
     return task_id
 
@@ -162,6 +170,7 @@ def test_the_replica_taking_over_resumes_the_turn_and_its_subscriber_sees_every_
     postgres_url: str,
     tmp_path: Path,
     gated: tuple[dict[str, RunningPeer], dict[str, threading.Event]],
+    webhook: Webhook,
 ) -> None:
     peers, gates = gated
     config = tmp_path / "trio.yaml"
@@ -171,11 +180,12 @@ def test_the_replica_taking_over_resumes_the_turn_and_its_subscriber_sees_every_
         serve(config, postgres_url, tmp_path / "first", redis=prefix) as first,
         serve(config, postgres_url, tmp_path / "second", redis=prefix) as second,
     ):
-        task_id = start_turn(first.url, "hi")
+        task_id = start_turn(first.url, "hi", webhook.url)
         watcher = Subscriber(f"{second.url}/a2a/agents/trio", task_id)
         run_until(member, peers, gates)
         wait_until(lambda: in_flight_with_its_task(postgres_url, task_id, member), what="the member's task")
-        first.kill()
+        first.kill()  # holding the webhook updates not yet answered
+        webhook.answering.set()
         for gate in gates.values():
             gate.set()
         task = wait_until(lambda: completed(second.url, task_id), timeout=TAKEN_OVER, what="the resumed turn")
@@ -186,6 +196,47 @@ def test_the_replica_taking_over_resumes_the_turn_and_its_subscriber_sees_every_
     assert watcher.hops("working") == [1, 2, 3], watcher.events  # announced once each, across the stop
     assert watcher.hops("reply") == [1, 2, 3], watcher.events
     assert watcher.final == "TASK_STATE_COMPLETED"
+    told = wait_until(lambda: webhook.hops(), timeout=TAKEN_OVER, what="the webhook told of the end")
+    # every hop, in order, across the stop (an update in flight at the kill may come twice: at least once)
+    assert sorted(set(told)) == [1, 2, 3] and told == sorted(told), webhook.bodies
+
+
+class Webhook:
+    """Records the push notifications of a task, in the order they are answered; holds each until
+    `answering` is set (so a replica killed meanwhile leaves updates in its outbox), then answers
+    slowly (so the resumed run's updates come while those are still being sent)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.bodies: list[dict[str, Any]] = []
+        self.answering = threading.Event()
+
+    def hops(self) -> list[int] | None:
+        """The hops the WORKING updates announced, once the COMPLETED one came (None before)."""
+        states = [body.get("statusUpdate", {}).get("status", {}) for body in self.bodies]
+        if not any(status.get("state") == "TASK_STATE_COMPLETED" for status in states):
+            return None
+        numbers = []
+        for status in states:
+            hop = status.get("message", {}).get("metadata", {}).get("ranch.hop")
+            if status.get("state") == "TASK_STATE_WORKING" and hop is not None:
+                numbers.append(int(hop["hop"]))
+        return numbers
+
+
+@pytest.fixture
+def webhook() -> Iterator[Webhook]:
+    hook = Webhook("")
+
+    async def receive(request: Request) -> Response:
+        hook.bodies.append(await request.json())
+        return JSONResponse({"ok": True})
+
+    with ServerThread(
+        Starlette(routes=[Route("/hook", receive, methods=["POST"])]), name="webhook"
+    ) as server:
+        hook.url = f"{server.url}/hook"
+        yield hook
 
 
 class Subscriber:
