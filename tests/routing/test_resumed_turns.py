@@ -161,6 +161,8 @@ def test_a_turn_killed_in_a_remote_hop_goes_on_from_there_after_a_restart(
         gates["c"].set()
         task = wait_until(lambda: completed(second.url, task_id), timeout=TAKEN_OVER, what="the resumed turn")
     check_turn(task, peers, "hello")
+    replies = [artifact["metadata"]["ranch.hop"]["hop"] for artifact in task["artifacts"]]
+    assert replies == [1, 2, 3], task["artifacts"]  # those told before the stop are kept
     assert checkpoint(database_url, task_id) is None  # gone with the task's end
 
 

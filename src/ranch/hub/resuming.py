@@ -59,6 +59,7 @@ class TurnResumer:
         if written_for != owner or not isinstance(team, Team):
             return False
         checkpoint = Checkpoint.of(task.id, owner, team_id, state)
+        checkpoint.restore(task)
         call = Call(owner=owner, caller=checkpoint.caller, resumable=True)
         agent = ResumedTurn(team, checkpoint)
         if room_of(owner) is None:

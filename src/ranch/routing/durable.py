@@ -20,10 +20,10 @@ token budgets hold, since they are read from the trail.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from a2a.types import Message, Part
+from a2a.types import Artifact, Message, Part, Task
 from google.protobuf.json_format import MessageToDict, ParseDict
 
 from ranch.agents.base import Agent, AgentInfo, Call, Event
@@ -64,6 +64,15 @@ class Checkpoint:
     """The task the hop's member runs it as, once the member named it ("" until then)."""
     version: int = 0
     """The conversation's version written with it."""
+    replies: list[Artifact] = field(default_factory=list)
+    """The hops' replies before the one in flight (the task's artifacts, for a store that has only
+    the task as it was when the turn began: `restore`)."""
+
+    def restore(self, task: Task) -> None:
+        """Give `task` the replies it does not hold yet (a single process stores the task when the
+        turn begins and ends; with replicas, its event log has them)."""
+        held = {artifact.artifact_id for artifact in task.artifacts}
+        task.artifacts.extend(reply for reply in self.replies if reply.artifact_id not in held)
 
     def state(self) -> dict[str, Any]:
         """What the database keeps (JSON)."""
@@ -82,6 +91,7 @@ class Checkpoint:
             "outward": self.outward,
             "memberTask": self.member_task,
             "version": self.version,
+            "replies": [MessageToDict(reply) for reply in self.replies],
         }
 
     @classmethod
@@ -108,6 +118,7 @@ class Checkpoint:
             outward=state.get("outward"),
             member_task=str(state.get("memberTask", "")),
             version=int(state.get("version", 0)),
+            replies=[ParseDict(reply, Artifact()) for reply in state.get("replies", [])],
         )
 
 

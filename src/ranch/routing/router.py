@@ -17,7 +17,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from a2a.types import Message, Part, Task, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent
+from a2a.types import Artifact, Message, Part, Task, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent
 
 from ranch.agents.base import Agent, Call, Event, text_of
 from ranch.agents.fold import HopOutcome, TaskFold, collect
@@ -102,6 +102,8 @@ class Turn:
         """Its final status was given: a turn stopped before that (its replica stopping) is resumed."""
         self.checkpointed = False
         """A checkpoint of it was written (or it was resumed from one): deleted once it ends."""
+        self.replies: list[Artifact] = []
+        """The hops' replies so far, kept in its checkpoints (a task resumed after a restart shows them)."""
 
     async def run(self, resumed: Checkpoint | None = None) -> AsyncIterator[Event]:
         """The algorithm: hop until a recipient is the user, an agent asks, or something fails; a
@@ -158,7 +160,7 @@ class Turn:
         re-attached to or run again, or (the member's `resume`) past it to the default agent with a
         note, or the turn fails. The hop and its approval were announced before the stop."""
         self.trail, self.handoffs, self.pipeline = checkpoint.trail, checkpoint.handoffs, checkpoint.pipeline
-        self.checkpointed = True
+        self.replies, self.checkpointed = list(checkpoint.replies), True
         if checkpoint.outward is not None:
             self.outward = client_routing.RoutingDecision.model_validate(checkpoint.outward)
         way = checkpoint.way
@@ -201,6 +203,7 @@ class Turn:
                 task_id=self.task_id, owner=self.owner, team_id=team.id, message=self.message,
                 caller=self.caller, trail=self.trail, way=way, handoffs=self.handoffs,
                 pipeline=self.pipeline, member_task=member_task, version=self.conversation.version,
+                replies=self.replies,
                 outward=self.outward.model_dump(by_alias=True, exclude_none=True) if self.outward else None,
             )  # fmt: skip
             self.checkpointed = True
@@ -237,7 +240,10 @@ class Turn:
         self.pipeline = step.static and (self.pipeline or target == self.team.default_agent)
         hop = self.record(target, sender, step, ms, outcome)
         self.observer.hop_done(hop, step, invalid)
-        yield self.events.reply(outcome, hop, len(self.trail))  # the hop's record travels with its reply
+        reply = self.events.reply(outcome, hop, len(self.trail))  # the hop's record travels with its reply
+        if self.checkpoints is not None:
+            self.replies.append(reply.artifact)
+        yield reply
         if invalid is not None:
             raise invalid
         if outcome.interrupted:
