@@ -63,6 +63,8 @@ from _support.servers import ServerThread, bind_socket
 ROUTING_URI = "https://ranch.woi.dev/extensions/client-routing/v1"
 """The client-routing extension URI (kept literal here so tests catch a drift in src)."""
 
+CARD_PATH = "/.well-known/agent-card.json"
+"""Where a peer serves its card."""
 PEER_KINDS = ("router", "plain", "asker", "slow", "gated", "failing", "garbage", "echoall")
 
 GARBAGE_BODY = b"not json at all"
@@ -148,11 +150,16 @@ class PeerRecorder:
 
 
 class RecordingMiddleware:
-    """Pure ASGI: records each HTTP request and copies body chunks as the app reads them."""
+    """Pure ASGI: records each HTTP request and copies body chunks as the app reads them. While a
+    `card_hold` (a threading.Event) is set, reads of the card wait: a caller that reads the card before
+    each call is held just before calling."""
 
-    def __init__(self, app: ASGIApp, recorder: PeerRecorder) -> None:
+    def __init__(
+        self, app: ASGIApp, recorder: PeerRecorder, card_hold: threading.Event | None = None
+    ) -> None:
         self.app = app
         self.recorder = recorder
+        self.card_hold = card_hold
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -161,6 +168,9 @@ class RecordingMiddleware:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         record = RecordedRequest(method=scope["method"], path=scope["path"], headers=headers)
         self.recorder.add_request(record)
+        if self.card_hold is not None and scope["path"] == CARD_PATH:
+            while self.card_hold.is_set():  # noqa: ASYNC110 - cleared from the test's thread
+                await asyncio.sleep(0.02)
         chunks: list[bytes] = []
 
         async def tee() -> AsgiMessage:
@@ -365,7 +375,8 @@ def build_peer_app(kind: str, *, base_url: str, **opts: Any) -> tuple[Starlette,
 
     opts: ``name`` (card name); ``input_modes`` (the card's, default text/plain); ``sign`` (a
     function that signs the card); router ``route_to`` (default "user"; any JSON value, a
-    malformed one too), ``usage`` (reported in its answer), ``reason``, ``handoffs``; asker
+    malformed one too), ``usage`` (reported in its answer), ``reason``, ``handoffs``; ``card_hold``
+    (reads of the card wait while it is set); asker
     ``question``; slow ``delay`` (default 30 s); gated ``gate``; failing ``error``, ``after_task``.
     """
     if kind == "garbage":
@@ -395,7 +406,15 @@ def build_peer_app(kind: str, *, base_url: str, **opts: Any) -> tuple[Starlette,
         *create_rest_routes(handler, path_prefix="", enable_v0_3_compat=True),
     ]
     app = Starlette(
-        routes=routes, middleware=[Middleware(RecordingMiddleware, recorder=recorder)], lifespan=lifespan
+        routes=routes,
+        middleware=[
+            Middleware(
+                RecordingMiddleware,
+                recorder=recorder,
+                card_hold=opts.get("card_hold"),
+            )
+        ],
+        lifespan=lifespan,
     )
     return app, recorder
 

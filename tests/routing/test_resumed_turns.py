@@ -34,7 +34,7 @@ from starlette.routing import Route
 from _support import TESTS
 from _support.databases import migrated_sqlite
 from _support.hubkit import ADMIN_KEY, Api, wait_until
-from _support.peers import RunningPeer, running_peer
+from _support.peers import CARD_PATH, RunningPeer, running_peer
 from _support.replicas import REDIS
 from _support.servers import ServerProcess, ServerThread, free_port
 from ranch.db.engine import open_engine
@@ -47,8 +47,12 @@ TAKEN_OVER = 30.0
 remaining hops, and room for a loaded machine."""
 
 
-def team_config(peers: dict[str, RunningPeer]) -> str:
-    agents = "".join(f"  - {{id: {name}, kind: remote, url: '{peers[name].url}'}}\n" for name in MEMBERS)
+def team_config(peers: dict[str, RunningPeer], fresh_card: str = "") -> str:
+    """The trio; `fresh_card` names a member whose card is read before every call (card_ttl 0)."""
+    ttl = {fresh_card: ", card_ttl: 0"} if fresh_card else {}
+    agents = "".join(
+        f"  - {{id: {name}, kind: remote, url: '{peers[name].url}'{ttl.get(name, '')}}}\n" for name in MEMBERS
+    )
     return (
         f"agents:\n{agents}"
         "teams:\n"
@@ -58,14 +62,22 @@ def team_config(peers: dict[str, RunningPeer]) -> str:
 
 @pytest.fixture
 def gated() -> Iterator[tuple[dict[str, RunningPeer], dict[str, threading.Event]]]:
+    """The members, and the gates that let each answer; `card:<name>` holds the reads of its card
+    while it is set."""
     gates = {name: threading.Event() for name in MEMBERS}
+    holds = {f"card:{name}": threading.Event() for name in MEMBERS}
     with ExitStack() as stack:
         peers = {
-            name: stack.enter_context(running_peer("gated", gate=gates[name], name=name)) for name in MEMBERS
+            name: stack.enter_context(
+                running_peer("gated", gate=gates[name], name=name, card_hold=holds[f"card:{name}"])
+            )
+            for name in MEMBERS
         }
         try:
-            yield peers, gates
+            yield peers, {**gates, **holds}
         finally:
+            for hold in holds.values():
+                hold.clear()
             for gate in gates.values():
                 gate.set()
 
@@ -164,6 +176,37 @@ def test_a_turn_killed_in_a_remote_hop_goes_on_from_there_after_a_restart(
     replies = [artifact["metadata"]["ranch.hop"]["hop"] for artifact in task["artifacts"]]
     assert replies == [1, 2, 3], task["artifacts"]  # those told before the stop are kept
     assert checkpoint(database_url, task_id) is None  # gone with the task's end
+
+
+def test_a_turn_killed_between_a_hops_checkpoint_and_its_message_sends_it_once_after_a_restart(
+    tmp_path: Path, gated: tuple[dict[str, RunningPeer], dict[str, threading.Event]]
+) -> None:
+    peers, gates = gated
+    config = tmp_path / "trio.yaml"
+    config.write_text(team_config(peers, fresh_card="b"))  # b's card is read just before b is called
+    database_url = f"sqlite+aiosqlite:///{migrated_sqlite(tmp_path / 'hub.db')}"
+    with serve(config, database_url, tmp_path / "first") as first:
+        task_id = start_turn(first.url, "hello")
+        peers["a"].recorder.wait_for_messages(1, timeout=TAKEN_OVER)
+        reads = card_reads(peers["b"])
+        gates["card:b"].set()
+        gates["a"].set()
+        wait_until(lambda: card_reads(peers["b"]) > reads, what="the hop to b held before its message")
+        state = checkpoint(database_url, task_id)
+        assert state is not None and (state["way"]["target"], state["memberTask"]) == ("b", "")
+        first.kill()
+    assert peers["b"].recorder.messages == []
+    gates["card:b"].clear()
+    with serve(config, database_url, tmp_path / "second") as second:
+        peers["b"].recorder.wait_for_messages(1, timeout=TAKEN_OVER)  # the hop made now, from its checkpoint
+        gates["b"].set()
+        gates["c"].set()
+        task = wait_until(lambda: completed(second.url, task_id), timeout=TAKEN_OVER, what="the resumed turn")
+    check_turn(task, peers, "hello")
+
+
+def card_reads(peer: RunningPeer) -> int:
+    return sum(request.path == CARD_PATH for request in peer.recorder.requests)
 
 
 @pytest.mark.parametrize("member", MEMBERS)
