@@ -231,8 +231,8 @@ def test_the_replica_taking_over_resumes_the_turn_and_its_subscriber_sees_every_
         wait_until(lambda: in_flight_with_its_task(postgres_url, task_id, member), what="the member's task")
         first.kill()  # holding the webhook updates not yet answered
         webhook.answering.set()
-        for gate in gates.values():
-            gate.set()
+        for name in MEMBERS:
+            gates[name].set()
         task = wait_until(lambda: completed(second.url, task_id), timeout=TAKEN_OVER, what="the resumed turn")
         watcher.join()
     check_turn(task, peers, "hi")
