@@ -7,7 +7,9 @@ after the restart.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -92,3 +94,33 @@ def test_sigkill_mid_conversation_loses_nothing(database_url: str, tmp_path: Pat
         assert queued["text"] in [
             m["parts"][0]["text"] for m in admin.get(f"/executions/{resumed[0]['id']}/task")["history"]
         ]
+
+
+def test_a_turn_that_ended_as_its_server_died_is_told_to_its_room_at_the_restart(tmp_path: Path) -> None:
+    """The crash between a turn's task being stored and its room being told (the reply, the
+    execution's status), made by hand: the reply removed, the execution working again, its delivery
+    running under a replica that is gone. The restarted server tells the room once."""
+    config = tmp_path / "hub.yaml"
+    config.write_text(CONFIG)
+    database = tmp_path / "hub.db"
+    url, port = f"sqlite+aiosqlite:///{database}", free_port()
+    with serve(config, url, port, tmp_path / "first.log") as server:
+        admin = Api(server.url, ADMIN_KEY)
+        room = admin.post("/rooms", {"title": "Late", "participants": [{"kind": "agent", "id": "greeter"}]})[
+            "id"
+        ]
+        admin.post(f"/rooms/{room}/messages", {"text": "@greeter evening"})
+        wait_until(lambda: admin.execution_status(room, "greeter") == "ready", what="the greeter's turn")
+        replies = [m for m in admin.messages(room) if m["sender"]["id"] == "greeter"]
+        assert [m["text"] for m in replies] == ["Hello from greeter: evening"]
+    with contextlib.closing(sqlite3.connect(database)) as db, db:
+        db.execute("DELETE FROM messages WHERE room_id = ? AND sender_id = 'greeter'", (room,))
+        db.execute(
+            "UPDATE executions SET status = 'working' WHERE room_id = ? AND agent_id = 'greeter'", (room,)
+        )
+        db.execute("UPDATE deliveries SET status = 'running', runner = 'gone' WHERE room_id = ?", (room,))
+    with serve(config, url, port, tmp_path / "second.log") as server:
+        admin = Api(server.url, ADMIN_KEY)
+        wait_until(lambda: admin.execution_status(room, "greeter") == "ready", what="the room told at start")
+        replies = [m for m in admin.messages(room) if m["sender"]["id"] == "greeter"]
+    assert [m["text"] for m in replies] == ["Hello from greeter: evening"]

@@ -49,6 +49,7 @@ from ranch.rooms.turns import CHILD_TURNS, EXECUTION_TURNS
 from ranch.rooms.writing import MessageWriter
 from ranch.routing import context
 from ranch.routing.team import Team
+from ranch.tasks.protos import at_rest
 from ranch.tasks.run import Run
 from ranch.wire import keys, modes
 
@@ -248,6 +249,29 @@ class Dispatcher:
             if row is not None:
                 row.status = DeliveryStatus.DONE
 
+    async def settle_left(self, delivery: Delivery) -> None:
+        """A delivery a stopped replica was answering: when its turn had ended (its task stored,
+        waiting for input or done) but the replica stopped before its room was told, the room is told
+        now as the turn's sink would have: the reply or the question, the execution's status."""
+        async with self.bus.sessions() as session:
+            room = await session.get(Room, delivery.room_id)
+            posted = await session.get(RoomMessage, delivery.message_seq)
+            row = (
+                await session.scalars(executions.current_query(delivery.room_id, delivery.agent_id))
+            ).first()
+        if room is None or posted is None or row is None or row.status not in executions.BUSY:
+            return
+        owner = executions.owner(room.id)
+        try:
+            task = await self.tasks.get(row.id, owner)
+        except A2AError:  # no task yet: the turn never began
+            return
+        if not at_rest(task) or task.id in self.tasks.live:
+            return  # still running (here, resumed), or failed by the take-over (its row follows it)
+        team = self.registry.get(row.agent_id) if row.agent_id in self.registry else None
+        sink = RoomSink(self.writer, room, posted, row, team=isinstance(team, Team))
+        await sink.settled(Run(task_id=task.id, context_id=task.context_id, owner=owner, task=task))
+
     async def caller(self, room: Room, message: RoomMessage) -> Caller | None:
         """Who posted the message, as a team's routing sees the caller (a person with their role)."""
         if message.sender_kind == "user":
@@ -344,14 +368,17 @@ def _addressed(text: str, agent_id: str) -> str:
 
 async def recover(dispatcher: Dispatcher, failed: dict[str, Task], alive: set[str]) -> int:
     """On start and every take-over round: the rows of executions whose tasks the engine failed say
-    so, and the deliveries replicas that are gone had queued are queued here (external agents keep
+    so, the turns a stopped replica ended without telling their room are told it (`settle_left`),
+    and the deliveries replicas that are gone had queued are queued here (external agents keep
     theirs: they read them over the API). Returns how many were queued."""
     await executions.follow_tasks(dispatcher.bus, failed)
     async with dispatcher.bus.transaction() as tx:
-        pending = await executions.recover(tx, alive, dispatcher.tasks.runner)
+        closed, pending = await executions.recover(tx, alive, dispatcher.tasks.runner)
         external = set(
             (await tx.session.scalars(select(AgentRecord.id).where(AgentRecord.is_external.is_(True)))).all()
         )
+    for delivery in closed:
+        await dispatcher.settle_left(delivery)
     queued = 0
     for delivery in pending:
         if delivery.agent_id not in external:

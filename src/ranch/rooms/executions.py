@@ -177,12 +177,15 @@ async def follow_tasks(bus: Bus, tasks: dict[str, Task]) -> None:
                 await project(tx, row, tasks[row.id])
 
 
-async def recover(tx: Tx, alive: set[str], runner: str) -> list[Delivery]:
+async def recover(tx: Tx, alive: set[str], runner: str) -> tuple[list[Delivery], list[Delivery]]:
     """The deliveries of replicas that are gone (not in `alive`): those such a replica was running are
-    closed; those it had queued become `runner`'s and are returned to be handled, in order.
-    Deliveries of live replicas are theirs: a replica starting next to them touches none. (The rows
-    of the tasks the engine failed follow them first: `follow_tasks`.)"""
+    closed (and returned first: their turns may have ended without their room being told); those it
+    had queued become `runner`'s and are returned to be handled, in order. Deliveries of live
+    replicas are theirs: a replica starting next to them touches none. (The rows of the tasks the
+    engine failed follow them first: `follow_tasks`.)"""
     orphaned = or_(Delivery.runner.is_(None), Delivery.runner.not_in(alive))
+    running = select(Delivery).where(Delivery.status == DeliveryStatus.RUNNING, orphaned)
+    closed = list((await tx.session.scalars(running)).all())
     await tx.session.execute(
         update(Delivery)
         .where(Delivery.status == DeliveryStatus.RUNNING, orphaned)
@@ -205,4 +208,4 @@ async def recover(tx: Tx, alive: set[str], runner: str) -> list[Delivery]:
         if taken.rowcount:  # type: ignore[attr-defined]
             claimed.append(delivery_id)
     mine = select(Delivery).where(Delivery.id.in_(claimed)).order_by(Delivery.message_seq)
-    return list((await tx.session.scalars(mine)).all())
+    return closed, list((await tx.session.scalars(mine)).all())
