@@ -174,13 +174,18 @@ def test_real_answers_validate_against_their_documented_schemas(
     executions = acme.call("GET", f"/rooms/{room}/executions", status=200)["items"]
     execution = next(row["id"] for row in executions if row["agent_id"] == "acme.scout")
     acme.call("POST", f"/executions/{execution}/handoff", {"agent": "helper", "reason": "echo"}, status=200)
+    wait_until(  # the helper answers at once: its result is handed back to scout before anything else
+        lambda: acme.api.get(f"/executions/{execution}").get("handoff_to") is None,
+        what="the handoff's result",
+    )
     acme.call("GET", f"/executions/{execution}", status=200)
     acme.call("GET", f"/executions/{execution}/task", status=200, history_length=1)
     acme.call("POST", f"/executions/{execution}/cancel", status=200)
     acme.call("POST", f"/executions/{execution}/complete", {"reason": "over"}, status=409)
     inbox = Checked(document, Api(hub.url, scout["api_key"]), seen)
-    delivery = inbox.call("GET", "/agent/messages/next", status=200)
-    inbox.call("POST", f"/agent/messages/{delivery['delivery_id']}/ack", status=204)
+    for _ in range(2):  # the message to scout, then the helper's result handed back to it
+        delivery = inbox.call("GET", "/agent/messages/next", status=200)
+        inbox.call("POST", f"/agent/messages/{delivery['delivery_id']}/ack", status=204)
     inbox.call("GET", "/agent/messages/next", status=204)
     acme.call("DELETE", f"/rooms/{room}/participants/agent/scout", status=204)
     acme.call("DELETE", "/agents/acme.scout", status=204)
