@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from _support import TESTS
 from _support.databases import migrated_sqlite
@@ -41,55 +40,74 @@ def rpc(url: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-LLM_TEAM = """
-agents:
-  - id: desk
+SETTINGS = ("rerun", "skip", "fail")
+
+
+def config(base_url: str) -> str:
+    """A team per `resume` setting (`pair-rerun`, ...), each a rules desk and a model thinker (its own
+    model name, so the fake answers each alone)."""
+    agents, teams = [], []
+    for resume in SETTINGS:
+        agents.append(
+            f"""  - id: desk-{resume}
     kind: rules
     rules:
       - {{match: "thought again|in flight", reply: "desk heard: {{text}}", route: user}}
-      - {{reply: "to the thinker", route: thinker}}
-  - id: thinker
+      - {{reply: "to the thinker", route: thinker-{resume}}}
+  - id: thinker-{resume}
     kind: llm
-    model: slowpoke
+    model: slow-{resume}
     base_url: {base_url}
     api_key: sk-test
-    {resume}
-teams:
-  - {{id: pair, members: [desk, thinker], default_agent: desk, timeout: 120}}
+    resume: {resume}
 """
+        )
+        members = f"[desk-{resume}, thinker-{resume}]"
+        teams.append(
+            f"  - {{id: pair-{resume}, members: {members}, default_agent: desk-{resume}, timeout: 120}}\n"
+        )
+    return "agents:\n" + "".join(agents) + "teams:\n" + "".join(teams)
 
 
-@pytest.mark.parametrize("resume", ["rerun", "skip", "fail"])
 def test_a_local_model_hop_in_flight_follows_its_resume_setting(
-    resume: str, tmp_path: Path, provider: tuple[FakeOpenAI, str]
+    tmp_path: Path, provider: tuple[FakeOpenAI, str]
 ) -> None:
+    """Three turns in flight at once, one per setting, the server killed once."""
     fake, base_url = provider
     fake.reset()
-    fake.script("slowpoke", text("never finished", delay=60), text("thought again"))
-    config = tmp_path / "pair.yaml"
-    config.write_text(LLM_TEAM.format(base_url=base_url, resume=f"resume: {resume}"))
+    for resume in SETTINGS:
+        fake.script(f"slow-{resume}", text("never finished", delay=60), text("thought again"))
+    path = tmp_path / "pairs.yaml"
+    path.write_text(config(base_url))
     database_url = f"sqlite+aiosqlite:///{migrated_sqlite(tmp_path / 'hub.db')}"
-    with serve(config, database_url, tmp_path / "first") as first:
-        message = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "parts": [{"text": "think"}]}
-        params = {"message": message, "configuration": {"returnImmediately": True}}
-        task_id = rpc(f"{first.url}/a2a/agents/pair", "SendMessage", params)["task"]["id"]
-        wait_until(lambda: fake.requests_for("slowpoke"), what="the model's first call")
+    tasks: dict[str, str] = {}
+    with serve(path, database_url, tmp_path / "first") as first:
+        for resume in SETTINGS:
+            message = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "parts": [{"text": "think"}]}
+            params = {"message": message, "configuration": {"returnImmediately": True}}
+            tasks[resume] = rpc(f"{first.url}/a2a/agents/pair-{resume}", "SendMessage", params)["task"]["id"]
+        for resume in SETTINGS:
+            wait_until(
+                lambda resume=resume: fake.requests_for(f"slow-{resume}"), what=f"{resume}: the first call"
+            )
         first.kill()
-    with serve(config, database_url, tmp_path / "second") as second:
+    ended: dict[str, dict[str, Any]] = {}
+    with serve(path, database_url, tmp_path / "second") as second:
 
-        def ended() -> dict[str, Any] | None:
-            task = rpc(f"{second.url}/a2a/agents/pair", "GetTask", {"id": task_id})
-            return task if task["status"]["state"] in ("TASK_STATE_COMPLETED", "TASK_STATE_FAILED") else None
+        def all_ended() -> bool:
+            for resume in SETTINGS:
+                task = rpc(f"{second.url}/a2a/agents/pair-{resume}", "GetTask", {"id": tasks[resume]})
+                if task["status"]["state"] in ("TASK_STATE_COMPLETED", "TASK_STATE_FAILED"):
+                    ended[resume] = task
+            return len(ended) == len(SETTINGS)
 
-        task = wait_until(ended, timeout=TAKEN_OVER, what="the resumed turn's end")
-    said = task["status"]["message"]["parts"][0]["text"]
-    calls = len(fake.requests_for("slowpoke"))
-    if resume == "rerun":
-        assert task["status"]["state"] == "TASK_STATE_COMPLETED" and calls == 2
-        assert said.startswith("desk heard:") and "thought again" in said, said
-    elif resume == "skip":
-        assert task["status"]["state"] == "TASK_STATE_COMPLETED" and calls == 1
-        assert said.startswith("desk heard:") and "thinker's hop was in flight" in said, said
-    else:
-        assert task["status"]["state"] == "TASK_STATE_FAILED" and calls == 1
-        assert "thinker" in said and "resume: fail" in said, said
+        wait_until(all_ended, timeout=TAKEN_OVER, what="the resumed turns' ends")
+    said = {resume: task["status"]["message"]["parts"][0]["text"] for resume, task in ended.items()}
+    state = {resume: task["status"]["state"] for resume, task in ended.items()}
+    calls = {resume: len(fake.requests_for(f"slow-{resume}")) for resume in SETTINGS}
+    assert (state["rerun"], calls["rerun"]) == ("TASK_STATE_COMPLETED", 2)  # asked again
+    assert said["rerun"].startswith("desk heard:") and "thought again" in said["rerun"], said
+    assert (state["skip"], calls["skip"]) == ("TASK_STATE_COMPLETED", 1)  # the desk told it was lost
+    assert said["skip"].startswith("desk heard:") and "thinker-skip's hop was in flight" in said["skip"], said
+    assert (state["fail"], calls["fail"]) == ("TASK_STATE_FAILED", 1)
+    assert "thinker-fail" in said["fail"] and "resume: fail" in said["fail"], said
