@@ -86,10 +86,10 @@ def test_a_local_model_hop_in_flight_follows_its_resume_setting(
             message = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "parts": [{"text": "think"}]}
             params = {"message": message, "configuration": {"returnImmediately": True}}
             tasks[resume] = rpc(f"{first.url}/a2a/agents/pair-{resume}", "SendMessage", params)["task"]["id"]
-        for resume in SETTINGS:
-            wait_until(
-                lambda resume=resume: fake.requests_for(f"slow-{resume}"), what=f"{resume}: the first call"
-            )
+        wait_until(
+            lambda: all(fake.requests_for(f"slow-{resume}") for resume in SETTINGS),
+            what="the models' first calls",
+        )
         first.kill()
     ended: dict[str, dict[str, Any]] = {}
     with serve(path, database_url, tmp_path / "second") as second:

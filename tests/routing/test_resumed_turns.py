@@ -17,8 +17,9 @@ import os
 import sys
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -100,13 +101,13 @@ def rpc(url: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def start_turn(url: str, words: str, webhook: str = "") -> str:
+def start_turn(url: str, words: str, webhook: str = "", *, team: str = "trio") -> str:
     message = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "parts": [{"text": words}]}
     configuration: dict[str, Any] = {"returnImmediately": True}
     if webhook:
         configuration["taskPushNotificationConfig"] = {"url": webhook, "token": "tok", "id": "hook"}
     params = {"message": message, "configuration": configuration}
-    task_id: str = rpc(f"{url}/a2a/agents/trio", "SendMessage", params)["task"]["id"]
+    task_id: str = rpc(f"{url}/a2a/agents/{team}", "SendMessage", params)["task"]["id"]
     return task_id
 
 
@@ -132,8 +133,8 @@ def in_flight_with_its_task(database_url: str, task_id: str, member: str) -> boo
     return state is not None and state["way"]["target"] == member and bool(state["memberTask"])
 
 
-def completed(url: str, task_id: str) -> dict[str, Any] | None:
-    task = rpc(f"{url}/a2a/agents/trio", "GetTask", {"id": task_id})
+def completed(url: str, task_id: str, team: str = "trio") -> dict[str, Any] | None:
+    task = rpc(f"{url}/a2a/agents/{team}", "GetTask", {"id": task_id})
     return task if task["status"]["state"] == "TASK_STATE_COMPLETED" else None
 
 
@@ -144,9 +145,11 @@ def run_until(member: str, peers: dict[str, RunningPeer], gates: dict[str, threa
     peers[member].recorder.wait_for_messages(1, timeout=TAKEN_OVER)
 
 
-def check_turn(task: dict[str, Any], peers: dict[str, RunningPeer], words: str) -> None:
+def check_turn(
+    task: dict[str, Any], peers: dict[str, RunningPeer], words: str, names: Sequence[str] = MEMBERS
+) -> None:
     trail = task["metadata"][URI]["trail"]
-    assert [hop["agent"] for hop in trail] == list(MEMBERS), trail
+    assert [hop["agent"] for hop in trail] == list(names), trail
     said = task["status"]["message"]["parts"][0]["text"]  # each member saw its peers' answers
     assert said.startswith("c saw:") and "b saw:" in said and said.endswith(f"a saw: {words}"), said
     for name in MEMBERS:  # the one in flight was re-attached to, not sent the message again
@@ -209,45 +212,92 @@ def card_reads(peer: RunningPeer) -> int:
     return sum(request.path == CARD_PATH for request in peer.recorder.requests)
 
 
-@pytest.mark.parametrize("member", MEMBERS)
-def test_the_replica_taking_over_resumes_the_turn_and_its_subscriber_sees_every_hop_once(
-    member: str,
+def trios_config(trios: list[dict[str, RunningPeer]]) -> str:
+    """Teams trio1, trio2, ...: each its own members a1 -> b1 -> c1, ..."""
+    agents, teams = [], []
+    for n, peers in enumerate(trios, 1):
+        agents += [f"  - {{id: {role}{n}, kind: remote, url: '{peers[role].url}'}}\n" for role in MEMBERS]
+        members = ", ".join(f"{role}{n}" for role in MEMBERS)
+        team = f"id: trio{n}, members: [{members}], default_agent: a{n}, routes: {{a{n}: b{n}, b{n}: c{n}}}"
+        teams.append(f"  - {{{team}, timeout: 120}}\n")
+    return "agents:\n" + "".join(agents) + "teams:\n" + "".join(teams)
+
+
+@pytest.fixture
+def three_trios() -> Iterator[list[tuple[dict[str, RunningPeer], dict[str, threading.Event]]]]:
+    """Three teams' members, each member answering once its gate is set."""
+    with ExitStack() as stack:
+        trios = []
+        for _ in range(3):
+            gates = {role: threading.Event() for role in MEMBERS}
+            peers = {
+                role: stack.enter_context(running_peer("gated", gate=gates[role], name=role))
+                for role in MEMBERS
+            }
+            trios.append((peers, gates))
+        try:
+            yield trios
+        finally:
+            for _, gates in trios:
+                for gate in gates.values():
+                    gate.set()
+
+
+def test_the_replica_taking_over_resumes_each_turn_and_its_subscriber_sees_every_hop_once(
     postgres_url: str,
     tmp_path: Path,
-    gated: tuple[dict[str, RunningPeer], dict[str, threading.Event]],
+    three_trios: list[tuple[dict[str, RunningPeer], dict[str, threading.Event]]],
     webhook: Webhook,
 ) -> None:
-    peers, gates = gated
-    config = tmp_path / "trio.yaml"
-    config.write_text(team_config(peers))
+    """Three turns, killed with their replica in hop 1, 2 and 3."""
+    config = tmp_path / "trios.yaml"
+    config.write_text(trios_config([peers for peers, _ in three_trios]))
     prefix = f"ranch-test-{uuid.uuid4().hex[:8]}"
     with (
         serve(config, postgres_url, tmp_path / "first", redis=prefix) as first,
         serve(config, postgres_url, tmp_path / "second", redis=prefix) as second,
     ):
-        task_id = start_turn(first.url, "hi", webhook.url)
-        watcher = Subscriber(f"{second.url}/a2a/agents/trio", task_id)
-        run_until(member, peers, gates)
-        wait_until(lambda: in_flight_with_its_task(postgres_url, task_id, member), what="the member's task")
+        turns = []
+        for n, ((peers, gates), member) in enumerate(zip(three_trios, MEMBERS, strict=True), 1):
+            team = f"trio{n}"
+            task_id = start_turn(first.url, "hi", webhook.url, team=team)
+            watcher = Subscriber(f"{second.url}/a2a/agents/{team}", task_id)
+            run_until(member, peers, gates)
+            turns.append((team, task_id, watcher, peers, f"{member}{n}"))
+        for _, task_id, _, _, member in turns:
+            wait_until(
+                partial(in_flight_with_its_task, postgres_url, task_id, member), what=f"{member}'s task"
+            )
         first.kill()  # holding the webhook updates not yet answered
         webhook.answering.set()
-        for name in MEMBERS:
-            gates[name].set()
-        task = wait_until(lambda: completed(second.url, task_id), timeout=TAKEN_OVER, what="the resumed turn")
-        watcher.join()
-    check_turn(task, peers, "hi")
-    replies = [artifact["metadata"]["ranch.hop"]["hop"] for artifact in task["artifacts"]]
-    assert replies == [1, 2, 3], task["artifacts"]  # those told before the stop are kept
-    assert watcher.hops("working") == [1, 2, 3], watcher.events  # announced once each, across the stop
-    assert watcher.hops("reply") == [1, 2, 3], watcher.events
-    assert watcher.final == "TASK_STATE_COMPLETED"
-    told = wait_until(lambda: webhook.hops(), timeout=TAKEN_OVER, what="the webhook told of the end")
-    # every hop, in order, across the stop (an update in flight at the kill may come twice: at least once)
-    assert sorted(set(told)) == [1, 2, 3] and told == sorted(told), webhook.bodies
+        for _, gates in three_trios:
+            for role in MEMBERS:
+                gates[role].set()
+        ended, told = {}, {}
+        for team, task_id, watcher, _, _ in turns:
+            ended[task_id] = wait_until(
+                partial(completed, second.url, task_id, team),
+                timeout=TAKEN_OVER,
+                what=f"{team}'s resumed turn",
+            )
+            watcher.join()
+            told[task_id] = wait_until(  # while the replica is up: the webhook answers slowly
+                partial(webhook.hops, task_id), timeout=TAKEN_OVER, what=f"{team}'s webhook told of the end"
+            )
+    for n, (_team, task_id, watcher, peers, member) in enumerate(turns, 1):
+        task = ended[task_id]
+        check_turn(task, peers, "hi", [f"{role}{n}" for role in MEMBERS])
+        replies = [artifact["metadata"]["ranch.hop"]["hop"] for artifact in task["artifacts"]]
+        assert replies == [1, 2, 3], (member, task["artifacts"])  # those told before the stop are kept
+        assert watcher.hops("working") == [1, 2, 3], (member, watcher.events)  # once each, across the stop
+        assert watcher.hops("reply") == [1, 2, 3], (member, watcher.events)
+        assert watcher.final == "TASK_STATE_COMPLETED"
+        hops = told[task_id]  # every hop, in order, across the stop (one in flight may come twice)
+        assert sorted(set(hops)) == [1, 2, 3] and hops == sorted(hops), (member, hops)
 
 
 class Webhook:
-    """Records the push notifications of a task, in the order they are answered; holds each until
+    """Records the push notifications of tasks, in the order they are answered; holds each until
     `answering` is set (so a replica killed meanwhile leaves updates in its outbox), then answers
     slowly (so the resumed run's updates come while those are still being sent)."""
 
@@ -256,9 +306,13 @@ class Webhook:
         self.bodies: list[dict[str, Any]] = []
         self.answering = threading.Event()
 
-    def hops(self) -> list[int] | None:
-        """The hops the WORKING updates announced, once the COMPLETED one came (None before)."""
-        states = [body.get("statusUpdate", {}).get("status", {}) for body in self.bodies]
+    def hops(self, task_id: str) -> list[int] | None:
+        """The hops the task's WORKING updates announced, once its COMPLETED one came (None before)."""
+        states = [
+            body["statusUpdate"]["status"]
+            for body in self.bodies
+            if body.get("statusUpdate", {}).get("taskId") == task_id
+        ]
         if not any(status.get("state") == "TASK_STATE_COMPLETED" for status in states):
             return None
         numbers = []
@@ -274,14 +328,21 @@ def webhook() -> Iterator[Webhook]:
     hook = Webhook("")
 
     async def receive(request: Request) -> Response:
-        hook.bodies.append(await request.json())
+        body = await request.json()
+        with anyio.move_on_after(60):
+            while not hook.answering.is_set():  # noqa: ASYNC110 - set from the test's thread
+                await anyio.sleep(0.02)
+        await anyio.sleep(0.05)  # a slow webhook: what the stopped replica held is still being sent
+        hook.bodies.append(body)
         return JSONResponse({"ok": True})
 
-    with ServerThread(
-        Starlette(routes=[Route("/hook", receive, methods=["POST"])]), name="webhook"
-    ) as server:
+    app = Starlette(routes=[Route("/hook", receive, methods=["POST"])])
+    with ServerThread(app, name="webhook") as server:
         hook.url = f"{server.url}/hook"
-        yield hook
+        try:
+            yield hook
+        finally:
+            hook.answering.set()
 
 
 class Subscriber:

@@ -339,8 +339,9 @@ class PushNotifier:
         if queue is None:
             queue, receive = anyio.create_memory_object_stream[Update](QUEUED_UPDATES)
             self._queues[task_id] = queue
-            before, self._sending[task_id] = self._sending.get(task_id), anyio.Event()
-            self.group.start_soon(self._work, task_id, receive, before)
+            before, sent = self._sending.get(task_id), anyio.Event()
+            self._sending[task_id] = sent
+            self.group.start_soon(self._work, task_id, receive, before, sent)
         try:
             queue.send_nowait(update)
         except anyio.WouldBlock:
@@ -359,12 +360,15 @@ class PushNotifier:
             event.set()
 
     async def _work(
-        self, task_id: str, receive: MemoryObjectReceiveStream[Update], before: anyio.Event | None
+        self,
+        task_id: str,
+        receive: MemoryObjectReceiveStream[Update],
+        before: anyio.Event | None,
+        sent: anyio.Event,
     ) -> None:
         """Hold each update in the outbox as it comes, and send them in order behind (behind what an
-        earlier worker of the task still sends)."""
+        earlier worker of the task, `before`, still sends); `sent` once all are."""
         held, ready = anyio.create_memory_object_stream[Update](QUEUED_UPDATES)
-        sent = self._sending[task_id]
         try:
             async with receive, anyio.create_task_group() as group:
                 group.start_soon(self._send_held, task_id, ready, before)
