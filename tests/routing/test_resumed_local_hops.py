@@ -5,39 +5,18 @@ skipped (the default agent is told it was lost, and what it did is unknown), or 
 
 from __future__ import annotations
 
-import os
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from _support import TESTS
 from _support.databases import migrated_sqlite
 from _support.fake_openai import FakeOpenAI, text
 from _support.hubkit import wait_until
-from _support.servers import ServerProcess, free_port
+from _support.killable import killable_serve, rpc
 
 TAKEN_OVER = 30.0
 """Seconds the turn may take to end once the server is back: the lease (1 s), a take-over round and
 room for a loaded machine."""
-
-
-def serve(config: Path, database_url: str, log: Path) -> ServerProcess:
-    port = free_port()
-    command = [sys.executable, "-m", "ranch", "serve", str(config), "--port", str(port), "--db", database_url]
-    command += ["--lease", "1", "--allow-private-outbound"]
-    env = {**os.environ, "PYTHONPATH": str(TESTS)}
-    return ServerProcess(command, port, env=env, log_path=log.with_suffix(f".{port}.log"))
-
-
-def rpc(url: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
-    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-    answer: dict[str, Any] = httpx.post(url, json=body, headers={"A2A-Version": "1.0"}, timeout=30).json()
-    assert "result" in answer, answer
-    result: dict[str, Any] = answer["result"]
-    return result
 
 
 SETTINGS = ("rerun", "skip", "fail")
@@ -81,7 +60,7 @@ def test_a_local_model_hop_in_flight_follows_its_resume_setting(
     path.write_text(config(base_url))
     database_url = f"sqlite+aiosqlite:///{migrated_sqlite(tmp_path / 'hub.db')}"
     tasks: dict[str, str] = {}
-    with serve(path, database_url, tmp_path / "first") as first:
+    with killable_serve(path, database_url, tmp_path / "first") as first:
         for resume in SETTINGS:
             message = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "parts": [{"text": "think"}]}
             params = {"message": message, "configuration": {"returnImmediately": True}}
@@ -92,7 +71,7 @@ def test_a_local_model_hop_in_flight_follows_its_resume_setting(
         )
         first.kill()
     ended: dict[str, dict[str, Any]] = {}
-    with serve(path, database_url, tmp_path / "second") as second:
+    with killable_serve(path, database_url, tmp_path / "second") as second:
 
         def all_ended() -> bool:
             for resume in SETTINGS:

@@ -13,8 +13,6 @@ the same way, as the same execution. (A local member's hop in flight: test_resum
 from __future__ import annotations
 
 import json
-import os
-import sys
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -32,12 +30,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from _support import TESTS
 from _support.databases import migrated_sqlite
 from _support.hubkit import ADMIN_KEY, Api, wait_until
+from _support.killable import killable_serve, rpc
 from _support.peers import CARD_PATH, RunningPeer, running_peer
-from _support.replicas import REDIS
-from _support.servers import ServerProcess, ServerThread, free_port
+from _support.servers import ServerThread
 from ranch.db.engine import open_engine
 from ranch.db.models import turn_checkpoints
 from ranch.wire.client_routing import URI
@@ -81,24 +78,6 @@ def gated() -> Iterator[tuple[dict[str, RunningPeer], dict[str, threading.Event]
                 hold.clear()
             for gate in gates.values():
                 gate.set()
-
-
-def serve(config: Path, database_url: str, log: Path, *, redis: str = "") -> ServerProcess:
-    port = free_port()
-    command = [sys.executable, "-m", "ranch", "serve", str(config), "--port", str(port), "--db", database_url]
-    command += ["--lease", "1", "--allow-private-outbound"]
-    if redis:
-        command += ["--redis-url", REDIS, "--redis-prefix", redis]
-    env = {**os.environ, "PYTHONPATH": str(TESTS), "RANCH_ADMIN_KEY": ADMIN_KEY}
-    return ServerProcess(command, port, env=env, log_path=log.with_suffix(f".{port}.log"))
-
-
-def rpc(url: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
-    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-    answer: dict[str, Any] = httpx.post(url, json=body, headers={"A2A-Version": "1.0"}, timeout=30).json()
-    assert "result" in answer, answer
-    result: dict[str, Any] = answer["result"]
-    return result
 
 
 def start_turn(url: str, words: str, webhook: str = "", *, team: str = "trio") -> str:
@@ -163,7 +142,7 @@ def test_a_turn_killed_in_a_remote_hop_goes_on_from_there_after_a_restart(
     config = tmp_path / "trio.yaml"
     config.write_text(team_config(peers))
     database_url = f"sqlite+aiosqlite:///{migrated_sqlite(tmp_path / 'hub.db')}"
-    with serve(config, database_url, tmp_path / "first") as first:
+    with killable_serve(config, database_url, tmp_path / "first") as first:
         task_id = start_turn(first.url, "hello")
         run_until("b", peers, gates)
         wait_until(
@@ -171,7 +150,7 @@ def test_a_turn_killed_in_a_remote_hop_goes_on_from_there_after_a_restart(
         )
         first.kill()
     gates["b"].set()  # b finishes while no server runs: the restarted one finds its task completed
-    with serve(config, database_url, tmp_path / "second") as second:
+    with killable_serve(config, database_url, tmp_path / "second") as second:
         peers["c"].recorder.wait_for_messages(1, timeout=TAKEN_OVER)
         gates["c"].set()
         task = wait_until(lambda: completed(second.url, task_id), timeout=TAKEN_OVER, what="the resumed turn")
@@ -188,7 +167,7 @@ def test_a_turn_killed_between_a_hops_checkpoint_and_its_message_sends_it_once_a
     config = tmp_path / "trio.yaml"
     config.write_text(team_config(peers, fresh_card="b"))  # b's card is read just before b is called
     database_url = f"sqlite+aiosqlite:///{migrated_sqlite(tmp_path / 'hub.db')}"
-    with serve(config, database_url, tmp_path / "first") as first:
+    with killable_serve(config, database_url, tmp_path / "first") as first:
         task_id = start_turn(first.url, "hello")
         peers["a"].recorder.wait_for_messages(1, timeout=TAKEN_OVER)
         reads = card_reads(peers["b"])
@@ -200,7 +179,7 @@ def test_a_turn_killed_between_a_hops_checkpoint_and_its_message_sends_it_once_a
         first.kill()
     assert peers["b"].recorder.messages == []
     gates["card:b"].clear()
-    with serve(config, database_url, tmp_path / "second") as second:
+    with killable_serve(config, database_url, tmp_path / "second") as second:
         peers["b"].recorder.wait_for_messages(1, timeout=TAKEN_OVER)  # the hop made now, from its checkpoint
         gates["b"].set()
         gates["c"].set()
@@ -254,8 +233,8 @@ def test_the_replica_taking_over_resumes_each_turn_and_its_subscriber_sees_every
     config.write_text(trios_config([peers for peers, _ in three_trios]))
     prefix = f"ranch-test-{uuid.uuid4().hex[:8]}"
     with (
-        serve(config, postgres_url, tmp_path / "first", redis=prefix) as first,
-        serve(config, postgres_url, tmp_path / "second", redis=prefix) as second,
+        killable_serve(config, postgres_url, tmp_path / "first", redis=prefix) as first,
+        killable_serve(config, postgres_url, tmp_path / "second", redis=prefix) as second,
     ):
         turns = []
         for n, ((peers, gates), member) in enumerate(zip(three_trios, MEMBERS, strict=True), 1):
@@ -396,7 +375,7 @@ def test_a_teams_turn_in_a_room_goes_on_after_a_restart(
     config = tmp_path / "trio.yaml"
     config.write_text(team_config(peers))
     database_url = f"sqlite+aiosqlite:///{migrated_sqlite(tmp_path / 'hub.db')}"
-    with serve(config, database_url, tmp_path / "first") as first:
+    with killable_serve(config, database_url, tmp_path / "first") as first:
         admin = Api(first.url, ADMIN_KEY)
         room = admin.post("/rooms", {"title": "Durable", "participants": [{"kind": "agent", "id": "trio"}]})[
             "id"
@@ -408,7 +387,7 @@ def test_a_teams_turn_in_a_room_goes_on_after_a_restart(
             lambda: in_flight_with_its_task(database_url, execution, "b"), what="b's task in the checkpoint"
         )
         first.kill()
-    with serve(config, database_url, tmp_path / "second") as second:
+    with killable_serve(config, database_url, tmp_path / "second") as second:
         admin = Api(second.url, ADMIN_KEY)
         gates["b"].set()  # b answers the replica that re-attached to its task
         peers["c"].recorder.wait_for_messages(1, timeout=TAKEN_OVER)
