@@ -12,6 +12,7 @@ import json
 import logging
 from typing import Any
 
+import anyio
 import orjson
 from sqlalchemy import event
 from sqlalchemy import exc as sa
@@ -25,6 +26,20 @@ SQLITE_BUSY_TIMEOUT_S = 30
 UNAVAILABLE = (sa.OperationalError, sa.InterfaceError, sa.DisconnectionError, sa.TimeoutError, OSError)
 """What a database that cannot be used raises: locked or busy, a connection refused or cut, a pool
 that has no connection to give; a driver's connect failure (asyncpg) is a plain OSError."""
+
+
+DISPOSE_WITHIN = 5.0
+"""Seconds a stopping server waits for its database connections to close."""
+
+
+async def dispose(engine: AsyncEngine, within: float = DISPOSE_WITHIN) -> None:
+    """Close the engine's connections at shutdown; what does not close within `within` seconds is left
+    to the process's exit instead of holding it (under load, a SQLite query cancelled at shutdown can
+    leave aiosqlite's close waiting on a worker thread that no longer answers)."""
+    with anyio.move_on_after(within) as waited:
+        await engine.dispose()
+    if waited.cancelled_caught:
+        logger.warning("the database connections did not close within %.0f s; left to the exit", within)
 
 
 def open_engine(url: str, *, busy_timeout: float = SQLITE_BUSY_TIMEOUT_S) -> AsyncEngine:

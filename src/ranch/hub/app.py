@@ -59,7 +59,7 @@ from ranch.catalog.registry import Registry
 from ranch.config import RanchConfig, RetentionConfig
 from ranch.db import migrate
 from ranch.db.conversations import ConversationStore
-from ranch.db.engine import SQLITE_BUSY_TIMEOUT_S, open_engine
+from ranch.db.engine import SQLITE_BUSY_TIMEOUT_S, dispose, open_engine
 from ranch.db.group_commit import CommitGroup
 from ranch.db.replicas import DEFAULT_LEASE, Replicas
 from ranch.edge.app import EdgeApp
@@ -349,7 +349,7 @@ class Hub:
                 stack.push_async_callback(self.security.sessions.aclose)
             await self.registry.open()
             engine = open_engine(self.settings.database_url, busy_timeout=self.settings.sqlite_busy_timeout)
-            stack.push_async_callback(engine.dispose)
+            stack.push_async_callback(dispose, engine)  # bounded: a stuck close never holds the exit
             # a turn's conversation commits with its task; left (rows committed) before the engine goes
             commits = await stack.enter_async_context(CommitGroup(engine))
             store = SqlTaskStore(engine, owner_resolver=owner_of, commits=commits)
