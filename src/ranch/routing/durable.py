@@ -1,10 +1,12 @@
 """Durable turns: where a team turn in flight is, written as each hop starts, so the replica that takes
 over a stopped replica's task resumes the turn there (docs/routing.md, "Durable turns").
 
-A checkpoint holds the turn's trail so far, the hop it is making (target, sender, reason, parts), what
-the Router carries from hop to hop (the previous agent's handoffs, a pipeline, the decision it passes
-outward) and, once a member that can be re-attached to names its own A2A task, that task's id. It is
-committed in the same transaction as the conversation so far, and deleted with the task's end.
+A checkpoint holds the turn's trail so far, the hop it is making (target, sender, reason, parts), the
+replies of the hops before it (the task's artifacts, for a store that holds only the task as the turn
+began), what the Router carries from hop to hop (the previous agent's handoffs, a pipeline, the
+decision it passes outward) and, once a member that can be re-attached to names its own A2A task,
+that task's id. It is committed in the same transaction as the conversation so far, and deleted with
+the task's end.
 
 A hop starts only once its checkpoint is committed, except a hop to a member that answers at once and
 runs again safely (`rules`, `echo`): it writes none, so a turn of such hops costs nothing more, and a
