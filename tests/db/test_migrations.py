@@ -125,3 +125,21 @@ async def test_a_database_at_head_is_not_migrated_again(
     assert ran == []
     assert await migrate.current(engine) == migrate.head()
     await engine.dispose()
+
+
+def test_the_head_a_start_compares_with_is_the_newest_script() -> None:
+    """A start at head reads `alembic_version` without alembic: against `HEAD`, which must name the
+    newest script (a migration added without moving it would be skipped at every start)."""
+    assert migrate.HEAD == migrate.scripts_head()
+
+
+async def test_the_revision_is_read_as_alembic_reads_it(empty_database_url: str) -> None:
+    engine = open_engine(empty_database_url)
+    try:
+        assert await migrate.current(engine) is None  # no alembic_version table yet
+        await migrate.upgrade(engine, "0016")
+        assert await migrate.current(engine) == "0016"
+        await migrate.upgrade(engine)
+        assert await migrate.current(engine) == migrate.HEAD
+    finally:
+        await engine.dispose()
