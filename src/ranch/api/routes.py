@@ -684,10 +684,8 @@ def routes(services: ApiServices) -> list[BaseRoute]:
     """Every REST route and the OpenAPI document (no key needed); the edge's guards (trace id, key, rate
     limit) ran before each, as on A2A. The WebSocket is `websockets`'."""
 
-    document = openapi.served(tuple(OPERATIONS), PREFIX)
-
-    async def serve_document(request: Request) -> Response:
-        return Response(document, media_type="application/json")
+    async def serve_document(request: Request) -> Response:  # built on the first request, not at start
+        return Response(openapi.served(tuple(OPERATIONS), PREFIX), media_type="application/json")
 
     served: list[BaseRoute] = [Route(o.path, endpoint(o, services), methods=[o.method]) for o in OPERATIONS]
     served.append(Route(openapi.PATH, serve_document, methods=["GET"]))
