@@ -137,10 +137,7 @@ class Dispatcher:
         finally:
             if span is not None:
                 span.end()
-            async with self.bus.transaction() as tx:  # no event: it waits for no room
-                row = await tx.session.get(Delivery, delivery_id)
-                if row is not None:
-                    row.status = DeliveryStatus.DONE
+            await self._done(delivery_id)
 
     async def _take(
         self, room_id: str, delivery_id: str
@@ -244,6 +241,7 @@ class Dispatcher:
         await self._done(delivery_id)
 
     async def _done(self, delivery_id: str) -> None:
+        """The delivery is handled: the agent's next message in the room may be taken."""
         async with self.bus.transaction() as tx:  # no event: it waits for no room
             row = await tx.session.get(Delivery, delivery_id)
             if row is not None:
