@@ -16,6 +16,7 @@ from typing import Any
 
 import anyio
 import pytest
+from anyio.abc import TaskGroup
 from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
@@ -48,6 +49,14 @@ def bus(engine: AsyncEngine) -> Bus:
     return Bus(
         async_sessionmaker(engine, expire_on_commit=False), postgres=engine.dialect.name == "postgresql"
     )
+
+
+@pytest.fixture
+async def group() -> AsyncIterator[TaskGroup]:
+    """Where the batches run, as the app's task group holds them; cancelled at the test's end."""
+    async with anyio.create_task_group() as group:
+        yield group
+        group.cancel_scope.cancel()
 
 
 class Notes:
@@ -103,9 +112,9 @@ async def stored(engine: AsyncEngine, room: str = ROOM) -> list[tuple[int, str]]
 
 
 async def test_writes_queued_while_the_room_is_busy_share_one_transaction_in_the_order_they_came(
-    engine: AsyncEngine, bus: Bus
+    engine: AsyncEngine, bus: Bus, group: TaskGroup
 ) -> None:
-    notes = Notes(RoomCommits(bus))
+    notes = Notes(RoomCommits(bus, group))
     texts = [f"n{index}" for index in range(6)]
     events: dict[str, NewEvent] = {}
 
@@ -124,9 +133,9 @@ async def test_writes_queued_while_the_room_is_busy_share_one_transaction_in_the
 
 
 async def test_a_write_refused_by_its_check_fails_alone_and_takes_no_cursor(
-    engine: AsyncEngine, bus: Bus
+    engine: AsyncEngine, bus: Bus, group: TaskGroup
 ) -> None:
-    notes = Notes(RoomCommits(bus))
+    notes = Notes(RoomCommits(bus, group))
     outcome: dict[str, Any] = {}
 
     async def refuse(tx: Tx) -> None:
@@ -152,9 +161,9 @@ async def test_a_write_refused_by_its_check_fails_alone_and_takes_no_cursor(
 
 
 async def test_a_batch_failing_while_it_writes_is_written_again_one_write_at_a_time(
-    engine: AsyncEngine, bus: Bus
+    engine: AsyncEngine, bus: Bus, group: TaskGroup
 ) -> None:
-    notes = Notes(RoomCommits(bus))
+    notes = Notes(RoomCommits(bus, group))
     outcome: dict[str, Any] = {}
 
     async def broken(tx: Tx, _checked: None) -> NewEvent:
@@ -181,8 +190,8 @@ async def test_a_batch_failing_while_it_writes_is_written_again_one_write_at_a_t
     assert await stored(engine) == [(1, "first"), (2, "before"), (3, "after")]
 
 
-async def test_each_write_runs_in_its_callers_context(bus: Bus) -> None:
-    notes = Notes(RoomCommits(bus))
+async def test_each_write_runs_in_its_callers_context(bus: Bus, group: TaskGroup) -> None:
+    notes = Notes(RoomCommits(bus, group))
 
     async def say(text: str) -> None:
         CALLER.set(f"caller of {text}")  # as a request's trace id is set for it
@@ -197,9 +206,9 @@ async def test_each_write_runs_in_its_callers_context(bus: Bus) -> None:
 
 
 async def test_a_write_whose_caller_left_before_its_batch_went_out_is_not_written(
-    engine: AsyncEngine, bus: Bus
+    engine: AsyncEngine, bus: Bus, group: TaskGroup
 ) -> None:
-    notes = Notes(RoomCommits(bus))
+    notes = Notes(RoomCommits(bus, group))
     leaving = anyio.CancelScope()
 
     async def left() -> None:
@@ -219,9 +228,9 @@ async def test_a_write_whose_caller_left_before_its_batch_went_out_is_not_writte
 
 
 async def test_work_failing_after_the_commit_fails_its_own_write_and_nothing_is_written_twice(
-    engine: AsyncEngine, bus: Bus
+    engine: AsyncEngine, bus: Bus, group: TaskGroup
 ) -> None:
-    notes = Notes(RoomCommits(bus))
+    notes = Notes(RoomCommits(bus, group))
     outcome: dict[str, Any] = {}
 
     async def recorded_late(tx: Tx, _checked: None) -> NewEvent:
@@ -262,9 +271,9 @@ async def test_work_failing_after_the_commit_fails_its_own_write_and_nothing_is_
 
 
 async def test_writes_queued_into_many_rooms_share_one_transaction_each_room_in_its_order(
-    engine: AsyncEngine, bus: Bus
+    engine: AsyncEngine, bus: Bus, group: TaskGroup
 ) -> None:
-    notes = Notes(RoomCommits(bus, lanes=1))
+    notes = Notes(RoomCommits(bus, group, lanes=1))
     inside, go_on = anyio.Event(), anyio.Event()
 
     async def slow(tx: Tx) -> None:  # the batch going out: the writes below queue behind it
@@ -287,11 +296,11 @@ async def test_writes_queued_into_many_rooms_share_one_transaction_each_room_in_
 
 
 async def test_a_room_another_writer_holds_is_left_out_of_a_batch_and_its_writes_follow_once_free(
-    engine: AsyncEngine, bus: Bus, database_url: str
+    engine: AsyncEngine, bus: Bus, database_url: str, group: TaskGroup
 ) -> None:
     if not database_url.startswith("postgresql"):
         pytest.skip("SQLite has one writer: every room's writes wait for the one that holds it")
-    notes = Notes(RoomCommits(bus))
+    notes = Notes(RoomCommits(bus, group))
     done: list[str] = []
     through = anyio.Event()
 
@@ -315,8 +324,10 @@ async def test_a_room_another_writer_holds_is_left_out_of_a_batch_and_its_writes
     assert await stored(engine, OTHERS[0]) == [(1, "goes through")]
 
 
-async def test_a_read_writes_of_one_kind_share_is_made_once_for_the_rooms_of_their_batch(bus: Bus) -> None:
-    notes = Notes(RoomCommits(bus, lanes=1))
+async def test_a_read_writes_of_one_kind_share_is_made_once_for_the_rooms_of_their_batch(
+    bus: Bus, group: TaskGroup
+) -> None:
+    notes = Notes(RoomCommits(bus, group, lanes=1))
     reads: list[list[str]] = []
 
     async def read(tx: Tx, rooms: list[str]) -> None:  # as a person's seats in every room of the batch

@@ -20,6 +20,10 @@ must write nothing before it raises. `apply` writes. If a batch fails anywhere e
 back and its writes run again one by one, each in a transaction of its own room, so one bad write
 fails only its own caller (db/group_commit.py does the same for task saves). Each write runs in its
 caller's context (its trace id and span), in a task of its own.
+
+The batches run in the task group they are given (the app's), not in the caller's task: a caller
+cancelled mid-batch never strands the others' writes, and the group's end stops them (their callers
+are cancelled, never left waiting).
 """
 
 from __future__ import annotations
@@ -27,12 +31,14 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Hashable
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Generic, TypeVar
 
+import anyio
+from anyio.abc import TaskGroup
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
@@ -121,8 +127,12 @@ class _Write(Generic[C, T]):
 class RoomCommits:
     """Room writes, committed in shared transactions (see the module)."""
 
-    def __init__(self, bus: Bus, *, max_batch: int = MAX_BATCH, lanes: int | None = None) -> None:
+    def __init__(
+        self, bus: Bus, group: TaskGroup, *, max_batch: int = MAX_BATCH, lanes: int | None = None
+    ) -> None:
         self.bus = bus
+        self.group = group
+        """Where the batches run (they outlive the write that started them)."""
         self.max_batch = max_batch
         self.lanes = min(lanes or bus.lanes, bus.lanes)
         """Batches going out at once (never more than the bus allows)."""
@@ -132,8 +142,6 @@ class RoomCommits:
         """Rooms whose writes are going out (in a batch, or waiting for their room alone)."""
         self._lanes = 0
         """Batches being taken and written."""
-        self._tasks: set[asyncio.Future[None]] = set()
-        """The lanes and lone rooms' writers running (kept: a task nobody holds may be collected)."""
 
     async def write(
         self,
@@ -152,7 +160,7 @@ class RoomCommits:
         write = _Write(room_id, check, apply, future, contextvars.copy_context(), ahead)
         self._pending.append(write)
         if not self._open_lane() and self._lanes < self.lanes:
-            loop.call_later(WAITED, self._waited, write)
+            self.group.start_soon(self._waited, write)
         return await future
 
     def _open_lane(self, *, more: bool = False) -> bool:
@@ -163,18 +171,24 @@ class RoomCommits:
         if self._lanes and not more and len(self._pending) < self.max_batch * self._lanes:
             return False  # the batches going out take them next: fewer, larger transactions
         self._lanes += 1
-        # a task of its own: a caller cancelled mid-batch never strands the others' writes
-        self._spawn(self._lane())
+        self._spawn(self._lane)
         return True
 
-    def _waited(self, write: _Write[Any, Any]) -> None:
+    async def _waited(self, write: _Write[Any, Any]) -> None:
+        await anyio.sleep(WAITED)
         if not write.taken and not write.future.done():
             self._open_lane(more=True)
 
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.ensure_future(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    def _spawn(self, work: Callable[[], Awaitable[None]]) -> None:
+        """`work` in the group; a bug in it is logged, not let out to cancel the app's other tasks."""
+
+        async def guarded() -> None:
+            try:
+                await work()
+            except Exception:
+                logger.exception("a batch of room writes failed outside any write")
+
+        self.group.start_soon(guarded)
 
     async def _lane(self) -> None:
         """Batches, one after another, while there are writes to take."""
@@ -198,7 +212,7 @@ class RoomCommits:
                         again += writes
                         self._busy.discard(room)
                     else:  # held for long: they wait for it alone
-                        self._spawn(self._alone_in(room, writes))
+                        self._spawn(partial(self._alone_in, room, writes))
                 self._pending[:0] = again  # first: each room's writes keep their order
                 self._busy.difference_update(taken)
                 for write in batch:
@@ -207,7 +221,7 @@ class RoomCommits:
                 if not batch:
                     break  # what is queued waits for rooms other batches hold; they take it next
                 self._open_lane()  # more queued meanwhile than this lane's next batch takes
-        except BaseException:  # the loop is shutting down: no caller waits forever
+        except BaseException:  # the group is cancelled (the app stops): no caller waits forever
             for write in batch + self._pending:
                 write.future.cancel()
             self._pending.clear()
@@ -263,7 +277,7 @@ class RoomCommits:
                     await self._run(tx, writes)
             except Exception:
                 await self._one_by_one(writes)
-        except BaseException:  # the loop is shutting down
+        except BaseException:  # the group is cancelled
             for write in writes:
                 write.future.cancel()
             raise

@@ -12,6 +12,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from a2a.types import Message, Part
+from anyio.abc import TaskGroup
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -47,11 +48,13 @@ Logged = TypeVar("Logged", RoomMessage, RoomEvent)
 class RoomMessages:
     """Posts into rooms, and the rooms' messages and events read back."""
 
-    def __init__(self, writer: MessageWriter, registry: Registry, limits: Limits | None = None) -> None:
+    def __init__(
+        self, writer: MessageWriter, registry: Registry, group: TaskGroup, limits: Limits | None = None
+    ) -> None:
         self.writer = writer
         self.bus = writer.bus
         self.registry = registry
-        self.commits = RoomCommits(writer.bus)
+        self.commits = RoomCommits(writer.bus, group)
         """Posts into a busy room share its transactions (rooms/commits.py)."""
         self.limits = limits or Limits()
 

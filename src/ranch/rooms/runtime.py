@@ -80,7 +80,7 @@ async def start(
     executions = RoomExecutions(writer)
     bus.ended = executions.ended
     rooms = Rooms(bus, executions)
-    messages = RoomMessages(writer, registry, limits)
+    messages = RoomMessages(writer, registry, group, limits)
     async with sessions() as session, session.begin():
         await ensure_org(session, DEFAULT_ORG, "Default organization")
         await _bootstrap_admin(session, admin_key, announce)
