@@ -150,3 +150,12 @@ def test_a_client_command_without_a_server_says_so(ranch: Run, argv: list[str]) 
     done = ranch(*argv, "--url", url)
     assert done.returncode == 2, done.stderr
     assert f"error: cannot reach ranch at {url}" in done.stderr and "is `ranch serve` running?" in done.stderr
+
+
+def test_a_one_process_server_loads_no_redis_client(tmp_path: Path) -> None:
+    """Redis is for replicas (`--redis-url`): a hub without it starts without redis-py, whose import
+    brings OpenTelemetry's metrics SDK and cryptography along, a large part of every start."""
+    code = "import ranch.cli.serve, ranch.hub.app, ranch.identity.sessions, ranch.policy.ratelimit"
+    modules = loaded(tmp_path, code)
+    assert "ranch.hub.app" in modules
+    assert among(modules, ("redis", "ranch.fanout.redis", "ranch.policy.redis_client")) == []

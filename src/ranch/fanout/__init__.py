@@ -13,13 +13,30 @@ another does, and a key revoked on one is refused by all. Two kinds of channel:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ranch.fanout.base import Fanout, Listening, Record
 from ranch.fanout.memory import MemoryFanout
-from ranch.fanout.redis import RedisFanout
+
+if TYPE_CHECKING:
+    from ranch.fanout.redis import RedisFanout
 
 __all__ = ["Fanout", "Listening", "MemoryFanout", "Record", "RedisFanout", "open_fanout"]
 
 
 def open_fanout(redis_url: str | None, *, prefix: str = "ranch", secret: str | None = None) -> Fanout:
     """Redis when a URL is given (shared by replicas, signing with `secret`), else this process's memory."""
-    return RedisFanout(redis_url, prefix=prefix, secret=secret) if redis_url else MemoryFanout()
+    if not redis_url:
+        return MemoryFanout()
+    from ranch.fanout.redis import RedisFanout  # redis-py: only a hub given --redis-url loads it
+
+    return RedisFanout(redis_url, prefix=prefix, secret=secret)
+
+
+def __getattr__(name: str) -> Any:
+    """`RedisFanout`, imported when first asked for (a one-process hub never loads redis-py)."""
+    if name == "RedisFanout":
+        from ranch.fanout.redis import RedisFanout
+
+        return RedisFanout
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

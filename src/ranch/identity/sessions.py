@@ -13,13 +13,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Protocol
-
-from redis.asyncio import Redis
+from typing import TYPE_CHECKING, Protocol
 
 from ranch.exceptions import SessionExpired
-from ranch.policy.redis_client import forget_connections, open_redis
 from ranch.utils.lru import Lru
+
+if TYPE_CHECKING:  # the Redis client is loaded only by a hub given --redis-url
+    from redis.asyncio import Redis
 
 logger = logging.getLogger(__name__)
 
@@ -126,6 +126,8 @@ class RedisSessions:
 
     @classmethod
     def from_url(cls, url: str, ttl: float, *, prefix: str = "ranch") -> RedisSessions:
+        from ranch.policy.redis_client import open_redis  # redis-py: only a hub given --redis-url loads it
+
         return cls(open_redis(url, name=f"{prefix}:sessions"), ttl, prefix=prefix)
 
     async def touch(self, caller: str, context_id: str) -> bool:
@@ -133,6 +135,8 @@ class RedisSessions:
         try:
             said = await self._touch(keys=[key], args=[repr(self._clock()), repr(self.ttl), self._keep_ms])
         except Exception as exc:  # any failure of the client is Redis's (policy/redis_client.py)
+            from ranch.policy.redis_client import forget_connections
+
             await forget_connections(self._client, exc)
             self._unanswered(exc)
             return False

@@ -17,12 +17,12 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from redis.asyncio import Redis
-
-from ranch.policy.redis_client import forget_connections, open_redis
 from ranch.utils.lru import Lru
+
+if TYPE_CHECKING:  # the Redis client is loaded only by a hub given --redis-url
+    from redis.asyncio import Redis
 
 logger = logging.getLogger(__name__)
 
@@ -131,6 +131,8 @@ class RedisBuckets:
 
     @classmethod
     def from_url(cls, url: str, rate: Rate, prefix: str = "ranch:ratelimit:") -> RedisBuckets:
+        from ranch.policy.redis_client import open_redis  # redis-py: only a hub given --redis-url loads it
+
         return cls(open_redis(url, name=f"{prefix}buckets"), rate, prefix)
 
     async def check(self, key: str) -> Decision:
@@ -145,6 +147,8 @@ class RedisBuckets:
                 keys=[self.prefix + key], args=[self.rate.per_second, self.rate.burst, cost]
             )
         except Exception as exc:  # any failure of the client is Redis's (policy/redis_client.py)
+            from ranch.policy.redis_client import forget_connections
+
             await forget_connections(self.client, exc)
             now = time.monotonic()
             if now - self._warned_at > 30:
@@ -202,5 +206,7 @@ def build_policy(
     rates = (caller, agent, failures)
     if redis_url is None or all(rate is None for rate in rates):
         return RatePolicy(*(MemoryBuckets(rate, clock) if rate else None for rate in rates))
+    from ranch.policy.redis_client import open_redis  # redis-py: loaded only when it is used
+
     client = open_redis(redis_url, name=f"{prefix}buckets")
     return RatePolicy(*(RedisBuckets(client, rate, prefix) if rate else None for rate in rates))
