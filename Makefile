@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help install browser haproxy a2a03 mcp1 benchjs serve cluster test fuzz lint typecheck check bench tck clean services
+.PHONY: help install browser haproxy a2a03 mcp1 adk agents benchjs serve cluster test fuzz lint typecheck check bench tck clean services
 
 help:  ## list the targets
 	@grep -E '^[a-z0-9-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-install: $(STAMP) browser haproxy a2a03 mcp1 benchjs  ## create .venv and install ranch with its dev tools
+install: $(STAMP) browser haproxy a2a03 mcp1 adk agents benchjs  ## create .venv and install ranch with its dev tools
 
 # The browser tests drive Debian's chromium; Playwright's own browser download is never used.
 CHROMIUM := /usr/bin/chromium
@@ -53,6 +53,27 @@ $(MCP1)/.installed:
 
 mcp1: $(MCP1)/.installed  ## a venv with the mcp 1.x SDK, for the MCP tests against 2025-era clients and servers
 
+# The routing adapters (examples/routing_adapters/) are tested in the frameworks' own venvs, from PyPI
+# and without ranch, as their users run them. ADK's A2A API is experimental: its minor is pinned, and
+# its a2a extra takes the a2a-sdk 1.x the adapter is written for; its openai extra, the demo's model.
+ADK := .venv-adk
+
+$(ADK)/.installed:
+	$(PY) -m venv $(ADK)
+	$(ADK)/bin/pip install -q 'google-adk[a2a,openai]>=2.13,<2.14' 'a2a-sdk[http-server]>=1.3,<2' 'uvicorn>=0.34'
+	touch $@
+
+adk: $(ADK)/.installed  ## a venv with Google ADK 2.13, for examples/routing_adapters/adk.py and its test
+
+AGENTS := .venv-agents
+
+$(AGENTS)/.installed:
+	$(PY) -m venv $(AGENTS)
+	$(AGENTS)/bin/pip install -q 'openai-agents>=0.24,<0.25' 'a2a-sdk[http-server]>=1.3,<2' 'uvicorn>=0.34'
+	touch $@
+
+agents: $(AGENTS)/.installed  ## a venv with the OpenAI Agents SDK 0.24, for examples/routing_adapters/openai_agents.py and its test
+
 # The wire benchmark compares ranch with the official @a2a-js/sdk server (Node): bench/js holds it,
 # its package-lock.json pins every package, and `npm ci` installs exactly that, once.
 BENCHJS := bench/js/node_modules/.installed
@@ -83,7 +104,7 @@ services:  ## say in one line if PostgreSQL (127.0.0.1:5432) or Redis (127.0.0.1
 # tests, which pin CPUs, never run side by side). WORKERS=0 runs serially.
 WORKERS ?= $(shell echo $$((2 * $$(nproc))))
 
-test: services $(STAMP) browser haproxy a2a03 mcp1 benchjs  ## the whole suite: ruff, mypy --strict, the layers contract, pytest on two workers per core, then the benchmarks' smoke runs
+test: services $(STAMP) browser haproxy a2a03 mcp1 adk agents benchjs  ## the whole suite: ruff, mypy --strict, the layers contract, pytest on two workers per core, then the benchmarks' smoke runs
 	$(BIN)/ruff check src tests bench scripts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
@@ -116,4 +137,4 @@ tck: $(STAMP)  ## the A2A conformance suite against `ranch serve --root tck` (TC
 	TCK="$(TCK)" RANCH_BIN="$(BIN)" bash scripts/tck.sh
 
 clean:  ## remove the virtualenv and caches
-	rm -rf $(VENV) $(A2A03) $(MCP1) bench/js/node_modules .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(A2A03) $(MCP1) $(ADK) $(AGENTS) bench/js/node_modules .pytest_cache .mypy_cache .ruff_cache
