@@ -5,12 +5,10 @@ Helpers that are not fixtures live in `_support/` (servers, peers, probes, clien
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import socket
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -91,7 +89,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     if request.param == "sqlite":
         yield f"sqlite+aiosqlite:///{databases.migrated_sqlite(tmp_path / 'hub.db')}"
         return
-    with fresh_postgres() as url:
+    with databases.fresh_postgres() as url:
         yield url
 
 
@@ -101,7 +99,7 @@ def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterat
     if request.param == "sqlite":
         yield f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}"
         return
-    with fresh_postgres(empty=True) as url:
+    with databases.fresh_postgres(empty=True) as url:
         yield url
 
 
@@ -109,26 +107,8 @@ def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterat
 def postgres_url() -> Iterator[str]:
     """A fresh PostgreSQL database at head at 127.0.0.1:5432, for what only runs there (replicas on
     several machines). PostgreSQL is required: when it cannot be reached the test fails and says so."""
-    with fresh_postgres() as url:
+    with databases.fresh_postgres() as url:
         yield url
-
-
-@contextlib.contextmanager
-def fresh_postgres(*, empty: bool = False) -> Iterator[str]:
-    """A new database on the test PostgreSQL, dropped afterwards (without waiting): a clone of the
-    worker's migrated template (CREATE DATABASE … TEMPLATE), or `empty`."""
-    name = f"ranch_test_{uuid.uuid4().hex[:12]}"
-    try:
-        if empty:
-            asyncio.run(databases.postgres(f'CREATE DATABASE "{name}"'))
-        else:
-            asyncio.run(databases.clone(name, databases.postgres_template()))
-    except (TimeoutError, OSError) as exc:
-        pytest.fail(f"this test needs PostgreSQL at 127.0.0.1:5432 (user postgres, trust auth): {exc}")
-    try:
-        yield databases.postgres_url(name)
-    finally:
-        databases.drop_later(name)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -192,7 +172,7 @@ def demo_on_each_database(
         with _demo(f"sqlite+aiosqlite:///{folder / 'ranch.db'}", folder) as server:
             yield server
         return
-    with fresh_postgres() as url, _demo(url, folder) as server:
+    with databases.fresh_postgres() as url, _demo(url, folder) as server:
         yield server
 
 

@@ -19,10 +19,11 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pytest
 from sqlalchemy.engine import make_url
 
 from ranch.db import migrate
@@ -158,6 +159,24 @@ def drop_later(name: str) -> None:
     more (0.5 to 3 s measured), which the next test need not wait for."""
     drop = f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'
     _dropping.append(_dropper.submit(lambda: asyncio.run(postgres(drop))))
+
+
+@contextlib.contextmanager
+def fresh_postgres(*, empty: bool = False) -> Iterator[str]:
+    """A new database on the test PostgreSQL, dropped afterwards (without waiting): a clone of the
+    worker's migrated template (CREATE DATABASE … TEMPLATE), or `empty`."""
+    name = f"ranch_test_{uuid.uuid4().hex[:12]}"
+    try:
+        if empty:
+            asyncio.run(postgres(f'CREATE DATABASE "{name}"'))
+        else:
+            asyncio.run(clone(name, postgres_template()))
+    except (TimeoutError, OSError) as exc:
+        pytest.fail(f"this test needs PostgreSQL at 127.0.0.1:5432 (user postgres, trust auth): {exc}")
+    try:
+        yield postgres_url(name)
+    finally:
+        drop_later(name)
 
 
 def drop_postgres_databases() -> None:

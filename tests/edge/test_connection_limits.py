@@ -16,6 +16,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -102,7 +103,15 @@ def test_a_stalled_request_body_is_closed_after_the_body_timeout(guarded: Server
 def test_keep_alive_a_stream_and_a_websocket_idle_past_the_header_timeout_stay_open(
     guarded: ServerProcess,
 ) -> None:
-    # keep-alive: a second request on the same connection after an idle spell longer than the timeout
+    """The three idle spells at once, each on its own connection (each is a wait, not work)."""
+    with ThreadPoolExecutor(3) as pool:
+        spells = [pool.submit(idle, guarded) for idle in (_keep_alive, _quiet_stream, _quiet_websocket)]
+        for spell in spells:
+            spell.result()
+
+
+def _keep_alive(guarded: ServerProcess) -> None:
+    """A second request on the same connection after an idle spell longer than the timeout."""
     sock = connect_from("127.0.0.13", guarded.port)
     request = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
     sock.sendall(request)
@@ -113,7 +122,9 @@ def test_keep_alive_a_stream_and_a_websocket_idle_past_the_header_timeout_stay_o
     assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
     sock.close()
 
-    # a stream whose agent is silent for 2.5 s between two events (the head timeout is 1 s) ends
+
+def _quiet_stream(guarded: ServerProcess) -> None:
+    """A stream whose agent is silent for 2.5 s between two events (the head timeout is 1 s) ends."""
     body = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -137,7 +148,9 @@ def test_keep_alive_a_stream_and_a_websocket_idle_past_the_header_timeout_stay_o
     assert "slept well" in json.dumps(events[-1]), events
     assert events[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED", events[-1]
 
-    # a WebSocket quiet for twice the head timeout still answers
+
+def _quiet_websocket(guarded: ServerProcess) -> None:
+    """A WebSocket quiet for twice the head timeout still answers."""
     url = guarded.url.replace("http://", "ws://", 1) + f"/api/v1/ws?token={ADMIN_KEY}"
     with connect(url, open_timeout=10) as live:
         time.sleep(HEAD_TIMEOUT * 2)

@@ -16,14 +16,17 @@ import contextlib
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from _support.cluster import Cluster, running_cluster
+from _support.databases import fresh_postgres
 from _support.hubkit import ADMIN_KEY, Api, Live, wait_until
 from _support.sockets import client_from, connect_from, read_to_end, refused_keys
 
@@ -36,7 +39,7 @@ agents:
   - id: worker
     kind: python
     entry: _support.probes:Probe
-    options: {sleep: 0.3, reply: "done: {text}", task: true}
+    options: {sleep: 0.15, reply: "done: {text}", task: true}
   - id: sleeper
     kind: python
     entry: _support.probes:Probe
@@ -44,7 +47,7 @@ agents:
 """
 LEASE = 2.0
 CALLERS = 3
-CALLS = 40
+CALLS = 30
 """SendMessage calls per caller thread (the load is bounded in count, and in time by LOAD_LIMIT)."""
 LOAD_LIMIT = 60.0
 TAKEN_OVER = 10.0
@@ -114,81 +117,41 @@ class Load:
                     self.refused.append(f"{text}: {task['status']['state']}")
 
 
-def test_a_room_through_the_balancer_reaches_a_watcher_on_every_replica(
-    postgres_url: str, tmp_path: Path
-) -> None:
-    with running_cluster(CONFIG, postgres_url, tmp_path / "cluster", lease=LEASE) as cluster:
-        through = Api(cluster.url, ADMIN_KEY)
-        scribe = {"kind": "agent", "id": "scribe"}
-        room = through.post("/rooms", {"title": "Ops", "participants": [scribe], "default_agent": "scribe"})[
-            "id"
-        ]
-        watchers = [Live(replica.url, ADMIN_KEY) for replica in cluster.replicas]
-        for live in watchers:
-            wait_until(partial(_subscribed, live, room), what="the room known on every replica")
-        for n in range(6):  # round robin: every replica takes some
-            through.post(f"/rooms/{room}/messages", {"text": f"m{n}"})
-        wait_until(lambda: len(through.messages(room)) == 12, what="every reply")
-        log = [event["cursor"] for event in through.get(f"/rooms/{room}/events", limit=200)["items"]]
-        for live in watchers:
-            frames = live.until(lambda f: f.get("cursor") == log[-1], timeout=20)
-            assert [f["cursor"] for f in frames if f.get("cursor") is not None] == log
-            live.close()
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """Three replicas for this module's room test, then its kill test (the last: it kills one).
+    Every caller is 127.0.0.1: on a fast run the load alone would empty the caller's budget (50/s)
+    and the test's own GetTask would be refused RATE_LIMITED (tests/policy test the limits)."""
+    logs = tmp_path_factory.mktemp("cluster")
+    unlimited = ("--caller-rate", "off")
+    with (
+        fresh_postgres() as url,
+        running_cluster(CONFIG, url, logs, lease=LEASE, serve=unlimited) as started,
+    ):
+        yield started
+
+
+def test_a_room_through_the_balancer_reaches_a_watcher_on_every_replica(cluster: Cluster) -> None:
+    through = Api(cluster.url, ADMIN_KEY)
+    scribe = {"kind": "agent", "id": "scribe"}
+    room = through.post("/rooms", {"title": "Ops", "participants": [scribe], "default_agent": "scribe"})["id"]
+    watchers = [Live(replica.url, ADMIN_KEY) for replica in cluster.replicas]
+    for live in watchers:
+        wait_until(partial(_subscribed, live, room), what="the room known on every replica")
+    for n in range(6):  # round robin: every replica takes some
+        through.post(f"/rooms/{room}/messages", {"text": f"m{n}"})
+    wait_until(lambda: len(through.messages(room)) == 12, what="every reply")
+    log = [event["cursor"] for event in through.get(f"/rooms/{room}/events", limit=200)["items"]]
+    for live in watchers:
+        frames = live.until(lambda f: f.get("cursor") == log[-1], timeout=20)
+        assert [f["cursor"] for f in frames if f.get("cursor") is not None] == log
+        live.close()
 
 
 def _subscribed(live: Live, room: str) -> bool:
     live.send({"type": "subscribe", "rooms": [room], "cursor": 0})
     frame = live.recv()
     return bool(frame["type"] == "subscribed")
-
-
-def test_kill_9_of_a_replica_under_load_loses_no_acknowledged_task(postgres_url: str, tmp_path: Path) -> None:
-    # every caller is 127.0.0.1: on a fast run the load alone would empty the caller's budget (50/s)
-    # and the test's own GetTask would be refused RATE_LIMITED (tests/policy test the limits)
-    unlimited = ("--caller-rate", "off")
-    with running_cluster(CONFIG, postgres_url, tmp_path / "cluster", lease=LEASE, serve=unlimited) as cluster:
-        victim = cluster.replicas[1]
-        # tasks that will still be running on the victim when it dies
-        running = []
-        for n in range(3):
-            params = {"message": message(f"long {n}"), "configuration": {"returnImmediately": True}}
-            running.append(
-                rpc(f"{victim.url}/a2a/agents/sleeper", "SendMessage", params).json()["result"]["task"]
-            )
-        load = Load()
-        deadline = time.monotonic() + LOAD_LIMIT
-        callers = [threading.Thread(target=load.call, args=(cluster, n, deadline)) for n in range(CALLERS)]
-        for caller in callers:
-            caller.start()
-        wait_until(lambda: len(load.completed) >= CALLS // 2, timeout=LOAD_LIMIT, what="the load under way")
-        victim.kill()
-        load.killed_at = time.monotonic()
-
-        # The victim's running tasks end FAILED, naming the lost replica, within the lease.
-        for started in running:
-            ended = wait_until(
-                partial(_final_task, cluster, started["id"]),
-                timeout=TAKEN_OVER - (time.monotonic() - load.killed_at),
-                what=f"task {started['id']} taken over within {TAKEN_OVER} s of the kill",
-            )
-            assert ended["status"]["state"] == "TASK_STATE_FAILED"
-            assert "stopped before it finished" in ended["status"]["message"]["parts"][0]["text"]
-        for caller in callers:
-            caller.join(timeout=LOAD_LIMIT + 30)
-        told = f"replica-2 (pid {victim.pid}) exited"
-        wait_until(
-            lambda: told in (cluster.logs / "cluster.out").read_text(),
-            timeout=5,
-            what="the cluster saying so",
-        )
-
-        # Every task a caller was answered COMPLETED is there, as it was answered, on any replica.
-        assert len(load.completed) + len(load.refused) == CALLERS * CALLS
-        assert load.after_kill > 0, "the cluster kept answering after the kill"
-        for task_id, text in load.completed.items():
-            task = get_task(cluster, task_id)
-            assert task["status"]["state"] == "TASK_STATE_COMPLETED"
-            assert answer_text(task) == text
 
 
 def _final_task(cluster: Cluster, task_id: str) -> dict[str, Any] | None:
@@ -254,3 +217,49 @@ def test_the_balancer_says_who_the_client_is_and_times_out_half_sent_requests(
             assert client.get(f"{cluster.url}/healthz").status_code == 200
         for sock in [*held, over]:
             sock.close()
+
+
+def test_kill_9_of_a_replica_under_load_loses_no_acknowledged_task(cluster: Cluster) -> None:
+    """The module's last test: it kills a replica of the module's cluster."""
+    victim = cluster.replicas[1]
+    # tasks that will still be running on the victim when it dies
+    running = []
+    for n in range(3):
+        params = {"message": message(f"long {n}"), "configuration": {"returnImmediately": True}}
+        running.append(
+            rpc(f"{victim.url}/a2a/agents/sleeper", "SendMessage", params).json()["result"]["task"]
+        )
+    load = Load()
+    deadline = time.monotonic() + LOAD_LIMIT
+    callers = [threading.Thread(target=load.call, args=(cluster, n, deadline)) for n in range(CALLERS)]
+    for caller in callers:
+        caller.start()
+    wait_until(lambda: len(load.completed) >= CALLS // 2, timeout=LOAD_LIMIT, what="the load under way")
+    victim.kill()
+    load.killed_at = time.monotonic()
+
+    # The victim's running tasks end FAILED, naming the lost replica, within the lease.
+    for started in running:
+        ended = wait_until(
+            partial(_final_task, cluster, started["id"]),
+            timeout=TAKEN_OVER - (time.monotonic() - load.killed_at),
+            what=f"task {started['id']} taken over within {TAKEN_OVER} s of the kill",
+        )
+        assert ended["status"]["state"] == "TASK_STATE_FAILED"
+        assert "stopped before it finished" in ended["status"]["message"]["parts"][0]["text"]
+    for caller in callers:
+        caller.join(timeout=LOAD_LIMIT + 30)
+    told = f"replica-2 (pid {victim.pid}) exited"
+    wait_until(
+        lambda: told in (cluster.logs / "cluster.out").read_text(),
+        timeout=5,
+        what="the cluster saying so",
+    )
+
+    # Every task a caller was answered COMPLETED is there, as it was answered, on any replica.
+    assert len(load.completed) + len(load.refused) == CALLERS * CALLS
+    assert load.after_kill > 0, "the cluster kept answering after the kill"
+    for task_id, text in load.completed.items():
+        task = get_task(cluster, task_id)
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert answer_text(task) == text
