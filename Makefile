@@ -103,11 +103,15 @@ services:  ## say in one line if PostgreSQL (127.0.0.1:5432) or Redis (127.0.0.1
 # core). A file's tests share a worker (its module-scoped servers start once, and the benchmark smoke
 # tests, which pin CPUs, never run side by side). WORKERS=0 runs serially.
 WORKERS ?= $(shell echo $$((2 * $$(nproc))))
+# PRECOMPILED: the suite starts about two hundred Python processes (servers, replicas, CLI commands). Where
+# PYTHONDONTWRITEBYTECODE is set (containers often set it), none of them writes bytecode, so each would
+# compile ranch's modules from source again; `compileall` writes it once, before pytest starts them.
 
 test: services $(STAMP) browser haproxy a2a03 mcp1 adk agents benchjs  ## the whole suite: ruff, mypy --strict, the layers contract, pytest on two workers per core, then the benchmarks' smoke runs
 	$(BIN)/ruff check src tests bench scripts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/python -m compileall -q -j 0 src tests  # see PRECOMPILED
 	$(BIN)/pytest -q -n $(WORKERS) --dist loadfile -m "not bench_smoke"
 	$(MAKE) --no-print-directory bench-smoke
 

@@ -49,7 +49,11 @@ def rpc(method: str, params: dict[str, object]) -> dict[str, object]:
     return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
 
 
-def test_two_workers_serve_one_database_as_one_server(tmp_path: Path, database_url: str) -> None:
+def test_two_workers_serve_one_database_as_one_server_and_end_with_their_parent(
+    tmp_path: Path, database_url: str
+) -> None:
+    if not Path("/proc/self/stat").exists():
+        raise AssertionError("this test reads /proc to see the workers: Linux only")
     config = tmp_path / "team.yaml"
     config.write_text(CONFIG)
     port = free_port()
@@ -63,25 +67,43 @@ def test_two_workers_serve_one_database_as_one_server(tmp_path: Path, database_u
         f"ranch-test-{uuid.uuid4().hex[:8]}",
     ]
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(TESTS)}  # the probe agent lives in the tests
-    with ServerProcess(command, port, env=env, log_path=tmp_path / "serve.log") as server:
-        # the first worker answers the health check; the second may still be starting (spawned)
-        wait_until(lambda: ready(server.output()), timeout=60, what="both workers started")
-        url, headers = f"{server.url}/a2a/agents/reader", {"A2A-Version": "1.0"}
-        message = {"role": "ROLE_USER", "messageId": uuid.uuid4().hex, "parts": [{"text": "read"}]}
-        started = httpx.post(
-            url,
-            json=rpc("SendMessage", {"message": message, "configuration": {"returnImmediately": True}}),
-            headers=headers,
-            timeout=10,
-        ).json()["result"]["task"]
-        states = set()
-        for _ in range(12):  # a new connection each: the kernel hands them to either worker
-            answer = httpx.post(url, json=rpc("GetTask", {"id": started["id"]}), headers=headers, timeout=10)
-            states.add(answer.json()["result"]["status"]["state"])
-        assert states <= {"TASK_STATE_SUBMITTED", "TASK_STATE_WORKING", "TASK_STATE_COMPLETED"}, states
-        output = server.output()
-    assert len(workers_of(output)) == 2, output[-2000:]
-    assert output.count("created user 'admin'") == 1  # made once, before the workers started
+    workers: set[int] = set()
+    try:
+        with ServerProcess(command, port, env=env, log_path=tmp_path / "serve.log") as server:
+            # the first worker answers the health check; the second may still be starting (spawned)
+            wait_until(lambda: ready(server.output()), timeout=60, what="both workers started")
+            workers = {int(pid) for pid in workers_of(server.output())}
+            url, headers = f"{server.url}/a2a/agents/reader", {"A2A-Version": "1.0"}
+            message = {"role": "ROLE_USER", "messageId": uuid.uuid4().hex, "parts": [{"text": "read"}]}
+            started = httpx.post(
+                url,
+                json=rpc("SendMessage", {"message": message, "configuration": {"returnImmediately": True}}),
+                headers=headers,
+                timeout=10,
+            ).json()["result"]["task"]
+            states = set()
+            for _ in range(12):  # a new connection each: the kernel hands them to either worker
+                answer = httpx.post(
+                    url, json=rpc("GetTask", {"id": started["id"]}), headers=headers, timeout=10
+                )
+                states.add(answer.json()["result"]["status"]["state"])
+            assert states <= {"TASK_STATE_SUBMITTED", "TASK_STATE_WORKING", "TASK_STATE_COMPLETED"}, states
+            output = server.output()
+            assert len(workers) == 2, output[-2000:]
+            assert output.count("created user 'admin'") == 1  # made once, before the workers started
+
+            # killed outright (SIGKILL, an OOM kill): no chance to stop its workers itself
+            assert all(process_running(pid) for pid in workers), workers
+            server.kill()
+            wait_until(
+                lambda: not any(process_running(pid) for pid in workers),
+                timeout=15,
+                what=f"workers {sorted(workers)} to end after their parent was killed",
+            )
+            # what a supervisor does next, start it again on the same port, can bind it
+            wait_until(lambda: port_free(port), timeout=15, what=f"port {port} to be free")
+    finally:
+        kill_orphans(workers)
 
 
 def test_workers_without_redis_are_refused_saying_why(tmp_path: Path) -> None:
@@ -117,36 +139,3 @@ def kill_orphans(pids: set[int]) -> None:
         with contextlib.suppress(OSError):
             if process_running(pid) and b"multiprocessing" in Path(f"/proc/{pid}/cmdline").read_bytes():
                 os.kill(pid, signal.SIGKILL)
-
-
-def test_workers_end_with_their_parent_and_free_the_port(tmp_path: Path) -> None:
-    if not Path("/proc/self/stat").exists():
-        raise AssertionError("this test reads /proc to see the workers: Linux only")
-    port, db = free_port(), f"sqlite+aiosqlite:///{tmp_path / 'r.db'}"
-    serve = [sys.executable, "-m", "ranch", "serve", "--port", str(port), "--db", db]
-    redis = ["--redis-url", REDIS, "--redis-prefix", f"ranch-test-{uuid.uuid4().hex[:8]}"]
-    env = {"PATH": "/usr/bin:/bin"}
-    workers: set[int] = set()
-    parent = ServerProcess(
-        [*serve, "--workers", "2", *redis], port, env=env, log_path=tmp_path / "parent.log"
-    )
-    again = ServerProcess(serve, port, env=env, log_path=tmp_path / "again.log")
-    try:
-        parent.start(timeout=60)  # spawned workers import everything anew: slow on a busy machine
-        wait_until(lambda: ready(parent.output()), timeout=60, what="both workers started")
-        workers = {int(pid) for pid in workers_of(parent.output())}
-        assert all(process_running(pid) for pid in workers), workers
-        parent.kill()  # SIGKILL: no chance to stop its workers itself
-        wait_until(
-            lambda: not any(process_running(pid) for pid in workers),
-            timeout=15,
-            what=f"workers {sorted(workers)} to end after their parent was killed",
-        )
-        wait_until(lambda: port_free(port), timeout=15, what=f"port {port} to be free")
-        again.start(timeout=60)  # what a supervisor does next: start it again, on the same port
-        assert again.returncode is None, again.output()[-2000:]  # it, not an orphan, answers
-        assert httpx.get(f"{again.url}/healthz", timeout=5).status_code == 200
-    finally:
-        parent.stop()
-        again.stop()
-        kill_orphans(workers)
