@@ -113,6 +113,56 @@ def pinned(cpus: set[int] | None) -> Callable[[], None] | None:
     return lambda: os.sched_setaffinity(0, cpus)
 
 
+CGROUP_V2 = Path("/sys/fs/cgroup")
+CGROUP_V1_CPU = Path("/sys/fs/cgroup/cpu")
+PERIOD_US = 100_000
+
+
+@contextlib.contextmanager
+def cpu_budget(pid: int, cores: float | None) -> Iterator[str]:
+    """Hold the process `pid` to `cores` of CPU time (a CFS quota in a cgroup of its own), as a
+    container's CPU limit does: replicas on one small host then measure what each would do on a
+    machine of that size, rather than the host's cores they share. Yields what was applied, for the
+    table ("not limited" when `cores` is None or no cgroup can be written here: needs root)."""
+    if cores is None:
+        yield "not limited"
+        return
+    quota = max(1000, int(cores * PERIOD_US))
+    name = f"ranch-bench-{os.getpid()}-{pid}"
+    if (CGROUP_V2 / "cgroup.controllers").exists() and "cpu" in (
+        CGROUP_V2 / "cgroup.subtree_control"
+    ).read_text():
+        group, files = CGROUP_V2 / name, {"cpu.max": f"{quota} {PERIOD_US}"}
+    else:
+        group, files = (
+            CGROUP_V1_CPU / name,
+            {"cpu.cfs_period_us": str(PERIOD_US), "cpu.cfs_quota_us": str(quota)},
+        )
+    try:
+        group.mkdir()
+        for file, value in files.items():
+            (group / file).write_text(value)
+        (group / "cgroup.procs").write_text(str(pid))
+    except OSError as exc:
+        refused: OSError | None = exc
+    else:
+        refused = None
+    if refused is not None:
+        print(f"  no CPU budget ({group}: {refused}): not limited", file=sys.stderr)
+        with contextlib.suppress(OSError):
+            group.rmdir()
+        yield "not limited (no writable cgroup)"
+        return
+    try:
+        yield f"{cores:g} core each (a CFS quota)"
+    finally:
+        root = group.parent / "cgroup.procs"
+        with contextlib.suppress(OSError):
+            root.write_text(str(pid))  # back out, so the group can go (a stopped process has left it)
+        with contextlib.suppress(OSError):
+            group.rmdir()
+
+
 def load_run(command: list[str], seconds: float) -> dict[str, float]:
     """A load process pinned to the load cores, run to its end: the JSON summary it prints."""
     pin, limit = pinned(LOAD_CPUS), seconds + 60

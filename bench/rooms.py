@@ -42,6 +42,7 @@ import httpx
 from bench.common import (
     HOST,
     SERVER_CPUS,
+    cpu_budget,
     cpu_seconds,
     free_port,
     host_load,
@@ -61,6 +62,10 @@ agents:
   - {id: echo, kind: echo}
 """
 ROOMS = 16
+REPLICA_CPUS = 0.5
+"""Each replica's CPU in the replicas comparison, in cores: a replica per machine of half a core, so
+that two of them, the database, the proxy and the load fit on a 2-core host (unlimited, two replicas
+share the cores the rest needs, and the ratio measures the host, not the partitioning)."""
 TEXT = {"text": "a plain post: it mentions no one and the room has no agent"}
 CAP = 200_000
 """Most requests one sample sends, whatever its seconds."""
@@ -300,6 +305,8 @@ class Args:
     seconds: float
     rounds: int
     concurrency: int
+    replica_cpus: float | None = REPLICA_CPUS
+    """Each replica's CPU budget in cores (None: not limited)."""
 
 
 def one_process(kind: str, config: Path, folder: Path, args: Args) -> dict[str, Sample]:
@@ -331,13 +338,16 @@ LAYOUTS = {
 }
 
 
-def replicas(config: Path, folder: Path, args: Args) -> dict[str, Sample]:
-    """Posts into 16 rooms on one replica, then over two, on one database 1 ms away (`LAYOUTS`)."""
+def replicas(config: Path, folder: Path, args: Args) -> tuple[dict[str, Sample], str]:
+    """Posts into 16 rooms on one replica, then over two, on one database 1 ms away (`LAYOUTS`), each
+    replica held to `args.replica_cpus` cores; the rows, and the budget as applied."""
     prefix = ("--redis-url", f"redis://{HOST}:{REDIS_PORT}/0", "--redis-prefix", f"rb-{uuid.uuid4().hex[:8]}")
     with (
         database("postgres-1ms", folder) as db,
         serve(config, db.url, folder, *prefix) as a,
         serve(config, db.url, folder, *prefix) as b,
+        cpu_budget(a.pid, args.replica_cpus) as budget,
+        cpu_budget(b.pid, args.replica_cpus),
     ):
         rooms = make_rooms(a.url, ROOMS)
         rooms_known(b.url, rooms)
@@ -356,7 +366,7 @@ def replicas(config: Path, folder: Path, args: Args) -> dict[str, Sample]:
         for _round in range(args.rounds):
             for key, targets in layouts.items():
                 taken[key].append(sample(targets, args.concurrency, args.seconds, pids, db.proxy_pid))
-    return {key: middle(samples) for key, samples in taken.items()}
+    return {key: middle(samples) for key, samples in taken.items()}, budget
 
 
 # -- the tables -----------------------------------------------------------------------------------------
@@ -447,7 +457,11 @@ def target_rows(
 
 
 def render(
-    results: dict[str, dict[str, Sample]], pair: dict[str, Sample] | None, args: Args, trip: str
+    results: dict[str, dict[str, Sample]],
+    pair: dict[str, Sample] | None,
+    args: Args,
+    trip: str,
+    budget: str = "not limited",
 ) -> str:
     header = [
         "database",
@@ -485,7 +499,9 @@ def render(
         ]
         note = (
             f"Two `ranch serve` replicas (Redis at 127.0.0.1:{REDIS_PORT}) on one PostgreSQL database 1 ms "
-            f"away, not pinned; {args.concurrency} connections, connection i posting to room i mod "
+            f"away, not pinned; CPU: {budget}, as if each had a machine of that size (the host's cores are "
+            f"shared with the database, the proxy and the load); {args.concurrency} connections, "
+            f"connection i posting to room i mod "
             f"{ROOMS}. 1: all to replica A. 2, each room written on both: connections 0-{ROOMS - 1} to A, "
             f"the next {ROOMS} to B, as a load balancer spreads them (the target's row). 2, each room on "
             f"one: rooms 0-{ROOMS // 2 - 1} on A, the rest on B, as sticky routing would. Server CPU is "
@@ -516,11 +532,18 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--databases", nargs="+", choices=KINDS, default=list(KINDS))
     parser.add_argument("--no-replicas", action="store_true", help="skip the two-replica comparison")
+    parser.add_argument(
+        "--replica-cpus",
+        type=float,
+        default=REPLICA_CPUS,
+        help="each replica's CPU budget in cores, a cgroup's quota (needs root; 0: not limited)",
+    )
     parser.add_argument("--quick", action="store_true", help="smoke run: 1 round of 0.3 s a row")
     parsed = parser.parse_args(argv or [])
-    args = Args(parsed.seconds, parsed.rounds, parsed.concurrency)
+    budget = parsed.replica_cpus or None
+    args = Args(parsed.seconds, parsed.rounds, parsed.concurrency, budget)
     if parsed.quick:
-        args = Args(0.3, 1, 32)
+        args = Args(0.3, 1, 32, budget)
     kinds = list(parsed.databases)
     with_replicas = not parsed.no_replicas
     postgres = [kind for kind in kinds if kind != "sqlite"] or ([None] if with_replicas else [])
@@ -535,9 +558,9 @@ def main(argv: list[str] | None = None) -> str:
         config = folder / "rooms.yaml"
         config.write_text(CONFIG)
         results = {kind: one_process(kind, config, folder, args) for kind in kinds}
-        pair = replicas(config, folder, args) if with_replicas else None
+        pair, budget = replicas(config, folder, args) if with_replicas else (None, "not limited")
     trip += f" Host load (1-minute average): {load:.1f} at the start, {host_load():.1f} at the end."
-    text = render(results, pair, args, trip)
+    text = render(results, pair, args, trip, budget)
     print(text)
     return text
 
