@@ -29,8 +29,14 @@ agents:
 """
 
 
+LEASE = "4"
+"""Seconds (`--lease`) before the killed server's work is taken over on PostgreSQL: with the default
+(10 s) and a take-over round every half lease, the wait after a fast restart could run out first."""
+
+
 def serve(config: Path, database: str, port: int, log: Path) -> ServerProcess:
     command = [sys.executable, "-m", "ranch", "serve", str(config), "--port", str(port), "--db", database]
+    command += ["--lease", LEASE]
     env = {**os.environ, "PYTHONPATH": str(TESTS), "RANCH_ADMIN_KEY": ADMIN_KEY}
     return ServerProcess(command, port, env=env, log_path=log, name="hub")
 
