@@ -8,8 +8,9 @@ same server runs over stdio (`ranch mcp CONFIG`) and over streamable HTTP at
 stateless 2026-07-28 revision (`server/discover`, every request on its own) and
 still serves 2025-era clients, whose `initialize` handshake it answers without
 opening a session. Nothing is kept between requests, so any replica answers any
-request. Turns asked over MCP run directly, within the agent's timeout; they are
-not stored as A2A tasks.
+request. A turn asked over MCP runs directly, within the agent's timeout, unless the client declares
+the Tasks extension on `/mcp`: then a turn that runs as a task is started as a stored A2A task and
+answered with its handle (hub/mcp_tasks.py).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from ranch.agents.fold import fold, state_name
 from ranch.agents.invoke import invoke
 from ranch.catalog.discovery import Wanted
 from ranch.exceptions import RanchError
+from ranch.hub.mcp_tasks import McpTasks, declared, tool_result
 from ranch.identity.caller import Caller
 from ranch.ids import new_id
 from ranch.policy.limits import Limits, check_json, check_message
@@ -121,12 +123,16 @@ async def _everyone(request: Any, agent_id: str) -> bool:
 
 
 def build_server(
-    registry: Registry, reachable: Reachable = _everyone, limits: Limits | None = None
+    registry: Registry,
+    reachable: Reachable = _everyone,
+    limits: Limits | None = None,
+    tasks: McpTasks | None = None,
 ) -> Server[Any]:
     """The MCP server: one `ask_<id>` tool per agent and team of `registry` the caller may reach.
 
     It keeps nothing between requests (the HTTP request of each call is in `ctx.request`; None over
-    stdio), so any replica answers any request of a 2026-07-28 or a 2025 client."""
+    stdio), so any replica answers any request of a 2026-07-28 or a 2025 client. With `tasks` (on
+    `/mcp`, where the task store is), it offers the Tasks extension."""
 
     async def tools(request: Any) -> list[Agent]:
         return [agent for agent in _askable(registry) if await reachable(request, agent.id)]
@@ -147,12 +153,12 @@ def build_server(
             tools=listed, ttl_ms=LIST_TTL_MS, cache_scope="private", _meta={CATALOG_KEY: _digest(listed)}
         )
 
-    async def call_tool(
+    async def accepted(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
-        """Ask the agent; bad input is the tool's error result naming the field, which a model reads."""
-        request = ctx.request
-        allowed = {tool_name(agent.id): agent.id for agent in await tools(request)}
+    ) -> types.CallToolResult | tuple[Agent, str, str | None]:
+        """The agent, message and context_id asked; bad input is the tool's error result naming the
+        field, which a model reads."""
+        allowed = {tool_name(agent.id): agent.id for agent in await tools(ctx.request)}
         agent_id = allowed.get(params.name)
         if agent_id is None:
             return _error(f"name: no tool '{params.name}'; the tools are {', '.join(allowed)}")
@@ -165,13 +171,35 @@ def build_server(
             check_message(_message(text, context_id), limits or Limits(), "message")
         except RanchError as exc:
             return _error(_argument_named(str(exc)))
-        answer = await ask(
-            registry.get(agent_id), text, context_id, _owner(request, agent_id), _caller(request)
-        )
-        text = answer["reply"] + "\n\nroute: " + " -> ".join(answer["route"])
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=text)], structured_content=answer
-        )
+        return registry.get(agent_id), text, context_id
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        """Ask the agent and answer when its turn ends."""
+        asked = await accepted(ctx, params)
+        if isinstance(asked, types.CallToolResult):
+            return asked
+        agent, text, context_id = asked
+        request = ctx.request
+        return tool_result(await ask(agent, text, context_id, _owner(request, agent.id), _caller(request)))
+
+    async def call_tool_or_task(
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> HandlerResult:
+        """A client declaring the Tasks extension gets a task for a turn that runs as one."""
+        asked = await accepted(ctx, params)
+        if isinstance(asked, types.CallToolResult):
+            return asked
+        agent, text, context_id = asked
+        request = ctx.request
+        owner, caller = _owner(request, agent.id), _caller(request)
+        if tasks is None or agent.replies_directly or not declared(ctx):
+            return tool_result(await ask(agent, text, context_id, owner, caller))
+        try:
+            return await tasks.create(agent, _message(text, context_id), owner, caller)
+        except RanchError as exc:
+            return _error(str(exc))
 
     server: Server[Any] = Server(
         "ranch",
@@ -181,6 +209,9 @@ def build_server(
         on_call_tool=call_tool,
     )
     server.middleware.append(_fields_named)
+    if tasks is not None:
+        server.add_request_handler("tools/call", types.CallToolRequestParams, call_tool_or_task)
+        tasks.offer(server)
     return server
 
 
@@ -378,7 +409,19 @@ def mcp_app(hub: Hub) -> tuple[ASGIApp, Callable[[], AbstractAsyncContextManager
         principal = request.scope.get(PRINCIPAL_KEY) if request is not None else None
         return await security.reachable(principal, agent_id)
 
-    server = build_server(hub.registry, reachable if security.enabled else _everyone, hub.settings.limits())
+    reach = reachable if security.enabled else _everyone
+
+    async def owned(request: Any, owner: str) -> bool:
+        """Whether `owner` (of an A2A task) is this caller asking an agent it may still reach."""
+        agent_id = owner.partition("/")[0]
+        if owner != _owner(request, agent_id) or agent_id not in hub.registry:
+            return False
+        return not hub.registry.get(agent_id).require_extensions and await reach(request, agent_id)
+
+    retention = hub.settings.retention or hub.config.retention
+    ttl_ms = None if retention.tasks is None else int(retention.tasks * 1000)
+    tasks = McpTasks(lambda: hub.core, _answer, owned, ttl_ms)
+    server = build_server(hub.registry, reach, hub.settings.limits(), tasks)
     manager = StreamableHTTPSessionManager(app=server, stateless=True)
 
     @asynccontextmanager
