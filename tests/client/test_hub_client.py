@@ -26,6 +26,7 @@ from ranch.client import (
     RateLimited,
     Unauthenticated,
     UnsupportedContent,
+    models,
 )
 
 CONFIG = """
@@ -125,6 +126,42 @@ def test_errors_are_typed_and_a_bad_value_is_named_before_anything_is_sent(datab
             async with Hub(server.url, "rk_not_a_key") as stranger:
                 with pytest.raises(Unauthenticated):
                     await stranger.me()
+
+        anyio.run(scenario)
+
+
+def test_an_external_agent_hands_its_work_off_and_is_told_the_result(tmp_path: Path) -> None:
+    """`hand_off`: the execution waits on the child the other agent runs; the handing agent's next
+    delivery is the child's answer. A refusal names the field, checked first by the hub's own model."""
+    with serve_ranch(CONFIG, tmp_path / "hub.db") as server:
+
+        async def scenario() -> None:
+            async with Hub(server.url, ADMIN_KEY) as admin:
+                scout = await admin.register_agent({"id": "scout", "kind": "external"})
+                assert isinstance(scout, models.RegisteredExternal)  # its key, shown once
+                agents = [{"kind": "agent", "id": "scout"}, {"kind": "agent", "id": "greeter"}]
+                room = await admin.create_room("Outage", participants=agents)
+                await admin.post(room.id, "@scout look into the outage")
+                async with Hub(server.url, scout.api_key) as agent:
+                    first = await until(agent.next_delivery, "scout's delivery")
+                    (execution,) = [e for e in await admin.executions(room.id) if e.agent_id == "scout"]
+                    with pytest.raises(InvalidInput) as itself:
+                        await agent.hand_off(execution.id, "scout", "mine")
+                    assert itself.value.field == "agent"
+                    with pytest.raises(InvalidInput) as blank:  # the hub's model, before sending
+                        await agent.hand_off(execution.id, "")
+                    assert blank.value.field == "agent"
+                    waiting = await agent.hand_off(execution.id, "greeter", "greetings", message="say hi")
+                    assert waiting.status == "handoff"
+                    assert (
+                        waiting.handoff_to is not None
+                        and waiting.reason == "handed off to greeter: greetings"
+                    )
+                    await agent.ack(first.delivery_id)
+                    told = await until(agent.next_delivery, "the child's result")
+                    assert told.message.text == "Hello: say hi"
+                    child = await admin.execution(waiting.handoff_to)
+                    assert child.parent_execution_id == execution.id and child.agent_id == "greeter"
 
         anyio.run(scenario)
 

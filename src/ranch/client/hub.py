@@ -245,6 +245,20 @@ class Hub:
         answer = await self._call("POST", f"/executions/{_segment(execution_id)}/cancel")
         return _read(models.ExecutionView, answer)
 
+    async def hand_off(
+        self, execution_id: str, agent: str, reason: str = "", message: str | None = None
+    ) -> models.ExecutionView:
+        """Hand an execution's work to another agent of its room (the execution's own agent, or a room
+        admin): the execution waits as `handoff` on the child execution that agent runs, and its agent
+        is told the child's result in its next delivery. `message` is what the other agent is asked
+        (default: `reason`)."""
+        given: dict[str, Any] = {"agent": agent, "reason": reason}
+        if message is not None:
+            given["message"] = message
+        body = _body(models.HandOff, given)
+        answer = await self._call("POST", f"/executions/{_segment(execution_id)}/handoff", body=body)
+        return _read(models.ExecutionView, answer)
+
     async def complete(self, execution_id: str, reason: str = "") -> models.ExecutionView:
         body = _body(models.CompleteExecution, {"reason": reason} if reason else {})
         answer = await self._call("POST", f"/executions/{_segment(execution_id)}/complete", body=body)

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
         UserView,
     )
     from ranch.catalog.requests import REGISTRATION
-    from ranch.rooms.requests import AddParticipant, CreateRoom, PostMessage, UpdateRoom
+    from ranch.rooms.requests import AddParticipant, CreateRoom, HandOff, PostMessage, UpdateRoom
     from ranch.rooms.views import (
         DeliveryView,
         EventView,
@@ -58,7 +58,9 @@ _HOMES = {
         "ranch.api.models",
     ),
     "REGISTRATION": "ranch.catalog.requests",
-    **dict.fromkeys(("AddParticipant", "CreateRoom", "PostMessage", "UpdateRoom"), "ranch.rooms.requests"),
+    **dict.fromkeys(
+        ("AddParticipant", "CreateRoom", "HandOff", "PostMessage", "UpdateRoom"), "ranch.rooms.requests"
+    ),
     **dict.fromkeys(
         ("DeliveryView", "EventView", "ExecutionView", "MessageView", "ParticipantView", "RoomView"),
         "ranch.rooms.views",
@@ -94,6 +96,7 @@ __all__ = [
     "DeliveryView",
     "EventView",
     "ExecutionView",
+    "HandOff",
     "Me",
     "MessageView",
     "NewOrganization",
