@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
@@ -142,6 +143,11 @@ class RoomCommits:
         """Rooms whose writes are going out (in a batch, or waiting for their room alone)."""
         self._lanes = 0
         """Batches being taken and written."""
+        self._timed: deque[tuple[float, _Write[Any, Any]]] = deque()
+        """Writes queued while every lane was busy, with the time (`WAITED` later) at which another
+        lane opens for each still waiting; in the order they came, so their times only grow."""
+        self._timing = False
+        """Whether the one task that watches `_timed` runs."""
 
     async def write(
         self,
@@ -160,7 +166,10 @@ class RoomCommits:
         write = _Write(room_id, check, apply, future, contextvars.copy_context(), ahead)
         self._pending.append(write)
         if not self._open_lane() and self._lanes < self.lanes:
-            self.group.start_soon(self._waited, write)
+            self._timed.append((loop.time() + WAITED, write))
+            if not self._timing:
+                self._timing = True
+                self._spawn(self._waited)
         return await future
 
     def _open_lane(self, *, more: bool = False) -> bool:
@@ -174,10 +183,18 @@ class RoomCommits:
         self._spawn(self._lane)
         return True
 
-    async def _waited(self, write: _Write[Any, Any]) -> None:
-        await anyio.sleep(WAITED)
-        if not write.taken and not write.future.done():
-            self._open_lane(more=True)
+    async def _waited(self) -> None:
+        """One task for every timed write, not one each (a post's hot path): at each write's time,
+        another lane opens if it still waits."""
+        try:
+            while self._timed:
+                due, write = self._timed[0]
+                await anyio.sleep_until(due)  # at once when it is past
+                self._timed.popleft()
+                if not write.taken and not write.future.done():
+                    self._open_lane(more=True)
+        finally:
+            self._timing = False
 
     def _spawn(self, work: Callable[[], Awaitable[None]]) -> None:
         """`work` in the group; a bug in it is logged, not let out to cancel the app's other tasks."""
