@@ -20,6 +20,7 @@ from starlette.routing import BaseRoute, Mount, Route
 
 from ranch.agents.base import gather_infos
 from ranch.api import openapi
+from ranch.api.direct import DirectRoutes
 from ranch.api.imports import ImportCatalog, Imported, import_catalog
 from ranch.api.inbox import acknowledge, pending
 from ranch.api.models import (
@@ -690,6 +691,11 @@ def routes(services: ApiServices) -> list[BaseRoute]:
     served: list[BaseRoute] = [Route(o.path, endpoint(o, services), methods=[o.method]) for o in OPERATIONS]
     served.append(Route(openapi.PATH, serve_document, methods=["GET"]))
     return [Mount(PREFIX, routes=served)]  # one match for a request elsewhere, and only these for one here
+
+
+def direct_routes(services: ApiServices) -> DirectRoutes:
+    """The same operations, for the edge to serve without Starlette's router (api/direct.py)."""
+    return DirectRoutes(OPERATIONS, services, PREFIX)
 
 
 def websockets(services: ApiServices) -> dict[str, WebSocketEndpoint]:

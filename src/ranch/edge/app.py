@@ -3,9 +3,10 @@
 Every HTTP request is read once (`Guards.read`), runs under its trace id, and passes the
 chain (`Guards.check`); a refusal is answered here in the binding's format. Then the road:
 a plain A2A 1.0 JSON-RPC call goes to the `FastHandler` (no middleware stack, router,
-`Request` or `Response`; keyed calls included, since the chain has authenticated them),
-anything else, or anything the fast handler hands back, to the full Starlette stack, which
-serves ranch's own bindings, the a2a-sdk's dispatchers, the REST API, /mcp and the page.
+`Request` or `Response`; keyed calls included, since the chain has authenticated them), a REST
+operation matched by `direct` to its endpoint (no middleware stack or router), anything else, or
+anything the fast handler hands back, to the full Starlette stack, which serves ranch's own
+bindings, the a2a-sdk's dispatchers, the rest of the REST API, /mcp and the page.
 Every response carries `X-Trace-Id`.
 """
 
@@ -14,10 +15,12 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
@@ -40,6 +43,20 @@ from ranch.observe import metrics, tracing
 from ranch.policy.logs import TRACE_ID, AccessLog, trace_id_from
 from ranch.wire.fastpath import FastHandler, read_body, replay, send_json
 
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+class Direct(Protocol):
+    """REST operations matched without the router (api/direct.py)."""
+
+    prefix: str
+    """Where they are mounted: the root path their endpoints see."""
+
+    def __call__(self, method: str, path: str) -> tuple[Endpoint, dict[str, str]] | None:
+        """The endpoint of the operation that takes `method` on `path`, and its path parameters;
+        None: the router decides."""
+
+
 TRACE_HEADER = b"x-trace-id"
 CLIENT_GONE = 499
 """The status an access line gives a request whose client left before it was answered."""
@@ -54,6 +71,7 @@ class EdgeApp(Starlette):
         guards: Guards,
         fast: FastHandler | None,
         websockets: Mapping[str, Callable[[WebSocket], Awaitable[None]]] | None = None,
+        direct: Direct | None = None,
         access_log: AccessLog | None = None,
         debug: bool = False,
         **kwargs: Any,
@@ -66,10 +84,14 @@ class EdgeApp(Starlette):
         the full stack (middleware, router, mount) would keep its frames alive that long, for each
         watcher. Each endpoint checks its own key, as WebSockets take no guard chain."""
         """Answers plain A2A 1.0 JSON-RPC calls; None sends every call down the full stack."""
+        self.direct = direct
+        """Matches REST operations, served without the router; None: the router serves them all."""
         self.access_log = access_log
         self.debug = debug
         self.fast_answers = 0
         """Requests the fast path answered (tests read it to tell which road a call took)."""
+        self.direct_answers = 0
+        """REST requests answered without the router (the same, for `direct`)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -166,12 +188,35 @@ class EdgeApp(Starlette):
                 return answer.status_code
             receive = replay(body, receive)  # an A2A 0.3 method name: the SDK's dispatcher serves it
         sent = _Traced(send, trace)
+        if call.entry is Entry.API and await self._direct(call, scope, receive, sent):
+            return sent.status
         if may_stream(call, self.guards.security):  # a stream ends when its key does
             ending = KeyedStream(call, self.guards.security, sent)
             await ending.run(partial(super().__call__, scope, ending.reading(receive)))
         else:
             await super().__call__(scope, receive, sent)
         return sent.status
+
+    async def _direct(self, call: Call, scope: Scope, receive: Receive, send: Send) -> bool:
+        """Serve a REST operation `direct` matches with its endpoint, in the scope its mount would
+        give it; False if none does. A failure the endpoint does not answer itself is a plain 500,
+        raised on to the server (as the full stack's outermost middleware does)."""
+        if self.direct is None or scope.get("root_path"):
+            return False
+        found = self.direct(call.method, call.path)
+        if found is None:
+            return False
+        endpoint, params = found
+        self.direct_answers += 1
+        scope.update(app=self, path_params=params, app_root_path="", root_path=self.direct.prefix)
+        scope["endpoint"] = endpoint
+        try:
+            response = await endpoint(Request(scope, receive, send))
+        except Exception:
+            await PlainTextResponse("Internal Server Error", status_code=500)(scope, receive, send)
+            raise
+        await response(scope, receive, send)
+        return True
 
     async def _refuse(
         self, call: Call, error: Exception, scope: Scope, receive: Receive, send: Send, trace: bytes

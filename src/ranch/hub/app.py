@@ -37,6 +37,7 @@ from starlette.types import Scope
 from ranch._version import __version__
 from ranch.agents.base import Agent, AgentInfo, gather_infos
 from ranch.api import errors as api_errors
+from ranch.api.routes import direct_routes
 from ranch.api.routes import routes as api_routes
 from ranch.api.routes import websockets as api_websockets
 from ranch.api.services import ApiServices
@@ -519,6 +520,7 @@ def create_app(config: RanchConfig, settings: Settings | None = None) -> Starlet
         guards=guards,
         fast=_fast(endpoint) if lean else None,
         websockets=api_websockets(api),
+        direct=direct_routes(api),
         access_log=hub.settings.access_log,
         debug=hub.settings.debug,
         routes=routes,

@@ -22,6 +22,7 @@ outside any lock; replayed and live events are deduplicated by cursor (`accept`)
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -30,7 +31,7 @@ from typing import Any, cast
 
 import anyio
 from anyio.abc import TaskStatus
-from sqlalchemy import Table, bindparam, case, func, insert, literal, select, union_all, update
+from sqlalchemy import Table, Update, bindparam, case, func, insert, literal, select, union_all, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 
 from ranch.db.models import Delivery, Execution, Room, RoomEvent, RoomMessage, iso, now
@@ -68,10 +69,31 @@ _COUNT_EVENTS = (
     .returning(Room.last_event)
 )
 """Statements built once: a room's are bound at each transaction, none is built per write."""
+
+
+@functools.lru_cache(maxsize=256)
+def _count_rooms(rooms: int) -> Update:
+    """Count events of `rooms` rooms at once (`room0`, `count0`, ...): built once for each number
+    of rooms, and compiled once (building the statement of each batch cost more than running it)."""
+    named = [bindparam(f"room{n}", type_=Room.id.type) for n in range(rooms)]
+    added = case(
+        *(
+            (Room.id == room, bindparam(f"count{n}", type_=Room.last_event.type))
+            for n, room in enumerate(named)
+        )
+    )
+    return (
+        update(Room)
+        .where(Room.id.in_(named))
+        .values(last_event=Room.last_event + added)
+        .returning(Room.id, Room.last_event)
+    )
+
+
 _INSERT_EVENTS = insert(cast(Table, RoomEvent.__table__))
-_INSERT_MESSAGES = insert(cast(Table, RoomMessage.__table__)).returning(
-    RoomMessage.seq, sort_by_parameter_order=True
-)
+_INSERT_MESSAGES = insert(cast(Table, RoomMessage.__table__)).returning(RoomMessage.id, RoomMessage.seq)
+"""Each row's `seq` is read back by its message's id: asking for the rows' order instead
+(`sort_by_parameter_order`) makes SQLite send one INSERT a message, having no sentinel to sort by."""
 
 
 @dataclass(eq=False)
@@ -163,8 +185,9 @@ class Tx:
         held, self.held = self.held, []
         connection = await self.session.connection()  # a plain statement: no ORM machinery on the way
         result = await connection.execute(_INSERT_MESSAGES, [row for _message, row in held])
-        for (message, _row), seq in zip(held, result.scalars().all(), strict=True):
-            message.seq = seq
+        seqs: dict[str, int] = {message_id: seq for message_id, seq in result}
+        for message, _row in held:
+            message.seq = seqs[message.id]
 
 
 class Bus:
@@ -297,14 +320,10 @@ class Bus:
             counted = await connection.execute(_COUNT_EVENTS, {"room": room, "count": len(own)})
             newest = {room: counted.scalar()}
         else:  # every room's count in one statement
-            added = case({room: len(own) for room, own in rooms.items()}, value=Room.id)
-            counts = (
-                update(Room)
-                .where(Room.id.in_(list(rooms)))
-                .values(last_event=Room.last_event + added)
-                .returning(Room.id, Room.last_event)
-            )
-            newest = {row.id: row.last_event for row in await connection.execute(counts)}
+            values = {f"room{n}": room for n, room in enumerate(rooms)}
+            values.update((f"count{n}", len(own)) for n, own in enumerate(rooms.values()))
+            counted = await connection.execute(_count_rooms(len(rooms)), values)
+            newest = {row.id: row.last_event for row in counted}
         for room, own in rooms.items():
             last = newest.get(room)
             if last is None:
