@@ -320,7 +320,7 @@ class Bus:
             counted = await connection.execute(_COUNT_EVENTS, {"room": room, "count": len(own)})
             newest = {room: counted.scalar()}
         else:  # every room's count in one statement
-            values = {f"room{n}": room for n, room in enumerate(rooms)}
+            values: dict[str, str | int] = {f"room{n}": room for n, room in enumerate(rooms)}
             values.update((f"count{n}", len(own)) for n, own in enumerate(rooms.values()))
             counted = await connection.execute(_count_rooms(len(rooms)), values)
             newest = {row.id: row.last_event for row in counted}
