@@ -69,12 +69,26 @@ frontend ranch
     http-request del-header X-Forwarded-For
     option forwardfor
     http-request set-header X-Forwarded-Proto %[ssl_fc,iif(https,http)]
+    # a room's calls go to one replica (while it is up): its posts share that replica's commits
+    # instead of taking turns at the room's lock with the other replicas' (docs/deploy.md)
+    use_backend rooms if {{ path_beg /api/v1/rooms/ }}
     default_backend replicas
 
 backend replicas
     balance roundrobin
     option httpchk GET /healthz
     default-server inter 500ms fall 2 rise 1
+    http-response set-header X-Ranch-Replica %s
+{servers}
+
+backend rooms
+    # the path up to the room's id (/api/v1/rooms/ID) picks the replica; a replica that goes down
+    # moves only its own rooms to the others
+    balance uri depth 4
+    hash-type consistent
+    option httpchk GET /healthz
+    default-server inter 500ms fall 2 rise 1
+    http-response set-header X-Ranch-Replica %s
 {servers}
 """
 HEAD_TIMEOUT = 10.0

@@ -142,14 +142,19 @@ def test_rooms_posts_with_postgres_1ms_away_on_one_and_two_replicas() -> None:
     pair = rows(output, "Room posts, replicas")
     assert [row["replicas"][:2] for row in pair] == ["1:", "2:", "2:"] and posts_answered(pair, "posts/s")
     # each replica's CPU budget, as applied (a cgroup's quota as root; said when none could be set)
-    assert "CPU: 0.5 core each (a CFS quota)" in output or "CPU: not limited (no writable cgroup)" in output
+    assert "CPU: 0.25 core each (a CFS quota)" in output or "CPU: not limited (no writable cgroup)" in output
     targets = [row["target"] for row in rows(output, "Room targets")]
     assert [target.split(",")[0] for target in targets] == [
         "plain post's server CPU (16 rooms",
         "posts/s",
         "posts/s",
+        "posts/s",
     ]
-    assert "16 rooms vs 1" in targets[1] and "2 replicas vs 1" in targets[2]
+    assert "16 rooms vs 1" in targets[1]
+    assert (
+        "2 replicas vs 1 (each room on one" in targets[2]
+        and "2 replicas vs 1 (each room on both" in targets[3]
+    )
 
 
 def test_watchers_of_a_room_each_get_every_post() -> None:

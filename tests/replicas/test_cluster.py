@@ -138,7 +138,7 @@ def test_a_room_through_the_balancer_reaches_a_watcher_on_every_replica(cluster:
     watchers = [Live(replica.url, ADMIN_KEY) for replica in cluster.replicas]
     for live in watchers:
         wait_until(partial(_subscribed, live, room), what="the room known on every replica")
-    for n in range(6):  # round robin: every replica takes some
+    for n in range(6):  # the room's replica takes them; the others hear of them
         through.post(f"/rooms/{room}/messages", {"text": f"m{n}"})
     wait_until(lambda: len(through.messages(room)) == 12, what="every reply")
     log = [event["cursor"] for event in through.get(f"/rooms/{room}/events", limit=200)["items"]]
@@ -146,6 +146,25 @@ def test_a_room_through_the_balancer_reaches_a_watcher_on_every_replica(cluster:
         frames = live.until(lambda f: f.get("cursor") == log[-1], timeout=20)
         assert [f["cursor"] for f in frames if f.get("cursor") is not None] == log
         live.close()
+
+
+def test_the_balancer_sends_each_rooms_calls_to_one_replica(cluster: Cluster) -> None:
+    through = Api(cluster.url, ADMIN_KEY)
+    served: dict[str, set[str]] = {}
+    for n in range(8):  # named rooms: where each goes is the same on every run
+        room = through.post("/rooms", {"id": f"affinity-{n}"})["id"]
+        calls = [
+            through.call("POST", f"/rooms/{room}/messages", {"text": "hello"}),
+            through.call("POST", f"/rooms/{room}/messages", {"text": "again"}),
+            through.call("GET", f"/rooms/{room}/messages"),
+            through.call("GET", f"/rooms/{room}"),
+        ]
+        assert all(answer.status_code < 300 for answer in calls), [answer.text for answer in calls]
+        served[room] = {answer.headers["x-ranch-replica"] for answer in calls}
+    assert all(len(replicas) == 1 for replicas in served.values()), served
+    assert len(set().union(*served.values())) > 1, served  # the rooms are spread over the replicas
+    others = {through.call("GET", "/me").headers["x-ranch-replica"] for _ in range(6)}
+    assert len(others) == len(cluster.replicas)  # every other call: round robin
 
 
 def _subscribed(live: Live, room: str) -> bool:
