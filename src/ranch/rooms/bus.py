@@ -292,6 +292,8 @@ class Bus:
             yield tx
             await tx.store_held()
             counted = await self._count(connection, tx.events) if tx.events else {}
+        if self._relay is not None and counted:
+            self._relay.committed({room: events[-1].cursor for room, events in counted.items()})
         for room, events in counted.items():
             self._committed(room, events)
 
@@ -335,8 +337,6 @@ class Bus:
 
     def _committed(self, room: str, events: list[NewEvent]) -> None:
         """Hand out a room's events committed here: at once when they are next, else from the table."""
-        if self._relay is not None:
-            self._relay.committed(room, events[-1].cursor)
         handed = self._handed.get(room)
         if handed is None:
             return  # nobody here follows the room

@@ -2,10 +2,10 @@
 
 Each room's events are ordered by the room's own cursor, assigned under that room's lock in commit
 order (rooms/bus.py), so the events table itself is each room's ordered stream. A replica that
-commits events in a room says so on the fan-out topic `rooms.events` (the room and its newest
-cursor); every replica whose watchers follow that room then reads the room's events after the last
-one it handed out, in order. Frames that are not stored (streamed text, an external agent's
-delivery) travel on the topic itself.
+commits events says so on the fan-out topic `rooms.events`, one message a commit (each room it wrote
+and that room's newest cursor); every replica whose watchers follow one of those rooms then reads the
+room's events after the last one it handed out, in order. Frames that are not stored (streamed text,
+an external agent's delivery) travel on the topic itself.
 
 Nothing here is only on the topic: a replica that may have missed messages reads every room it
 follows again, and a WebSocket client that reconnects anywhere replays from its cursors.
@@ -59,9 +59,10 @@ class Relay:
         """Run before the events missed during a gap are handed out: the open connections' keys are
         checked first, so a key revoked during the gap gets none of them."""
 
-    def committed(self, room: str, cursor: int) -> None:
-        """Events up to `cursor` were committed in `room` here: tell the other replicas."""
-        self._announce({"kind": "events", "room": room, "cursor": cursor})
+    def committed(self, rooms: dict[str, int]) -> None:
+        """One commit here wrote events in `rooms` (room -> its newest cursor): tell the other replicas,
+        in one message (a batch of posts into many rooms is one publish, and one message to hear)."""
+        self._announce({"kind": "events", "rooms": rooms})
 
     def live(self, payload: Frame) -> None:
         """A frame that is not stored: the other replicas' watchers get it too."""
@@ -91,8 +92,13 @@ class Relay:
         if message.get("origin") == self.origin:
             return  # this replica's own: already handed out
         if message["kind"] == "events":
-            room = message.get("room")
-            self._events(room if isinstance(room, str) else None, _cursor(message.get("cursor")))
+            rooms = message.get("rooms")
+            if isinstance(rooms, dict):
+                for room, cursor in rooms.items():
+                    self._events(room, _cursor(cursor))
+            else:  # a replica of an earlier release: one room, or (none named) every room
+                room = message.get("room")
+                self._events(room if isinstance(room, str) else None, _cursor(message.get("cursor")))
         elif message["kind"] == "live":
             self._deliver(message["payload"])
         else:
@@ -126,8 +132,9 @@ def _cursor(value: Any) -> int:
 
 
 def _frame_of(data: bytes) -> Frame | None:
-    """A message of the topic as replicas send it (`events`, with a room and its newest cursor, or
-    none from a replica of an earlier release: every room; `live` with a frame that is not stored;
+    """A message of the topic as replicas send it (`events`, with the rooms a commit wrote and their
+    newest cursors; from a replica of an earlier release, one room and its cursor, or none: every
+    room; `live` with a frame that is not stored;
     `agent` with an agent's id and a frame), or None."""
     try:
         message = orjson.loads(data)
