@@ -1,4 +1,5 @@
-"""`python -m bench.profile [--keys] [--under-load]`: where one SendMessage to an echo agent spends its time.
+"""`python -m bench.profile [--keys] [--under-load] [--posts]`: where one SendMessage to an echo agent
+(or one plain room post) spends its time.
 
 By default, in process: drives the ranch app through ASGI directly (no sockets, no
 HTTP parser), so the profile shows only ranch and the libraries it calls; prints µs
@@ -6,6 +7,10 @@ per request and a pyinstrument call tree; `--keys` serves with `--auth keys` and
 key on every call. `--under-load [KIND]` samples a bench.wire
 server (default `ranch`: `ranch serve` as deployed) with py-spy while bench.load drives it at c=32:
 the whole server, uvicorn included.
+`--posts [ROUNDS]`: in process, on SQLite, 32 REST posts at once into 16 rooms (as `bench rooms`'
+busiest row) against 32 SendMessage calls at once, each caller presenting the admin key: CPU per
+request (the process's, its SQLite thread's included), the SQL statements a post sends, by kind
+(one INSERT a message would show as 1.0), and a pyinstrument call tree of the posts.
 bench/profiles keeps the outputs from before and after the work on the wire path.
 """
 
@@ -25,6 +30,8 @@ from typing import Any
 
 import orjson
 from pyinstrument import Profiler
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
 
 from bench.wire import BENCH_KEY, OPERATIONS, serving
 from ranch.config import parse_config
@@ -127,6 +134,107 @@ async def main(count: int, keys: bool = False) -> None:
     print(profiler.output_text(unicode=False, color=False, show_all=False))
 
 
+# -- posts: a plain room post against a SendMessage, in process ---------------------------------------
+
+POST_TEXT = {"text": "a plain post: it mentions no one and the room has no agent"}
+POSTERS = 32
+POST_ROOMS = 16
+
+
+async def call(app: Any, method: str, path: str, body: object) -> list[dict[str, Any]]:
+    """One request with the bench's key through the whole ASGI stack; what the app sent."""
+    data = orjson.dumps(body)
+    delivered = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": data, "more_body": False}
+        await asyncio.sleep(3600)
+        return {"type": "http.disconnect"}
+
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    headers = [
+        (b"host", b"127.0.0.1"),
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(data)).encode()),
+        (b"x-api-key", BENCH_KEY.encode()),
+        (b"a2a-version", b"1.0"),
+    ]
+    await app(
+        {**SCOPE, "method": method, "path": path, "raw_path": path.encode(), "headers": headers},
+        receive,
+        send,
+    )
+    return sent
+
+
+async def posts(rounds: int = 60) -> str:
+    """CPU per post and per SendMessage, 32 at once, `rounds` each per caller; statements a post
+    sends; the posts' call tree."""
+    database = tempfile.mktemp(suffix=".db", prefix="ranch-profile-")
+    settings = replace(
+        Settings(f"sqlite+aiosqlite:///{database}", caller_rate=None, agent_rate=None), auth="keys"
+    )
+    app = create_app(
+        parse_config("agents:\n  - {id: echo, kind: echo}\n"), replace(settings, admin_key=BENCH_KEY)
+    )
+    await started(app)
+    rooms = []
+    for n in range(POST_ROOMS):
+        created = await call(app, "POST", "/api/v1/rooms", {"title": f"profile {n}"})
+        rooms.append(orjson.loads(created[-1]["body"])["id"])
+    send_body = orjson.loads(BODY)
+
+    async def poster(n: int) -> None:
+        for _ in range(rounds):
+            answer = await call(app, "POST", f"/api/v1/rooms/{rooms[n % POST_ROOMS]}/messages", POST_TEXT)
+            assert answer[0]["status"] == 201, answer
+
+    async def sender(n: int) -> None:
+        for _ in range(rounds):
+            answer = await call(app, "POST", "/a2a/agents/echo", send_body)
+            assert answer[0]["status"] == 200, answer
+
+    async def cpu_per_request(work: Any) -> float:
+        begin = time.process_time()
+        await asyncio.gather(*(work(n) for n in range(POSTERS)))
+        return (time.process_time() - begin) / (POSTERS * rounds) * 1e6
+
+    await cpu_per_request(poster)  # warm-up
+    await cpu_per_request(sender)
+    statements: Counter[str] = Counter()
+
+    def counted(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        statements[" ".join(statement.split()[:3])] += 1
+
+    event.listen(Engine, "before_cursor_execute", counted)
+    post_us = await cpu_per_request(poster)
+    event.remove(Engine, "before_cursor_execute", counted)
+    send_us = await cpu_per_request(sender)
+    profiler = Profiler(interval=0.0001)
+    profiler.start()
+    await asyncio.gather(*(poster(n) for n in range(POSTERS)))
+    profiler.stop()
+    made = POSTERS * rounds
+    lines = [
+        f"{POSTERS} posts at once into {POST_ROOMS} rooms, in process, SQLite, with a key: "
+        f"{post_us:.0f} µs of CPU a post; {POSTERS} SendMessage calls at once: {send_us:.0f} µs; "
+        f"{post_us / send_us:.2f}x",
+        "",
+        "SQL statements a post sends:",
+        *(f"{count / made:7.3f}  {what}" for what, count in statements.most_common()),
+        "",
+        profiler.output_text(unicode=False, color=False, show_all=False),
+    ]
+    return "\n".join(lines)
+
+
 # -- under load: py-spy on the ranch bench server while bench.load drives it -----------------------
 
 
@@ -223,6 +331,8 @@ def _aggregate(raw: str) -> tuple[Counter[str], Counter[str], int]:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--under-load"]:
         print(under_load(kind=sys.argv[2] if len(sys.argv) > 2 else "ranch"))
+    elif sys.argv[1:2] == ["--posts"]:
+        print(asyncio.run(posts(int(sys.argv[2]) if len(sys.argv) > 2 else 60)))
     elif sys.argv[1:2] == ["--instructions"]:
         print(instructions(sys.argv[2:] or ["bare", "ranch-no-log", "ranch", "ranch-keys"]))
     else:

@@ -17,14 +17,15 @@ from typing import Any
 import anyio
 import pytest
 from anyio.abc import TaskGroup
-from sqlalchemy import insert, select
+from sqlalchemy import event, insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
 from ranch.db.engine import open_engine
-from ranch.db.models import Organization, Room, RoomEvent
+from ranch.db.models import Organization, Room, RoomEvent, RoomMessage
 from ranch.exceptions import NotFound
 from ranch.rooms.bus import Bus, NewEvent, Tx
 from ranch.rooms.commits import Ahead, RoomCommits
+from ranch.rooms.writing import _row as message_row
 
 pytestmark = pytest.mark.anyio
 
@@ -350,3 +351,45 @@ async def test_a_read_writes_of_one_kind_share_is_made_once_for_the_rooms_of_the
         await anyio.wait_all_tasks_blocked()
         go_on.set()
     assert reads == [list(OTHERS)]  # the lone first write read nothing ahead; the batch once, each room once
+
+
+async def test_held_messages_are_stored_in_one_insert_their_seqs_in_the_order_held(
+    engine: AsyncEngine, bus: Bus
+) -> None:
+    """A batch of posts stores its messages with one statement, on SQLite as on PostgreSQL (asking
+    SQLAlchemy for the rows' order made it send one INSERT a message on SQLite), and each message
+    gets the seq of its own row."""
+    inserts: list[str] = []
+
+    def counted(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if statement.lstrip().upper().startswith("INSERT INTO MESSAGES"):
+            inserts.append(statement)
+
+    rooms = [ROOM, *OTHERS, ROOM, OTHERS[0], ROOM]
+    held = [
+        RoomMessage(
+            id=f"m{n}-{room}",
+            room_id=room,
+            type="text",
+            sender_kind="user",
+            sender_id="ann",
+            text=f"{n}",
+            mentions=[],
+            meta={},
+            created_at=float(n),
+        )
+        for n, room in enumerate(rooms)
+    ]
+    event.listen(engine.sync_engine, "before_cursor_execute", counted)
+    try:
+        async with bus.transaction(None) as tx:
+            for message in held:
+                tx.hold(message, message_row(message))
+            await tx.store_held()
+    finally:
+        event.remove(engine.sync_engine, "before_cursor_execute", counted)
+    assert len(inserts) == 1
+    async with engine.connect() as connection:
+        rows = {mid: seq for mid, seq in await connection.execute(select(RoomMessage.id, RoomMessage.seq))}
+    assert [message.seq for message in held] == [rows[message.id] for message in held]
+    assert [message.seq for message in held] == sorted(message.seq for message in held)
