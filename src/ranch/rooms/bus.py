@@ -52,9 +52,12 @@ COUNTED = 1000
 """Events of a room's backlog counted one by one for `subscribed`'s `replayed` (`Bus.backlog_size`)."""
 
 
-LANES = 8
+LANES = 2
 """Batches of room writes going out at once where rooms are written in parallel (rooms/commits.py);
-each holds a pooled connection."""
+each holds a pooled connection. Two: one batch fills while the other goes out. More lanes make more,
+smaller batches, and a transaction costs about 2 ms of CPU whatever it holds: a busy replica then
+spends on transactions what it would spend on posts (bench/README.md "Rooms at scale": eight lanes
+gave two replicas 1.4-1.7x one, two lanes 1.6-1.8x, and one process the same posts/s)."""
 _LOCK_ROOM = select(Room.id).where(Room.id == bindparam("room")).with_for_update(key_share=True)
 _LOCK_FREE_ROOMS = (
     select(Room.id)
