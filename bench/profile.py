@@ -68,13 +68,21 @@ SCOPE: dict[str, Any] = {
 
 async def request(app: Any, headers: list[tuple[bytes, bytes]] | None = None) -> list[dict[str, Any]]:
     """One POST through the whole ASGI stack, with `headers` added; returns what the app sent."""
+    scope = dict(SCOPE)
+    if headers:
+        scope["headers"] = [*SCOPE["headers"], *headers]
+    return await asgi(app, scope, BODY)
+
+
+async def asgi(app: Any, scope: dict[str, Any], body: bytes) -> list[dict[str, Any]]:
+    """`body` sent to `app` in `scope`; the messages it answered with."""
     delivered = False
 
     async def receive() -> dict[str, Any]:
         nonlocal delivered
         if not delivered:
             delivered = True
-            return {"type": "http.request", "body": BODY, "more_body": False}
+            return {"type": "http.request", "body": body, "more_body": False}
         await asyncio.sleep(3600)
         return {"type": "http.disconnect"}
 
@@ -83,9 +91,6 @@ async def request(app: Any, headers: list[tuple[bytes, bytes]] | None = None) ->
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
-    scope = dict(SCOPE)
-    if headers:
-        scope["headers"] = [*SCOPE["headers"], *headers]
     await app(scope, receive, send)
     return sent
 
@@ -144,21 +149,6 @@ POST_ROOMS = 16
 async def call(app: Any, method: str, path: str, body: object) -> list[dict[str, Any]]:
     """One request with the bench's key through the whole ASGI stack; what the app sent."""
     data = orjson.dumps(body)
-    delivered = False
-
-    async def receive() -> dict[str, Any]:
-        nonlocal delivered
-        if not delivered:
-            delivered = True
-            return {"type": "http.request", "body": data, "more_body": False}
-        await asyncio.sleep(3600)
-        return {"type": "http.disconnect"}
-
-    sent: list[dict[str, Any]] = []
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
     headers = [
         (b"host", b"127.0.0.1"),
         (b"content-type", b"application/json"),
@@ -166,12 +156,8 @@ async def call(app: Any, method: str, path: str, body: object) -> list[dict[str,
         (b"x-api-key", BENCH_KEY.encode()),
         (b"a2a-version", b"1.0"),
     ]
-    await app(
-        {**SCOPE, "method": method, "path": path, "raw_path": path.encode(), "headers": headers},
-        receive,
-        send,
-    )
-    return sent
+    scope = {**SCOPE, "method": method, "path": path, "raw_path": path.encode(), "headers": headers}
+    return await asgi(app, scope, data)
 
 
 async def posts(rounds: int = 60) -> str:

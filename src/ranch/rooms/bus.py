@@ -57,7 +57,7 @@ LANES = 2
 each holds a pooled connection. Two: one batch fills while the other goes out. More lanes make more,
 smaller batches, and a transaction costs about 2 ms of CPU whatever it holds: a busy replica then
 spends on transactions what it would spend on posts (bench/README.md "Rooms at scale": eight lanes
-gave two replicas 1.4-1.7x one, two lanes 1.6-1.8x, and one process the same posts/s)."""
+gave two replicas 1.3-1.7x one, two lanes 1.5-1.8x, and one process the same posts/s)."""
 _LOCK_ROOM = select(Room.id).where(Room.id == bindparam("room")).with_for_update(key_share=True)
 _LOCK_FREE_ROOMS = (
     select(Room.id)
