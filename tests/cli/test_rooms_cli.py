@@ -59,19 +59,28 @@ def test_watch_draws_each_hop_and_the_route_as_they_happen(
 ) -> None:
     demo = demo_on_each_database
     env = {**os.environ, "RANCH_API_KEY": DEMO_KEY, "RANCH_URL": demo.url, "PYTHONUNBUFFERED": "1"}
+    # a room of its own: a turn another test started in `demo` may still be drawing its hops there
+    room = f"watched-{time.monotonic_ns()}"
+    made = httpx.post(
+        f"{demo.url}/api/v1/rooms",
+        json={"id": room, "participants": [{"kind": "team", "id": "helpdesk"}]},
+        headers={"X-API-Key": DEMO_KEY},
+        timeout=10,
+    )
+    assert made.status_code == 201, made.text
     out = tmp_path / "watch.out"
     with out.open("wb") as sink:
         watch = subprocess.Popen(
-            [sys.executable, "-m", "ranch", "watch", "demo", "--last", "0"],
+            [sys.executable, "-m", "ranch", "watch", room, "--last", "0"],
             env=env,
             stdout=sink,
             stderr=subprocess.STDOUT,
         )
     try:
-        wait_until(lambda: "-- watching demo" in out.read_text(), timeout=30, what="watch to start")
+        wait_until(lambda: f"-- watching {room}" in out.read_text(), timeout=30, what="watch to start")
         subject = f"lichen{time.monotonic_ns()}"
         answer = httpx.post(
-            f"{demo.url}/api/v1/rooms/demo/messages",
+            f"{demo.url}/api/v1/rooms/{room}/messages",
             json={"text": f"@helpdesk find papers on {subject}"},
             headers={"X-API-Key": DEMO_KEY},
             timeout=10,
