@@ -10,15 +10,12 @@ the OpenAPI document) goes down the full stack, which answers it as it always di
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-
-from starlette.requests import Request
-from starlette.responses import Response
+from collections.abc import Sequence
 
 from ranch.api.operations import Operation, endpoint
 from ranch.api.services import ApiServices
+from ranch.edge.sdk import Endpoint
 
-Endpoint = Callable[[Request], Awaitable[Response]]
 Pattern = tuple[str | None, ...]
 """A path's segments: a literal, or None where a path parameter stands."""
 

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import PlainTextResponse
 from starlette.types import Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
@@ -37,13 +37,12 @@ from ranch.edge.guards import (
     request_id_of,
     tenant_of,
 )
+from ranch.edge.sdk import Endpoint
 from ranch.exceptions import RanchError, RateLimited
 from ranch.identity.principal import PRINCIPAL_KEY
 from ranch.observe import metrics, tracing
 from ranch.policy.logs import TRACE_ID, AccessLog, trace_id_from
 from ranch.wire.fastpath import FastHandler, read_body, replay, send_json
-
-Endpoint = Callable[[Request], Awaitable[Response]]
 
 
 class Direct(Protocol):
@@ -208,8 +207,9 @@ class EdgeApp(Starlette):
             return False
         endpoint, params = found
         self.direct_answers += 1
-        scope.update(app=self, path_params=params, app_root_path="", root_path=self.direct.prefix)
-        scope["endpoint"] = endpoint
+        scope.update(
+            app=self, path_params=params, app_root_path="", root_path=self.direct.prefix, endpoint=endpoint
+        )
         try:
             response = await endpoint(Request(scope, receive, send))
         except Exception:
