@@ -7,7 +7,9 @@ per request and a pyinstrument call tree; `--keys` serves with `--auth keys` and
 key on every call. `--under-load [KIND]` samples a bench.wire
 server (default `ranch`: `ranch serve` as deployed) with py-spy while bench.load drives it at c=32:
 the whole server, uvicorn included.
-`--posts [ROUNDS]`: in process, on SQLite, 32 REST posts at once into 16 rooms (as `bench rooms`'
+`--posts [ROUNDS] [sqlite|postgres|postgres-1ms]`: in process, on a fresh database (default
+SQLite; PostgreSQL at 127.0.0.1:5432, directly or through bench/latency.py's 1 ms proxy), 32 REST
+posts at once into 16 rooms (as `bench rooms`'
 busiest row) against 32 SendMessage calls at once, each caller presenting the admin key: CPU per
 request (the process's, its SQLite thread's included), the SQL statements a post sends, by kind
 (one INSERT a message would show as 1.0), and a pyinstrument call tree of the posts.
@@ -160,13 +162,18 @@ async def call(app: Any, method: str, path: str, body: object) -> list[dict[str,
     return await asgi(app, scope, data)
 
 
-async def posts(rounds: int = 60) -> str:
+def posts(rounds: int = 60, kind: str = "sqlite") -> str:
+    """`_posts` on a fresh database of `kind` (bench.rooms': sqlite, postgres, postgres-1ms)."""
+    from bench.rooms import LABELS, database
+
+    with tempfile.TemporaryDirectory(prefix="ranch-profile-") as folder, database(kind, Path(folder)) as db:
+        return asyncio.run(_posts(db.url, LABELS[kind], rounds))
+
+
+async def _posts(url: str, label: str, rounds: int) -> str:
     """CPU per post and per SendMessage, 32 at once, `rounds` each per caller; statements a post
     sends; the posts' call tree."""
-    database = tempfile.mktemp(suffix=".db", prefix="ranch-profile-")
-    settings = replace(
-        Settings(f"sqlite+aiosqlite:///{database}", caller_rate=None, agent_rate=None), auth="keys"
-    )
+    settings = replace(Settings(url, caller_rate=None, agent_rate=None), auth="keys")
     app = create_app(
         parse_config("agents:\n  - {id: echo, kind: echo}\n"), replace(settings, admin_key=BENCH_KEY)
     )
@@ -209,7 +216,7 @@ async def posts(rounds: int = 60) -> str:
     profiler.stop()
     made = POSTERS * rounds
     lines = [
-        f"{POSTERS} posts at once into {POST_ROOMS} rooms, in process, SQLite, with a key: "
+        f"{POSTERS} posts at once into {POST_ROOMS} rooms, in process, {label}, with a key: "
         f"{post_us:.0f} µs of CPU a post; {POSTERS} SendMessage calls at once: {send_us:.0f} µs; "
         f"{post_us / send_us:.2f}x",
         "",
@@ -318,7 +325,9 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["--under-load"]:
         print(under_load(kind=sys.argv[2] if len(sys.argv) > 2 else "ranch"))
     elif sys.argv[1:2] == ["--posts"]:
-        print(asyncio.run(posts(int(sys.argv[2]) if len(sys.argv) > 2 else 60)))
+        numbers = [arg for arg in sys.argv[2:] if arg.isdigit()]
+        kinds = [arg for arg in sys.argv[2:] if not arg.isdigit()]
+        print(posts(int(numbers[0]) if numbers else 60, kinds[0] if kinds else "sqlite"))
     elif sys.argv[1:2] == ["--instructions"]:
         print(instructions(sys.argv[2:] or ["bare", "ranch-no-log", "ranch", "ranch-keys"]))
     else:

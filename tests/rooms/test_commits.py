@@ -393,3 +393,48 @@ async def test_held_messages_are_stored_in_one_insert_their_seqs_in_the_order_he
         rows = {mid: seq for mid, seq in await connection.execute(select(RoomMessage.id, RoomMessage.seq))}
     assert [message.seq for message in held] == [rows[message.id] for message in held]
     assert [message.seq for message in held] == sorted(message.seq for message in held)
+
+
+async def test_a_batchs_events_go_on_from_each_rooms_count_in_one_statement(
+    engine: AsyncEngine, bus: Bus
+) -> None:
+    """A batch numbers each room's events on from the room's count and stores them with the new
+    counts: on PostgreSQL in one statement (the counts were read as the rooms were locked), on
+    SQLite in two (SQLite counts on the rows inside the write)."""
+    async with bus.batch([ROOM]) as tx:  # ROOM already has two events; the others none
+        await tx.emit(ROOM, "note", {"text": "first"})
+        await tx.emit(ROOM, "note", {"text": "second"})
+    statements: list[str] = []
+
+    def counted(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        statements.append(statement.split()[0].upper())
+
+    event.listen(engine.sync_engine, "before_cursor_execute", counted)
+    try:
+        async with bus.batch([ROOM, *OTHERS]) as tx:
+            assert tx.rooms == (frozenset([ROOM, *OTHERS]) if bus.parallel else None)  # None: any room
+            emitted = [
+                await tx.emit(room, "note", {"text": f"{n}"})
+                for n, room in enumerate([OTHERS[0], ROOM, OTHERS[1], ROOM, OTHERS[0]])
+            ]
+    finally:
+        event.remove(engine.sync_engine, "before_cursor_execute", counted)
+    assert [(e.room_id, e.cursor) for e in emitted] == [
+        (OTHERS[0], 1),
+        (ROOM, 3),
+        (OTHERS[1], 1),
+        (ROOM, 4),
+        (OTHERS[0], 2),
+    ]
+    if engine.dialect.name == "postgresql":
+        assert statements == ["SELECT", "WITH"]  # the lock (with the counts), then events and counts
+    else:
+        assert statements == ["UPDATE", "INSERT"]
+    async with engine.connect() as connection:
+        stored = (await connection.execute(select(RoomEvent.room_id, RoomEvent.cursor, RoomEvent.data))).all()
+        counts = dict((await connection.execute(select(Room.id, Room.last_event))).all())
+    assert sorted((room, cursor, data["text"]) for room, cursor, data in stored) == sorted(
+        [(ROOM, 1, "first"), (ROOM, 2, "second")]
+        + [(e.room_id, e.cursor, e.data["text"]) for e in emitted if isinstance(e.data, dict)]
+    )
+    assert counts == {ROOM: 4, OTHERS[0]: 2, OTHERS[1]: 1}

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import json
 import logging
+import time
+from functools import partial
 from typing import Any
 
 import anyio
 import orjson
 from sqlalchemy import event
 from sqlalchemy import exc as sa
+from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ranch.exceptions import DatabaseUnavailable
@@ -28,6 +31,9 @@ UNAVAILABLE = (sa.OperationalError, sa.InterfaceError, sa.DisconnectionError, sa
 that has no connection to give; a driver's connect failure (asyncpg) is a plain OSError."""
 
 
+PING_AFTER_IDLE = 1.0
+"""Seconds a PostgreSQL connection may rest in the pool before it is pinged on its way out
+(`_ping_rested`)."""
 DISPOSE_WITHIN = 5.0
 """Seconds a stopping server waits for its database connections to close."""
 
@@ -46,16 +52,42 @@ def open_engine(url: str, *, busy_timeout: float = SQLITE_BUSY_TIMEOUT_S) -> Asy
     """The engine for `url`; on SQLite, a writer waits up to `busy_timeout` s for another's lock.
     JSON columns are written and read with orjson (the standard library's json was a few percent
     of a room post's CPU: a message has four JSON columns, its event one)."""
-    options: dict[str, Any] = {"hide_parameters": True, "json_serializer": _json_text}
+    options: dict[str, Any] = {"hide_parameters": True, "json_serializer": json_text}
     options["json_deserializer"] = orjson.loads
     if url.startswith("sqlite"):
         engine = create_async_engine(url, connect_args={"timeout": busy_timeout}, **options)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
-    return create_async_engine(url, pool_pre_ping=True, **options)
+    engine = create_async_engine(url, **options)
+    event.listen(engine.sync_engine, "checkin", _rested_since)
+    event.listen(engine.sync_engine, "checkout", partial(_ping_rested, engine.dialect))
+    return engine
 
 
-def _json_text(value: Any) -> str:
+def _rested_since(_connection: Any, record: Any) -> None:
+    record.info["rested_since"] = time.monotonic()
+
+
+def _ping_rested(dialect: Dialect, connection: Any, record: Any, _proxy: Any) -> None:
+    """Ping a connection that rested in the pool over `PING_AFTER_IDLE` s before it is used: one
+    the database dropped meanwhile (a restart, a failover) is replaced, unseen by the caller.
+
+    SQLAlchemy's `pool_pre_ping` pings at every checkout, and its asyncpg ping is three round
+    trips (BEGIN, `;`, ROLLBACK): a third of a batch of room posts' round trips, and most of its
+    time with the database 1 ms away (bench/README.md "Rooms at scale"). A connection in use
+    goes back to the pool and out again within milliseconds; one the database dropped while it
+    was in use fails that statement, which SQLAlchemy reports as a disconnect, and then the pool
+    replaces every connection it holds."""
+    rested = record.info.get("rested_since")
+    if rested is None or time.monotonic() - rested < PING_AFTER_IDLE:
+        return
+    try:
+        dialect.do_ping(connection)
+    except Exception as exc:  # the pool retries the checkout on a new connection
+        raise sa.DisconnectionError(f"a pooled connection failed its ping: {cause_of(exc)}") from exc
+
+
+def json_text(value: Any) -> str:
     """A JSON column's text (keys that are not strings written as strings, as `json.dumps` does; a
     number orjson does not take, an integer wider than 64 bits, through `json.dumps`)."""
     try:

@@ -31,9 +31,28 @@ from typing import Any, cast
 
 import anyio
 from anyio.abc import TaskStatus
-from sqlalchemy import Table, Update, bindparam, case, func, insert, literal, select, union_all, update
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Float,
+    String,
+    Table,
+    Text,
+    Update,
+    bindparam,
+    case,
+    func,
+    insert,
+    literal,
+    select,
+    union_all,
+    update,
+)
+from sqlalchemy import cast as sql_cast
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 
+from ranch.db.engine import json_text
 from ranch.db.models import Delivery, Execution, Room, RoomEvent, RoomMessage, iso, now
 from ranch.exceptions import NotFound
 from ranch.fanout import Fanout
@@ -58,9 +77,11 @@ each holds a pooled connection. Two: one batch fills while the other goes out. M
 smaller batches, and a transaction costs about 2 ms of CPU whatever it holds: a busy replica then
 spends on transactions what it would spend on posts (bench/README.md "Rooms at scale": eight lanes
 gave two replicas 1.3-1.7x one, two lanes 1.5-1.8x, and one process the same posts/s)."""
-_LOCK_ROOM = select(Room.id).where(Room.id == bindparam("room")).with_for_update(key_share=True)
+_LOCK_ROOM = (
+    select(Room.id, Room.last_event).where(Room.id == bindparam("room")).with_for_update(key_share=True)
+)
 _LOCK_FREE_ROOMS = (
-    select(Room.id)
+    select(Room.id, Room.last_event)
     .where(Room.id.in_(bindparam("rooms", expanding=True)))
     .order_by(Room.id)  # rows locked in one order by every writer: no deadlock between batches
     .with_for_update(key_share=True, skip_locked=True)
@@ -94,6 +115,38 @@ def _count_rooms(rooms: int) -> Update:
 
 
 _INSERT_EVENTS = insert(cast(Table, RoomEvent.__table__))
+
+
+def _count_and_store() -> Update:
+    """PostgreSQL: insert a transaction's events and set their rooms' counts in one statement (one
+    round trip fewer a transaction), the cursors numbered on from the counts read as the rooms were
+    locked. The INSERT is a CTE of the UPDATE: PostgreSQL runs it though nothing reads it."""
+    new = (
+        func.unnest(
+            bindparam("event_rooms", type_=ARRAY(String)),
+            bindparam("event_cursors", type_=ARRAY(BigInteger)),
+            bindparam("event_types", type_=ARRAY(String)),
+            bindparam("event_data", type_=ARRAY(Text)),
+            bindparam("event_times", type_=ARRAY(Float)),
+        )
+        .table_valued("room_id", "cursor", "type", "data", "created_at")
+        .render_derived(name="new")
+    )
+    rows = select(new.c.room_id, new.c.cursor, new.c.type, sql_cast(new.c.data, JSON), new.c.created_at)
+    stored = _INSERT_EVENTS.from_select(["room_id", "cursor", "type", "data", "created_at"], rows).cte(
+        "stored"
+    )
+    counts = (
+        func.unnest(
+            bindparam("counted_rooms", type_=ARRAY(String)), bindparam("room_counts", type_=ARRAY(BigInteger))
+        )
+        .table_valued("id", "last_event")
+        .render_derived(name="counts")
+    )
+    return update(Room).where(Room.id == counts.c.id).values(last_event=counts.c.last_event).add_cte(stored)
+
+
+_COUNT_AND_STORE = _count_and_store()
 _INSERT_MESSAGES = insert(cast(Table, RoomMessage.__table__)).returning(RoomMessage.id, RoomMessage.seq)
 """Each row's `seq` is read back by its message's id: asking for the rows' order instead
 (`sort_by_parameter_order`) makes SQLite send one INSERT a message, having no sentinel to sort by."""
@@ -161,6 +214,8 @@ class Tx:
     created: dict[str, NewEvent] = field(default_factory=dict)
     """Message id -> the `message.created` event of each message it wrote (its data, once committed,
     is the message as the API shows it)."""
+    counts: dict[str, int] = field(default_factory=dict)
+    """Room id -> its count of events as its row was locked (PostgreSQL), which its events go on from."""
     held: list[tuple[RoomMessage, dict[str, Any]]] = field(default_factory=list)
     """Messages to store together in one INSERT (`hold`)."""
     ended: list[Execution] = field(default_factory=list)
@@ -284,17 +339,19 @@ class Bus:
         handed out once it has (still inside this process's locks of the rooms)."""
         async with self.sessions() as session, session.begin():
             connection = await session.connection()
+            counts: dict[str, int] = {}
             if rooms and self._postgres:
                 if wait:
-                    await connection.execute(_LOCK_ROOM, {"room": rooms[0]})
+                    found = await connection.execute(_LOCK_ROOM, {"room": rooms[0]})
                 else:
                     found = await connection.execute(_LOCK_FREE_ROOMS, {"rooms": list(rooms)})
-                    locked = set(found.scalars())
-                    rooms = [room for room in rooms if room in locked]
-            tx = Tx(session, frozenset(rooms))
+                counts = {row.id: row.last_event for row in found}
+                if not wait:
+                    rooms = [room for room in rooms if room in counts]
+            tx = Tx(session, frozenset(rooms), counts=counts)
             yield tx
             await tx.store_held()
-            counted = await self._count(connection, tx.events) if tx.events else {}
+            counted = await self._count(connection, tx) if tx.events else {}
         if self._relay is not None and counted:
             self._relay.committed({room: events[-1].cursor for room, events in counted.items()})
         for room, events in counted.items():
@@ -313,13 +370,18 @@ class Bus:
                     logger.exception("the handoff of execution %s was not settled", row.id)
 
     @staticmethod
-    async def _count(connection: AsyncConnection, events: list[NewEvent]) -> dict[str, list[NewEvent]]:
-        """Number each room's events on from its newest and store them all; the events by room. One
-        statement a room counts on its row, inside the write (SQLite reads outside its transactions
-        until the first write, so the count is never read before it)."""
+    async def _count(connection: AsyncConnection, tx: Tx) -> dict[str, list[NewEvent]]:
+        """Number each room's events on from its newest and store them all; the events by room. Where
+        the rooms' counts were read as they were locked (PostgreSQL), one statement sets the counts
+        and stores the events; else one statement counts on the rooms' rows, inside the write (SQLite
+        reads outside its transactions until the first write, so the count is never read before it)."""
+        events = tx.events
         rooms: dict[str, list[NewEvent]] = {}
         for event in events:
             rooms.setdefault(event.room_id, []).append(event)
+        if tx.counts and all(room in tx.counts for room in rooms):
+            await Bus._count_and_store(connection, tx.counts, rooms)
+            return rooms
         if len(rooms) == 1:
             [(room, own)] = rooms.items()
             counted = await connection.execute(_COUNT_EVENTS, {"room": room, "count": len(own)})
@@ -337,6 +399,27 @@ class Bus:
                 event.cursor = offset
         await connection.execute(_INSERT_EVENTS, [event.row() for event in events])  # one INSERT
         return rooms
+
+    @staticmethod
+    async def _count_and_store(
+        connection: AsyncConnection, counts: dict[str, int], rooms: dict[str, list[NewEvent]]
+    ) -> None:
+        """Number each room's events on from its count as it was locked; store them and the new
+        counts in one statement."""
+        for room, own in rooms.items():
+            for offset, event in enumerate(own, start=counts[room] + 1):
+                event.cursor = offset
+        rows = [event.row() for own in rooms.values() for event in own]
+        values = {
+            "counted_rooms": list(rooms),
+            "room_counts": [counts[room] + len(own) for room, own in rooms.items()],
+            "event_rooms": [row["room_id"] for row in rows],
+            "event_cursors": [row["cursor"] for row in rows],
+            "event_types": [row["type"] for row in rows],
+            "event_data": [json_text(row["data"]) for row in rows],
+            "event_times": [row["created_at"] for row in rows],
+        }
+        await connection.execute(_COUNT_AND_STORE, values)
 
     def _committed(self, room: str, events: list[NewEvent]) -> None:
         """Hand out a room's events committed here: at once when they are next, else from the table."""

@@ -184,15 +184,21 @@ class RoomCommits:
         return True
 
     async def _waited(self) -> None:
-        """One task for every timed write, not one each (a post's hot path): at each write's time,
-        another lane opens if it still waits."""
+        """One task for every timed write, not one each (a post's hot path): at the time of the
+        oldest write still waiting, another lane opens for it. Writes a batch took meanwhile are
+        passed over without a wake each (under load, one wake a `WAITED`, not one a post)."""
         try:
-            while self._timed:
+            while True:
+                while self._timed and (self._timed[0][1].taken or self._timed[0][1].future.done()):
+                    self._timed.popleft()
+                if not self._timed:
+                    return
                 due, write = self._timed[0]
-                await anyio.sleep_until(due)  # at once when it is past
-                self._timed.popleft()
-                if not write.taken and not write.future.done():
-                    self._open_lane(more=True)
+                await anyio.sleep_until(due)
+                if self._timed and self._timed[0][1] is write:
+                    self._timed.popleft()
+                    if not write.taken and not write.future.done():
+                        self._open_lane(more=True)
         finally:
             self._timing = False
 
