@@ -7,11 +7,13 @@ Databases: a SQLite file; a fresh PostgreSQL database at 127.0.0.1:5432 ("direct
 fresh one reached through bench/latency.py, a proxy adding 1 ms each way ("1 ms away").
 
 1. **One process.** Per database, one server pinned to one core (the load on the others) takes
-   turns, round after round, between SendMessage to the echo agent (c=32) and four kinds of
+   turns, round after round, between SendMessage to the echo agent (c=32) and five kinds of
    posts: one writer into 1 room and one writer into each of 16 rooms (rooms written at once
    should not wait for each other: 16 rooms vs 1 is the parallelism alone), then 32 writers into
-   1 room and into 16 rooms (a room's queued posts also share one commit). Server CPU per request
-   (from /proc) compares a plain post with a SendMessage on the same server.
+   1 room and into 16 rooms (a room's queued posts also share one commit), all with the admin
+   key, and 32 people into 16 rooms, each with a key of their own and taking part in their room
+   (a batch then holds many people's posts, as on a hub). Server CPU per request (from /proc)
+   compares a plain post with a SendMessage on the same server.
 2. **Replicas.** Two `ranch serve` processes on one PostgreSQL database 1 ms away, sharing Redis
    at 127.0.0.1:6379 as replicas do, each held to a quarter of a core: posts into 16 rooms at
    c=128 (more than one replica takes), all to replica A (a cluster of one), then half to each
@@ -95,6 +97,9 @@ class Operation:
     rooms: int
     """0: SendMessage to the echo agent; else posts, connection i into room i mod `rooms`."""
     writers: int
+    people: bool = False
+    """Each connection posts as a person of its own (its own key, taking part in its room), as a
+    hub's users do; else every connection presents the admin key."""
 
 
 def operations(concurrency: int) -> list[Operation]:
@@ -106,6 +111,7 @@ def operations(concurrency: int) -> list[Operation]:
         Operation("many-solo", f"post, {ROOMS} rooms, 1 writer each", ROOMS, ROOMS),
         Operation("one-busy", f"post, 1 room, {concurrency} writers", 1, concurrency),
         Operation("many-busy", f"post, {ROOMS} rooms, {concurrency} writers", ROOMS, concurrency),
+        Operation("people", f"post, {ROOMS} rooms, {concurrency} people", ROOMS, concurrency, people=True),
     ]
 
 
@@ -141,8 +147,8 @@ def send_message(port: int) -> Target:
     return Target(port, http_request("/a2a/agents/echo", rpc("SendMessage", MESSAGE), {"A2A-Version": "1.0"}))
 
 
-def post(port: int, room: str) -> Target:
-    return Target(port, http_request(f"/api/v1/rooms/{room}/messages", TEXT, {"X-API-Key": ADMIN_KEY}))
+def post(port: int, room: str, key: str = ADMIN_KEY) -> Target:
+    return Target(port, http_request(f"/api/v1/rooms/{room}/messages", TEXT, {"X-API-Key": key}))
 
 
 async def _worker(
@@ -293,6 +299,22 @@ def make_rooms(url: str, count: int) -> list[str]:
     return rooms
 
 
+def make_people(url: str, rooms: Sequence[str], count: int) -> list[tuple[str, str]]:
+    """`count` people, person i taking part in room i mod the rooms: each one's room and key."""
+    people = []
+    with httpx.Client(base_url=f"{url}/api/v1", headers={"X-API-Key": ADMIN_KEY}, timeout=30) as client:
+        for n in range(count):
+            made = client.post("/users", json={"name": f"bench person {n}"})
+            made.raise_for_status()
+            room = rooms[n % len(rooms)]
+            joined = client.post(
+                f"/rooms/{room}/participants", json={"kind": "user", "id": made.json()["user"]["id"]}
+            )
+            joined.raise_for_status()
+            people.append((room, str(made.json()["api_key"])))
+    return people
+
+
 def rooms_known(url: str, rooms: Sequence[str], wait: float = 30.0) -> None:
     """Wait until the server at `url` reads every room (another replica made them)."""
     deadline = time.monotonic() + wait
@@ -321,15 +343,16 @@ def one_process(kind: str, config: Path, folder: Path, args: Args) -> dict[str, 
     """Every operation's row, taking turns on one server of `kind`."""
     with database(kind, folder) as db, serve(config, db.url, folder, cpus=SERVER_CPUS) as server:
         rooms = make_rooms(server.url, ROOMS)
-        plan = {
-            op.key: (
-                op,
-                [send_message(server.port)]
-                if not op.rooms
-                else [post(server.port, room) for room in rooms[: op.rooms]],
-            )
-            for op in operations(args.concurrency)
-        }
+        people = make_people(server.url, rooms, args.concurrency)
+
+        def targets_of(op: Operation) -> list[Target]:
+            if not op.rooms:
+                return [send_message(server.port)]
+            if op.people:
+                return [post(server.port, room, key) for room, key in people]
+            return [post(server.port, room) for room in rooms[: op.rooms]]
+
+        plan = {op.key: (op, targets_of(op)) for op in operations(args.concurrency)}
         for op, targets in plan.values():  # warm up
             sample(targets, op.writers, min(1.0, args.seconds), [server.pid])
         taken: dict[str, list[Sample]] = {key: [] for key in plan}

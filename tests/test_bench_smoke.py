@@ -112,6 +112,7 @@ ROOM_OPERATIONS = [
     "post, 16 rooms, 1 writer each",
     "post, 1 room, 32 writers",
     "post, 16 rooms, 32 writers",
+    "post, 16 rooms, 32 people",
 ]
 
 

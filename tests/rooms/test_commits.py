@@ -325,16 +325,15 @@ async def test_a_room_another_writer_holds_is_left_out_of_a_batch_and_its_writes
     assert await stored(engine, OTHERS[0]) == [(1, "goes through")]
 
 
-async def test_a_read_writes_of_one_kind_share_is_made_once_for_the_rooms_of_their_batch(
+async def test_a_read_writes_of_one_kind_share_is_made_once_for_their_batch_each_subject_in_each_room(
     bus: Bus, group: TaskGroup
 ) -> None:
     notes = Notes(RoomCommits(bus, group, lanes=1))
-    reads: list[list[str]] = []
+    reads: list[list[tuple[Any, str]]] = []
 
-    async def read(tx: Tx, rooms: list[str]) -> None:  # as a person's seats in every room of the batch
-        reads.append(rooms)
+    async def read(tx: Tx, asked: list[tuple[Any, str]]) -> None:  # as people's seats in the batch's rooms
+        reads.append(asked)
 
-    ahead = Ahead("mia", read)
     inside, go_on = anyio.Event(), anyio.Event()
 
     async def slow(tx: Tx) -> None:
@@ -342,15 +341,23 @@ async def test_a_read_writes_of_one_kind_share_is_made_once_for_the_rooms_of_the
         await go_on.wait()
 
     async with anyio.create_task_group() as group:
-        group.start_soon(partial(notes.commits.write, ROOM, slow, notes.apply("first"), ahead=ahead))
+        first = partial(
+            notes.commits.write, ROOM, slow, notes.apply("first"), ahead=Ahead("seats", read, "mia")
+        )
+        group.start_soon(first)
         await inside.wait()
-        for n, room in enumerate((*OTHERS, OTHERS[0])):
-            group.start_soon(
-                partial(notes.commits.write, room, notes.check, notes.apply(f"q{n}", room), ahead=ahead)
-            )
+        for n, (who, room) in enumerate(
+            [("mia", OTHERS[0]), ("leo", OTHERS[0]), ("mia", OTHERS[1]), ("mia", OTHERS[0])]
+        ):
+            write = partial(notes.commits.write, room, notes.check, notes.apply(f"q{n}", room))
+            group.start_soon(partial(write, ahead=Ahead("seats", read, who)))
+        group.start_soon(
+            partial(notes.commits.write, OTHERS[1], notes.check, notes.apply("alone", OTHERS[1]))
+        )
         await anyio.wait_all_tasks_blocked()
         go_on.set()
-    assert reads == [list(OTHERS)]  # the lone first write read nothing ahead; the batch once, each room once
+    # the lone first write read nothing ahead; the batch once, each person in each of their rooms once
+    assert reads == [[("mia", OTHERS[0]), ("leo", OTHERS[0]), ("mia", OTHERS[1])]]
 
 
 async def test_held_messages_are_stored_in_one_insert_their_seqs_in_the_order_held(
@@ -433,8 +440,8 @@ async def test_a_batchs_events_go_on_from_each_rooms_count_in_one_statement(
     async with engine.connect() as connection:
         stored = (await connection.execute(select(RoomEvent.room_id, RoomEvent.cursor, RoomEvent.data))).all()
         counts = dict((await connection.execute(select(Room.id, Room.last_event))).all())
-    assert sorted((room, cursor, data["text"]) for room, cursor, data in stored) == sorted(
+    assert sorted((row.room_id, row.cursor, row.data["text"]) for row in stored) == sorted(
         [(ROOM, 1, "first"), (ROOM, 2, "second")]
-        + [(e.room_id, e.cursor, e.data["text"]) for e in emitted if isinstance(e.data, dict)]
+        + [(e.room_id, e.cursor, e.shown()["text"]) for e in emitted]
     )
     assert counts == {ROOM: 4, OTHERS[0]: 2, OTHERS[1]: 1}

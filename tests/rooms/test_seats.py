@@ -16,11 +16,12 @@ from ranch.db.engine import open_engine
 from ranch.db.models import Organization, Participant, Room
 from ranch.exceptions import NotFound
 from ranch.identity.principal import Principal
-from ranch.rooms.access import seat, seats
+from ranch.rooms.access import seat, seats, seats_of
 
 pytestmark = pytest.mark.anyio
 
 MIA = Principal(kind="user", id="mia", org_id="acme")
+LEO = Principal(kind="user", id="leo", org_id="acme")
 ADMIN = Principal(kind="user", id="boss", org_id="acme", role="admin")
 MINE = ("kitchen", "garden")
 NOT_MINE = "cellar"
@@ -36,6 +37,8 @@ async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
         rooms = [{"id": room, "org_id": "acme"} for room in (*MINE, NOT_MINE)]
         await connection.execute(insert(Room), [*rooms, {"id": ELSEWHERE, "org_id": "else"}])
         joined = [{"room_id": room, "kind": "user", "ref": "mia"} for room in (*MINE, ELSEWHERE)]
+        joined += [{"room_id": room, "kind": "user", "ref": "leo"} for room in (MINE[0], NOT_MINE)]
+        joined += [{"room_id": MINE[1], "kind": "agent", "ref": "leo"}]  # an agent of the same name
         await connection.execute(insert(Participant), joined)
     yield engine
     await engine.dispose()
@@ -73,3 +76,45 @@ async def test_an_admin_is_seated_in_every_room_of_the_organization_and_no_other
         assert [(await seat(session, ADMIN, room)).sender_kind for room in (*MINE, NOT_MINE)] == ["user"] * 3
         with pytest.raises(NotFound):
             await seat(session, ADMIN, ELSEWHERE)
+
+
+async def test_many_peoples_seats_read_at_once_answer_as_each_persons_own_read(engine: AsyncEngine) -> None:
+    """A batch of posts by several people: one query for all of them, each seated only where they
+    take part (Leo is in the kitchen and the cellar; an agent named leo in the garden seats no one)."""
+    people = [MIA, LEO, ADMIN]
+    rooms = [*MINE, NOT_MINE, ELSEWHERE, "absent"]
+
+    async def alone(principal: Principal, room: str) -> str | None:
+        async with async_sessionmaker(engine)() as session:
+            try:
+                return (await seat(session, principal, room)).room.id
+            except NotFound:
+                return None
+
+    expected = {(p.id, room): await alone(p, room) for p in people for room in rooms}
+    statements: list[str] = []
+
+    def count(_conn: Any, _cursor: Any, text: str, *_args: Any) -> None:
+        statements.append(text)
+
+    async with async_sessionmaker(engine)() as session:
+        event.listen(engine.sync_engine, "before_cursor_execute", count)
+        try:
+            await seats_of(session, [(p, room) for p in people for room in rooms])
+            assert len(statements) == 1
+            found: dict[tuple[str, str], str | None] = {}
+            for p in people:
+                for room in rooms:
+                    try:
+                        found[p.id, room] = (await seat(session, p, room)).room.id
+                    except NotFound:
+                        found[p.id, room] = None
+        finally:
+            event.remove(engine.sync_engine, "before_cursor_execute", count)
+    assert found == expected
+    assert {key for key, room in found.items() if room} == {
+        *(("mia", room) for room in MINE),
+        ("leo", MINE[0]),
+        ("leo", NOT_MINE),
+        *(("boss", room) for room in (*MINE, NOT_MINE)),
+    }

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, String, bindparam, exists, select
+from sqlalchemy import Select, String, and_, bindparam, exists, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ranch.db.models import AgentRecord, Execution, ExecutionStatus, Participant, Room
@@ -59,8 +59,8 @@ class Seat:
     """The id of the sender's execution that is working in the room (an external agent answering)."""
 
 
-def _seat_query(kinds: tuple[str, ...], *, many: bool = False) -> Select[Any]:
-    """The query of `seat` for senders taking part as `kinds` (`many`: of several rooms at once), built
+def _seat_query(kinds: tuple[str, ...]) -> Select[Any]:
+    """The query of `seat` for senders taking part as `kinds`, built
     once (the rooms and sender are bound at each call: no statement is built per post)."""
     who = bindparam("who", type_=String)
     member = exists().where(
@@ -77,8 +77,6 @@ def _seat_query(kinds: tuple[str, ...], *, many: bool = False) -> Select[Any]:
             .scalar_subquery()
         )
         columns += [kind.label("agent_kind"), working.label("working")]
-    if many:
-        return select(Room.id, *columns).where(Room.id.in_(bindparam("rooms", expanding=True)))
     return select(*columns).where(Room.id == bindparam("room_id", type_=String))
 
 
@@ -87,7 +85,20 @@ _SEATS = "ranch.seats"
 _SEAT_QUERIES: dict[tuple[str, ...], Select[Any]] = {
     kinds: _seat_query(kinds) for kinds in (("user",), ("agent", "team"))
 }
-_USER_SEATS = _seat_query(("user",), many=True)
+_PEOPLES_SEATS = (
+    select(Room.id, Room.org_id, Room.status, Room.default_agent, Participant.ref)
+    .outerjoin(
+        Participant,
+        and_(
+            Participant.room_id == Room.id,
+            Participant.kind == "user",
+            Participant.ref.in_(bindparam("who", expanding=True)),
+        ),
+    )
+    .where(Room.id.in_(bindparam("rooms", expanding=True)))
+)
+"""Rooms, each with a row for every one of the people asked who takes part in it as a person (one row,
+`ref` null, when none does): `seats_of`'s one query."""
 
 
 async def seat(session: AsyncSession, principal: Principal, room_id: str) -> Seat:
@@ -103,21 +114,55 @@ async def seat(session: AsyncSession, principal: Principal, room_id: str) -> Sea
 
 
 async def seats(session: AsyncSession, principal: Principal, room_ids: list[str]) -> None:
-    """Read a person's seats in several rooms in one query, for `seat` to answer from (a batch of
-    posts into many rooms, rooms/commits.py); a room it may not post in is left for `seat` to refuse."""
-    if principal.kind != "user" or len(room_ids) < 2:
-        return
+    """Read a person's seats in several rooms in one query (`seats_of`)."""
+    await seats_of(session, [(principal, room) for room in room_ids])
+
+
+async def seats_of(session: AsyncSession, asked: list[tuple[Principal, str]]) -> None:
+    """Read people's seats, each in the rooms asked for them, in one query, for `seat` to answer from
+    (a batch of posts by many people into many rooms, rooms/commits.py); a room one may not post in
+    is left for `seat` to refuse. Agents' seats are read by `seat` alone."""
     kept: dict[tuple[str, str], Seat] = session.info.setdefault(_SEATS, {})
-    wanted = [room for room in room_ids if (room, principal.id) not in kept]
+    wanted = list(
+        dict.fromkeys(
+            (principal, room)
+            for principal, room in asked
+            if principal.kind == "user" and (room, principal.id) not in kept
+        )
+    )
     if len(wanted) < 2:
         return
     await _flush(session)
     connection = await session.connection()
-    rows = await connection.execute(_USER_SEATS, {"rooms": wanted, "who": principal.id})
-    for found in rows.all():
-        taken = _seated(principal, found.id, found)
+    rooms = list(dict.fromkeys(room for _principal, room in wanted))
+    people = list(dict.fromkeys(principal.id for principal, _room in wanted))
+    found: dict[str, Any] = {}
+    members: set[tuple[str, str]] = set()
+    for read in await connection.execute(_PEOPLES_SEATS, {"rooms": rooms, "who": people}):
+        found[read.id] = read
+        if read.ref is not None:
+            members.add((read.id, read.ref))
+    for principal, room in wanted:
+        row = found.get(room)
+        if row is None:
+            continue
+        taken = _seated(
+            principal,
+            room,
+            _Found(row.org_id, row.status, row.default_agent, (room, principal.id) in members),
+        )
         if taken is not None:
-            kept[found.id, principal.id] = taken
+            kept[room, principal.id] = taken
+
+
+@dataclass(frozen=True)
+class _Found:
+    """A person's row of the seat query, as `seats_of` reads it for many people at once."""
+
+    org_id: str
+    status: str
+    default_agent: str | None
+    member: bool
 
 
 async def _seat(session: AsyncSession, principal: Principal, room_id: str) -> Seat:

@@ -63,11 +63,14 @@ replicas writing the same rooms take turns at them, batch by batch, rather than 
 
 @dataclass(frozen=True)
 class Ahead:
-    """A read that writes of one kind (`key`) share, made once for the rooms of a batch's writes of
-    that kind before they run (a person's posts into many rooms: their seats, in one query)."""
+    """A read that writes of one kind (`key`) share, made once for a batch's writes of that kind
+    before they run: `read` gets each write's `subject` with its room, once each pair (people's
+    posts into rooms: their seats, in one query)."""
 
     key: Hashable
-    read: Callable[[Tx, list[str]], Awaitable[None]]
+    read: Callable[[Tx, list[tuple[Any, str]]], Awaitable[None]]
+    subject: Hashable = None
+    """Whose write it is (the person posting)."""
 
 
 @dataclass(eq=False)
@@ -331,13 +334,14 @@ class RoomCommits:
 
     @staticmethod
     async def _run(tx: Tx, writes: list[_Write[Any, Any]]) -> None:
-        shared: dict[Hashable, tuple[Ahead, list[str]]] = {}
+        shared: dict[Hashable, tuple[Ahead, dict[tuple[Any, str], None]]] = {}
         for write in writes:
             if write.ahead is not None:
-                shared.setdefault(write.ahead.key, (write.ahead, []))[1].append(write.room_id)
-        for ahead, rooms in shared.values():
-            if len(rooms) > 1:
-                await ahead.read(tx, list(dict.fromkeys(rooms)))
+                asked = shared.setdefault(write.ahead.key, (write.ahead, {}))[1]
+                asked[write.ahead.subject, write.room_id] = None
+        for ahead, asked in shared.values():
+            if len(asked) > 1:
+                await ahead.read(tx, list(asked))
         for write in writes:
             await asyncio.create_task(write.try_in(tx), context=write.context)
 

@@ -32,7 +32,7 @@ from ranch.identity.principal import Principal
 from ranch.policy.limits import Limits, check_id, check_message, check_value_keys
 from ranch.rooms import executions
 from ranch.rooms import parts as room_parts
-from ranch.rooms.access import Seat, seat, seats, visible_room
+from ranch.rooms.access import Seat, seat, seats_of, visible_room
 from ranch.rooms.bus import NewEvent, Tx, frame
 from ranch.rooms.commits import Ahead, RoomCommits
 from ranch.rooms.mentions import mentioned
@@ -101,7 +101,7 @@ class RoomMessages:
                     tx.later.append(partial(self.writer.record, row, state, status, message.text))
             return tx.created[message.id]
 
-        ahead = Ahead((principal.kind, principal.id), partial(_seats, principal))
+        ahead = Ahead("seats", _seats, principal) if principal.kind == "user" else None
         created = await self.commits.write(room_id, check, apply, ahead=ahead)
         return created.shown()
 
@@ -212,5 +212,5 @@ async def _answer(session: AsyncSession, principal: Principal, room_id: str, del
     row.status = DeliveryStatus.DONE
 
 
-async def _seats(principal: Principal, tx: Tx, room_ids: list[str]) -> None:
-    await seats(tx.session, principal, room_ids)
+async def _seats(tx: Tx, asked: list[tuple[Principal, str]]) -> None:
+    await seats_of(tx.session, asked)
