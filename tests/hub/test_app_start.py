@@ -3,7 +3,9 @@ TLS context of outbound clients (a server start spent about a third of its time 
 
 from __future__ import annotations
 
+import gc
 import ssl
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -61,3 +63,23 @@ def test_the_shared_tls_context_checks_certificates_and_host_names() -> None:
     for context in (tls_context(), tls_context(trust_env=False)):
         assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
         assert context.cert_store_stats()["x509_ca"] > 0  # the CA bundle is loaded
+
+
+async def test_a_server_that_owns_its_process_freezes_what_start_up_made_and_an_embedded_one_does_not(
+    tmp_path: Path,
+) -> None:
+    """`ranch serve` (`freeze_heap`) keeps the objects its start-up made out of the garbage
+    collector's full scans; an app embedded in another process (here, the test's) leaves its GC
+    alone."""
+    database = migrated_sqlite(tmp_path / "hub.db")
+    before = gc.get_freeze_count()
+    settings = Settings(database_url=f"sqlite+aiosqlite:///{database}", admin_key=ADMIN_KEY, announce=print)
+    app = create_app(CONFIG, settings)
+    async with app.router.lifespan_context(app):
+        assert gc.get_freeze_count() == before
+    owner = create_app(CONFIG, replace(settings, freeze_heap=True))
+    try:
+        async with owner.router.lifespan_context(owner):
+            assert gc.get_freeze_count() > before  # the app itself among what was frozen
+    finally:
+        gc.unfreeze()  # this test process goes on running other apps

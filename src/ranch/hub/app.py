@@ -9,6 +9,7 @@ agent under /a2a/agents/{id}, and every agent and team as MCP tools at /mcp.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import signal
@@ -188,6 +189,13 @@ class Settings:
     """When the hub's background work fails while serving, stop the process (SIGTERM to itself:
     uvicorn stops serving, and `ranch serve` exits 1) so a supervisor restarts it. Off when
     embedded: the hub then only stops serving (`/healthz` answers 503)."""
+    freeze_heap: bool = False
+    """Once started, move every object start-up made out of the garbage collector's reach
+    (`gc.freeze()`): its full collections then scan what requests made, not the modules, schemas
+    and config. Measured on a started hub: a full collection scanned about 167,000 objects and held
+    the event loop 75-91 ms (under room posts, one every few thousand requests), under 1 ms frozen;
+    GC cost 18-22 µs a request on average, 8 frozen. `ranch serve` owns its process and sets it; a
+    process running many apps (tests, an embedding) does not."""
     # -- observability (docs/observability.md) --
     metrics: bool = False
     """Serve Prometheus metrics at GET /metrics (behind the superuser's key with `auth="keys"`)."""
@@ -402,6 +410,9 @@ class Hub:
                 group.start_soon(rounds.loop)
             for service in self.services:
                 await stack.enter_async_context(service())
+            if self.settings.freeze_heap:
+                gc.collect()
+                gc.freeze()
             try:
                 yield
             finally:
