@@ -5,7 +5,8 @@ before, naming the room. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import contextlib
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -44,20 +45,29 @@ async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
     await engine.dispose()
 
 
+@contextlib.contextmanager
+def _statements(engine: AsyncEngine) -> Iterator[list[str]]:
+    """The SQL statements sent while the block runs."""
+    sent: list[str] = []
+
+    def count(_conn: Any, _cursor: Any, text: str, *_args: Any) -> None:
+        sent.append(text)
+
+    event.listen(engine.sync_engine, "before_cursor_execute", count)
+    try:
+        yield sent
+    finally:
+        event.remove(engine.sync_engine, "before_cursor_execute", count)
+
+
 async def test_seats_read_at_once_answer_as_each_rooms_own_read_and_refuse_what_it_refuses(
     engine: AsyncEngine,
 ) -> None:
     asked = [*MINE, NOT_MINE, ELSEWHERE, "absent"]
     async with async_sessionmaker(engine)() as alone:
         expected = {room: (await seat(alone, MIA, room)).room.id for room in MINE}
-    statements: list[str] = []
-
-    def count(_conn: Any, _cursor: Any, text: str, *_args: Any) -> None:
-        statements.append(text)
-
     async with async_sessionmaker(engine)() as session:
-        event.listen(engine.sync_engine, "before_cursor_execute", count)
-        try:
+        with _statements(engine) as statements:
             await seats(session, MIA, asked)
             found = {room: (await seat(session, MIA, room)).room.id for room in MINE}
             assert len(statements) == 1  # one query for every room; the seats come from it
@@ -65,8 +75,6 @@ async def test_seats_read_at_once_answer_as_each_rooms_own_read_and_refuse_what_
                 with pytest.raises(NotFound) as refused:
                     await seat(session, MIA, room)
                 assert refused.value.field == "room_id" and room in str(refused.value)
-        finally:
-            event.remove(engine.sync_engine, "before_cursor_execute", count)
     assert found == expected
 
 
@@ -92,25 +100,17 @@ async def test_many_peoples_seats_read_at_once_answer_as_each_persons_own_read(e
                 return None
 
     expected = {(p.id, room): await alone(p, room) for p in people for room in rooms}
-    statements: list[str] = []
-
-    def count(_conn: Any, _cursor: Any, text: str, *_args: Any) -> None:
-        statements.append(text)
-
     async with async_sessionmaker(engine)() as session:
-        event.listen(engine.sync_engine, "before_cursor_execute", count)
-        try:
+        with _statements(engine) as statements:
             await seats_of(session, [(p, room) for p in people for room in rooms])
             assert len(statements) == 1
-            found: dict[tuple[str, str], str | None] = {}
-            for p in people:
-                for room in rooms:
-                    try:
-                        found[p.id, room] = (await seat(session, p, room)).room.id
-                    except NotFound:
-                        found[p.id, room] = None
-        finally:
-            event.remove(engine.sync_engine, "before_cursor_execute", count)
+        found: dict[tuple[str, str], str | None] = {}
+        for p in people:
+            for room in rooms:
+                try:
+                    found[p.id, room] = (await seat(session, p, room)).room.id
+                except NotFound:
+                    found[p.id, room] = None
     assert found == expected
     assert {key for key, room in found.items() if room} == {
         *(("mia", room) for room in MINE),
