@@ -73,8 +73,8 @@ def _ping_rested(dialect: Dialect, connection: Any, record: Any, _proxy: Any) ->
     the database dropped meanwhile (a restart, a failover) is replaced, unseen by the caller.
 
     SQLAlchemy's `pool_pre_ping` pings at every checkout, and its asyncpg ping is three round
-    trips (BEGIN, `;`, ROLLBACK): a third of a batch of room posts' round trips, and most of its
-    time with the database 1 ms away (bench/README.md "Rooms at scale"). A connection in use
+    trips (BEGIN, `;`, ROLLBACK): three of a batch of room posts' ten, and 10 of a lone post's 30 ms
+    with the database 1 ms away (bench/README.md "Rooms at scale, fewer round trips"). A connection in use
     goes back to the pool and out again within milliseconds; one the database dropped while it
     was in use fails that statement, which SQLAlchemy reports as a disconnect, and then the pool
     replaces every connection it holds."""
