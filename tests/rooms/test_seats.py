@@ -1,5 +1,5 @@
 """A person's seats in many rooms, read in one query for a batch of their posts (rooms/access.py
-`seats`), answer exactly as one room's read does: the rooms they take part in are theirs to post
+`seats_of`), answer exactly as one room's read does: the rooms they take part in are theirs to post
 in, and a room they are not in, another organization's or an absent one is refused by `seat` as
 before, naming the room. On SQLite and PostgreSQL."""
 
@@ -17,7 +17,7 @@ from ranch.db.engine import open_engine
 from ranch.db.models import Organization, Participant, Room
 from ranch.exceptions import NotFound
 from ranch.identity.principal import Principal
-from ranch.rooms.access import seat, seats, seats_of
+from ranch.rooms.access import seat, seats_of
 
 pytestmark = pytest.mark.anyio
 
@@ -68,7 +68,7 @@ async def test_seats_read_at_once_answer_as_each_rooms_own_read_and_refuse_what_
         expected = {room: (await seat(alone, MIA, room)).room.id for room in MINE}
     async with async_sessionmaker(engine)() as session:
         with _statements(engine) as statements:
-            await seats(session, MIA, asked)
+            await seats_of(session, [(MIA, room) for room in asked])
             found = {room: (await seat(session, MIA, room)).room.id for room in MINE}
             assert len(statements) == 1  # one query for every room; the seats come from it
             for room in (NOT_MINE, ELSEWHERE, "absent"):
@@ -80,7 +80,7 @@ async def test_seats_read_at_once_answer_as_each_rooms_own_read_and_refuse_what_
 
 async def test_an_admin_is_seated_in_every_room_of_the_organization_and_no_other(engine: AsyncEngine) -> None:
     async with async_sessionmaker(engine)() as session:
-        await seats(session, ADMIN, [*MINE, NOT_MINE, ELSEWHERE])
+        await seats_of(session, [(ADMIN, room) for room in (*MINE, NOT_MINE, ELSEWHERE)])
         assert [(await seat(session, ADMIN, room)).sender_kind for room in (*MINE, NOT_MINE)] == ["user"] * 3
         with pytest.raises(NotFound):
             await seat(session, ADMIN, ELSEWHERE)

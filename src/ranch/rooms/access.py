@@ -113,11 +113,6 @@ async def seat(session: AsyncSession, principal: Principal, room_id: str) -> Sea
     return await _seat(session, principal, room_id)
 
 
-async def seats(session: AsyncSession, principal: Principal, room_ids: list[str]) -> None:
-    """Read a person's seats in several rooms in one query (`seats_of`)."""
-    await seats_of(session, [(principal, room) for room in room_ids])
-
-
 async def seats_of(session: AsyncSession, asked: list[tuple[Principal, str]]) -> None:
     """Read people's seats, each in the rooms asked for them, in one query, for `seat` to answer from
     (a batch of posts by many people into many rooms, rooms/commits.py); a room one may not post in

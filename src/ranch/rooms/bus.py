@@ -409,15 +409,15 @@ class Bus:
         for room, own in rooms.items():
             for offset, event in enumerate(own, start=counts[room] + 1):
                 event.cursor = offset
-        rows = [event.row() for own in rooms.values() for event in own]
+        events = [event for own in rooms.values() for event in own]
         values = {
             "counted_rooms": list(rooms),
             "room_counts": [counts[room] + len(own) for room, own in rooms.items()],
-            "event_rooms": [row["room_id"] for row in rows],
-            "event_cursors": [row["cursor"] for row in rows],
-            "event_types": [row["type"] for row in rows],
-            "event_data": [json_text(row["data"]) for row in rows],
-            "event_times": [row["created_at"] for row in rows],
+            "event_rooms": [event.room_id for event in events],
+            "event_cursors": [event.cursor for event in events],
+            "event_types": [event.type for event in events],
+            "event_data": [json_text(event.shown()) for event in events],
+            "event_times": [event.created_at for event in events],
         }
         await connection.execute(_COUNT_AND_STORE, values)
 
