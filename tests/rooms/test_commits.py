@@ -23,9 +23,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from ranch.db.engine import open_engine
 from ranch.db.models import Organization, Room, RoomEvent, RoomMessage
 from ranch.exceptions import NotFound
-from ranch.rooms.bus import Bus, NewEvent, Tx
+from ranch.rooms.bus import Bus, NewEvent, NewMessage, Tx
 from ranch.rooms.commits import Ahead, RoomCommits
-from ranch.rooms.writing import _row as message_row
 
 pytestmark = pytest.mark.anyio
 
@@ -374,15 +373,18 @@ async def test_held_messages_are_stored_in_one_insert_their_seqs_in_the_order_he
 
     rooms = [ROOM, *OTHERS, ROOM, OTHERS[0], ROOM]
     held = [
-        RoomMessage(
+        NewMessage(
             id=f"m{n}-{room}",
             room_id=room,
             type="text",
             sender_kind="user",
             sender_id="ann",
             text=f"{n}",
+            parts=None,
             mentions=[],
             meta={},
+            thread_id=None,
+            execution_id=None,
             created_at=float(n),
         )
         for n, room in enumerate(rooms)
@@ -391,7 +393,7 @@ async def test_held_messages_are_stored_in_one_insert_their_seqs_in_the_order_he
     try:
         async with bus.transaction(None) as tx:
             for message in held:
-                tx.hold(message, message_row(message))
+                tx.hold(message)
             await tx.store_held()
     finally:
         event.remove(engine.sync_engine, "before_cursor_execute", counted)

@@ -127,11 +127,14 @@ class RoomMessages:
     ) -> None:
         """The same limits as every A2A entry: size (a file's bytes counted once decoded), the
         `parts` given (the model checked the text), metadata keys, ids."""
-        size = Message(parts=parts).ByteSize() + len(json.dumps(metadata, ensure_ascii=False).encode())
+        meta_size = len(json.dumps(metadata, ensure_ascii=False).encode()) if metadata else len(b"{}")
+        size = Message(parts=parts).ByteSize() + meta_size
         if size > self.limits.max_message_bytes:
             raise PayloadTooLarge(size, self.limits.max_message_bytes, "parts" if given else "text")
-        check_message(Message(parts=given), self.limits, field="")
-        check_value_keys(metadata, "metadata", self.limits)
+        if given:  # (a message of no parts passes every check: a plain text post skips building one)
+            check_message(Message(parts=given), self.limits, field="")
+        if metadata:
+            check_value_keys(metadata, "metadata", self.limits)
         if thread is not None:
             check_id(thread, "thread_id", self.limits)
 

@@ -31,7 +31,7 @@ from ranch.exceptions import Conflict, InvalidInput
 from ranch.observe import tracing
 from ranch.policy.logs import TRACE_ID
 from ranch.rooms import executions
-from ranch.rooms.bus import Tx
+from ranch.rooms.bus import NewMessage, Tx
 from ranch.rooms.writing import MessageWriter
 from ranch.tasks.run import Run
 from ranch.wire import client_routing, keys
@@ -282,7 +282,7 @@ class RoomSink:
         sender_kind: str = "agent",
         chain: int = 0,
         wake: bool = True,
-    ) -> RoomMessage:
+    ) -> NewMessage:
         """A message of this turn in the room (the agent's, unless another sender is named)."""
         return await self.writer.write(
             tx,

@@ -40,7 +40,8 @@ from ranch.observe import tracing
 from ranch.policy.logs import TRACE_ID
 from ranch.rooms import executions, views
 from ranch.rooms import parts as room_parts
-from ranch.rooms.bus import Bus, Tx
+from ranch.rooms.access import RoomFacts
+from ranch.rooms.bus import Bus, NewMessage, Tx
 from ranch.rooms.mentions import mentioned
 from ranch.tasks.engine import TaskEngine
 from ranch.wire import keys
@@ -72,7 +73,7 @@ class MessageWriter:
     async def write(
         self,
         tx: Tx,
-        room: Room,
+        room: Room | RoomFacts,
         sender_kind: str,
         sender_id: str,
         text: str = "",
@@ -85,7 +86,7 @@ class MessageWriter:
         execution_id: str | None = None,
         chain: int = 0,
         wake: bool = True,
-    ) -> RoomMessage:
+    ) -> NewMessage:
         """Store a message (`text`, or A2A `parts`) with its event, and a delivery for each agent it
         wakes (a part an agent does not take reaches it as a note: rooms/delivery.py)."""
         if parts is not None:
@@ -97,7 +98,7 @@ class MessageWriter:
         meta = dict(metadata or {})
         if chain:
             meta[CHAIN_KEY] = chain
-        message = RoomMessage(
+        message = NewMessage(
             id=new_id(),
             room_id=room.id,
             type=kind,
@@ -118,7 +119,7 @@ class MessageWriter:
             created = await tx.emit(room.id, "message.created", views.message(message))
             await self._deliver(tx, room, message, targets, chain)
         else:  # stored with the transaction's other messages (a batch of posts: one INSERT)
-            tx.hold(message, _row(message))
+            tx.hold(message)
             created = await tx.emit(room.id, "message.created", partial(views.message, message))
         tx.created[message.id] = created
         return message
@@ -239,7 +240,12 @@ class MessageWriter:
             )
 
     async def _deliver(
-        self, tx: Tx, room: Room, message: RoomMessage, targets: list[str], chain: int
+        self,
+        tx: Tx,
+        room: Room | RoomFacts,
+        message: RoomMessage | NewMessage,
+        targets: list[str],
+        chain: int,
     ) -> None:
         if chain >= MAX_AGENT_CHAIN:
             await self.write(
@@ -291,7 +297,7 @@ class Present(NamedTuple):
 
 
 async def present_of(
-    session: AsyncSession, room: Room, names: list[str], waker: str | None
+    session: AsyncSession, room: Room | RoomFacts, names: list[str], waker: str | None
 ) -> Present | None:
     """The room's participants when a message needs them (its mentions name some, or it may wake
     the default agent: `waker` is the sender's kind when it wakes agents); None when it does not,
@@ -307,7 +313,7 @@ async def present_of(
 
 
 def woken(
-    room: Room, names: list[str], sender_kind: str, sender_id: str, present: Present | None
+    room: Room | RoomFacts, names: list[str], sender_kind: str, sender_id: str, present: Present | None
 ) -> list[str]:
     """The agents and teams of the room a message wakes: those it names (not its sender), else, for
     a person's message, the room's default agent."""
@@ -327,33 +333,15 @@ def own_names(org_id: str, names: list[str], present: Present | None) -> list[st
     return list(dict.fromkeys(resolved))
 
 
-async def _insert(session: AsyncSession, message: RoomMessage) -> int:
+async def _insert(session: AsyncSession, message: NewMessage) -> int:
     """Store `message` with one INSERT, outside the session's unit of work (nothing to flush, no row
     read back); its `seq`."""
     connection = await session.connection()  # a plain statement: no ORM machinery on the way
-    result = cast(CursorResult[Any], await connection.execute(_INSERT_MESSAGE, _row(message)))
+    result = cast(CursorResult[Any], await connection.execute(_INSERT_MESSAGE, message.row()))
     key = result.inserted_primary_key  # SQLite's rowid, PostgreSQL's RETURNING
     assert key is not None
     seq: int = key[0]
     return seq
-
-
-def _row(message: RoomMessage) -> dict[str, Any]:
-    """The columns of a new message, as an INSERT takes them."""
-    return {
-        "id": message.id,
-        "room_id": message.room_id,
-        "type": message.type,
-        "sender_kind": message.sender_kind,
-        "sender_id": message.sender_id,
-        "text": message.text,
-        "parts": message.parts,
-        "mentions": message.mentions,
-        "metadata": message.meta,
-        "thread_id": message.thread_id,
-        "execution_id": message.execution_id,
-        "created_at": message.created_at,
-    }
 
 
 def _traceparent() -> str | None:
