@@ -21,9 +21,12 @@ from ranch.rooms import views
 from ranch.rooms.bus import NewMessage
 from ranch.rooms.views import MessageView
 
-IDS = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12)
+IDS = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1, max_size=12)
 JSON = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=False, allow_infinity=False)
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53), 2**53)
+    | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=8),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
     max_leaves=8,
@@ -31,7 +34,11 @@ JSON = st.recursive(
 PART = st.one_of(
     st.builds(lambda text: {"text": text}, st.text(max_size=10)),
     st.builds(
-        lambda raw, media, name: {"raw": base64.b64encode(raw).decode(), "mediaType": media, "filename": name},
+        lambda raw, media, name: {
+            "raw": base64.b64encode(raw).decode(),
+            "mediaType": media,
+            "filename": name,
+        },
         st.binary(max_size=12),
         st.sampled_from(["text/plain", "image/png"]),
         st.text(max_size=6),
@@ -72,7 +79,7 @@ def test_a_messages_json_is_the_views(columns: dict[str, Any], stored: bool) -> 
 
 def test_a_message_of_a_plain_type_word_shows_the_word() -> None:
     """A writer may pass the type as the plain word (the column's value) or as the enum member."""
-    columns = dict(
+    columns: dict[str, Any] = dict(
         id="m",
         room_id="r",
         sender_kind="user",
@@ -86,7 +93,7 @@ def test_a_message_of_a_plain_type_word_shows_the_word() -> None:
         created_at=1.5,
         seq=3,
     )
-    word = views.message(NewMessage(type="thought", **columns))  # type: ignore[arg-type]
-    member = views.message(NewMessage(type=MessageType.THOUGHT, **columns))  # type: ignore[arg-type]
+    word = views.message(NewMessage(type="thought", **columns))
+    member = views.message(NewMessage(type=MessageType.THOUGHT, **columns))
     assert orjson.dumps(word) == orjson.dumps(member)
     assert word["type"] == "thought" and type(word["type"]) is str
