@@ -29,6 +29,16 @@ import uvicorn
 HOST = "127.0.0.1"
 """The only address these helpers ever bind or connect to."""
 
+# Bounds on waits for a server's state (each wait returns as soon as the state is reached): wide
+# enough for a slow host running the suite on every core (a clean-clone run on a VM three times
+# slower per request than usual took 10-20 s to spawn two workers), narrow enough that a hang fails.
+STARTED_WITHIN = 30.0
+"""Seconds a server in a thread may take to accept connections."""
+STOPPED_WITHIN = 30.0
+"""Seconds a server in a thread may take to stop (half asked, half forced)."""
+SPAWNED_WITHIN = 60.0
+"""Seconds a server process may take to answer its health path."""
+
 
 def free_port() -> int:
     """A port that was free a moment ago (the kernel picks it; another process could still take it)."""
@@ -204,7 +214,7 @@ class ServerThread:
             if self._sock is not None:
                 self._sock.close()
 
-    def start(self, timeout: float = 10.0) -> Self:
+    def start(self, timeout: float = STARTED_WITHIN) -> Self:
         """Start serving and wait (at most `timeout` s) until the server accepts connections."""
         if self._thread is not None or self.server.started:
             raise RuntimeError(f"{self.name} was already started; make a new ServerThread to restart")
@@ -220,7 +230,7 @@ class ServerThread:
             time.sleep(0.01)
         return self
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, timeout: float = STOPPED_WITHIN) -> None:
         """Ask the server to exit, then force it; raise if the thread still lives after `timeout` s."""
         thread = self._thread
         if thread is None:
@@ -340,7 +350,7 @@ class ServerProcess:
         except httpx.HTTPError:
             return False
 
-    def start(self, timeout: float = 20.0) -> Self:
+    def start(self, timeout: float = SPAWNED_WITHIN) -> Self:
         """Spawn the command and wait (at most `timeout` s) until the health path answers 200."""
         if self.proc is not None:
             raise RuntimeError(f"{self.name} already started")
