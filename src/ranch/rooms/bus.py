@@ -155,8 +155,8 @@ _INSERT_MESSAGES = insert(cast(Table, RoomMessage.__table__)).returning(RoomMess
 @dataclass(slots=True, eq=False)
 class NewMessage:
     """A message a transaction writes, as its columns: stored by a plain INSERT, never through the
-    session, so it needs no ORM object (building a `RoomMessage` cost about 30 µs, as much as
-    the rest of a plain post's write). Read like a stored row: the same attribute names."""
+    session, so it needs no ORM object (building a `RoomMessage` cost about 30 µs, timeit on
+    2026-11-28). Read like a stored row: the same attribute names (`rooms.views.MessageRow`)."""
 
     id: str
     room_id: str

@@ -239,8 +239,9 @@ def participant(row: Participant, name: str | None = None) -> dict[str, Any]:
 
 def message(row: MessageRow) -> dict[str, Any]:
     """`MessageView`'s JSON of a message, built directly: every post's event and answer is this, and
-    the model's validation and dump cost 25-30 µs of a post's 400-500 (`bench rooms`), this 4.
-    tests/rooms/test_views.py holds it equal to the model's, key order included."""
+    the model's validation and dump cost 25-30 µs a message, this 4 (timeit, 2026-11-28; a post
+    costs 6-21 % less CPU without the model and the ORM objects: bench/README.md).
+    tests/rooms/test_views.py holds it equal to the model's, key order and bytes included."""
     return {
         "id": row.id,
         "cursor": row.seq,
