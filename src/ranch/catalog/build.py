@@ -60,7 +60,8 @@ def build_agent(config: AgentConfig, pool: ClientPool, *, tenant: bool = False) 
         configured = (config.input_modes is not None, config.output_modes is not None)
         agent = PythonAgent(info, runner, modes_configured=configured)
     elif isinstance(config, LlmAgentConfig):
-        from ranch.agents.llm import build_llm_agent  # the openai client takes ~1 s to import; only when used
+        # the openai client takes ~1 s to import: only when used (catalog.records imports it off the loop)
+        from ranch.agents.llm import build_llm_agent
 
         info.extensions = [client_routing.declaration()]
         agent = build_llm_agent(config, info, pool)

@@ -42,6 +42,7 @@ from ranch.identity.orgs import DEFAULT_ORG, SEPARATOR, own_id
 from ranch.identity.principal import Principal
 from ranch.identity.visibility import named_agent
 from ranch.policy.ssrf import UrlGuard
+from ranch.utils.imports import imported
 from ranch.wire.client import ForeignInterface
 
 OPERATOR = "_operator"
@@ -100,6 +101,7 @@ async def load_registered(session: AsyncSession, registry: Registry, group: Task
             members = row.spec.get("members", []) if row.kind == AgentKind.TEAM else []
             if all(member in registry for member in members):
                 try:
+                    await _loaded(row.kind)
                     agent = build(row.kind, row.spec, registry)
                     await activate(session, agent, row.org_id, registry, group)
                 except RanchError:
@@ -138,6 +140,13 @@ def _narrow(agent: Agent, prefixes: list[str]) -> None:
         agent.allowed_remote_urls = frozenset(  # type: ignore[attr-defined]
             url for url in allowed if any(url.startswith(prefix) for prefix in prefixes)
         )
+
+
+async def _loaded(kind: str) -> None:
+    """An llm agent's module imported before `build` needs it, off the event loop: the openai client
+    takes about a second to import (ranch.utils.imports)."""
+    if kind == AgentKind.LLM:
+        await imported("ranch.agents.llm")
 
 
 def build(kind: str, spec: dict[str, Any], registry: Registry) -> Agent:
@@ -244,6 +253,7 @@ async def _prepare(
         await _check_url(session, principal, request.url)
     members = await _members(session, principal, request) if isinstance(request, RegisterTeam) else {}
     row.spec = _spec(request, agent_id, members, operator=tenant_guard is None)
+    await _loaded(row.kind)
     agent = _built(row.kind, row.spec, registry)
     if isinstance(agent, RemoteAgent) and isinstance(request, RegisterRemote):
         card = await _fetch_card(agent, tenant_guard)

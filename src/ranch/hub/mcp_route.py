@@ -1,8 +1,9 @@
 """`/mcp`, built on its first request: the MCP SDK is a quarter of a server's import time, and most
 servers (and every test server) never receive an MCP call.
 
-The first request imports `ranch.hub.mcp`, builds the server, and starts its session manager in the
-hub's task group (`Hub.group`), where it runs until the hub stops; every request then goes to it.
+The first request imports `ranch.hub.mcp` in a worker thread (`ranch.utils.imports`), builds the
+server, and starts its session manager in the hub's task group (`Hub.group`), where it runs until the
+hub stops; every request then goes to it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import TYPE_CHECKING
 import anyio
 from anyio.abc import TaskStatus
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ranch.utils.imports import imported
 
 if TYPE_CHECKING:
     from ranch.hub.app import Hub
@@ -37,6 +40,7 @@ class LazyMcp:
         self._building = self._building or anyio.Lock()
         async with self._building:  # requests arriving together build it once
             if self._app is None:
+                await imported("ranch.hub.mcp")  # off the event loop (ranch.utils.imports)
                 from ranch.hub.mcp import mcp_app
 
                 endpoint, running = mcp_app(self.hub)
