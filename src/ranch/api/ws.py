@@ -115,7 +115,7 @@ async def serve(websocket: WebSocket, services: ApiServices) -> None:
     try:
         await websocket.accept()
         # while its writer waits, the room's events go straight to the socket (api/wsframes.py)
-        watcher.direct = DirectSocket.of(websocket._send, partial(runtime.bus.accept, watcher))
+        watcher.direct = DirectSocket.of(websocket._send, watcher.rooms)
         if watcher.ended is not None:  # revoked (or expired) while the connection was accepted
             await _refuse(websocket, watcher.ended)
             return
@@ -348,7 +348,7 @@ async def _write(websocket: WebSocket, runtime: RoomsRuntime, watcher: Watcher) 
     bus = runtime.bus
     while (item := await watcher.next()) is not None:
         if item.text is not None:
-            if bus.accept(watcher, item.payload):
+            if watcher.fresh(item):
                 await _send(websocket, item.text)
         elif item.payload["type"] == CLOSE:
             await _close(websocket, item.payload["code"], item.payload["reason"])
@@ -369,7 +369,7 @@ async def _replay(websocket: WebSocket, bus: Bus, watcher: Watcher, asked: dict[
         for event in page:
             if watcher.closed or watcher.ended is not None:
                 return False
-            if bus.accept(watcher, event):
+            if watcher.fresh_event(event):
                 await _send_json(websocket, event)
     return not watcher.closed and watcher.ended is None
 

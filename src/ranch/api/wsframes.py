@@ -10,11 +10,12 @@ bytes to a connection's transport itself, while its writer task waits for work (
 `DirectSocket.of` recognises uvicorn's `websockets-sansio` protocol, the one `ranch serve` runs
 (uvicorn's `auto` picks it when `websockets` is installed), behind Starlette's pass-through
 wrappers of `send`, with no extension negotiated; anything else (another server, another wrapper,
-a test transport, compression) gets None and keeps the ASGI path. A frame
-goes direct only while the protocol would send it at once itself: open, not closing, not paused by
-flow control. Otherwise `DirectSocket` declines (None) and the frame goes through the writer as
-before, queued behind nothing: the writer's `send` waits for the socket to drain while later frames
-queue, bounded by the watcher's own limits. `RANCH_WS_DIRECT=off` turns the direct path off.
+a test transport, compression) gets None and keeps the ASGI path. A frame goes direct only while the
+protocol would send it at once itself: open, not closing, nothing unsent (a transport paused by flow
+control holds unsent bytes). Otherwise `DirectSocket` declines (None) and the frame goes through the
+writer as before, queued behind nothing: the writer's `send` waits for the socket to drain while
+later frames queue, bounded by the watcher's own limits. `RANCH_WS_DIRECT=off` turns the direct
+path off.
 """
 
 from __future__ import annotations
@@ -22,20 +23,18 @@ from __future__ import annotations
 import logging
 import os
 import struct
-from collections.abc import Callable
 from typing import Any
 
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
-from websockets.protocol import State
 
-from ranch.rooms.watchers import WATCHER_BYTES, Outgoing
+from ranch.rooms.watchers import WATCHER_BYTES, Outgoing, is_new
 
 ENV = "RANCH_WS_DIRECT"
 BUFFER_BYTES = WATCHER_BYTES
 """Bytes a connection's transport may hold unsent before its watcher is closed as too slow (1013):
-the byte bound of a watcher's own queue, which a direct write bypasses. Flow control pauses the
-direct path at the transport's high-water mark (64 KiB by default) long before; this bound holds
-when it does not (a transport whose high-water mark was raised)."""
+the byte bound of a watcher's own queue, which a direct write bypasses. The direct path declines
+while anything is unsent, and the writer waits out flow control (64 KiB by default), so this bound
+holds where that does not (a transport whose high-water mark was raised)."""
 PASS_THROUGH = "starlette._exception_handler"
 """The module of Starlette's `sender`, which wraps `send` only to note an HTTP response's start."""
 WRAPPERS = 8
@@ -87,45 +86,49 @@ class DirectSocket:
     """Writes a watcher's frames to its connection's transport, skipping its writer task.
 
     Called with a frame while the watcher's writer waits (nothing queued, no replay going on):
-    True when it was written (or is not for this watcher: `accept` dropped it, as the writer would),
-    False when the connection holds more than BUFFER_BYTES unsent or its transport refused the write
-    (the caller closes the watcher, 1013: its client resumes from its cursors), None when the frame
-    must go through the writer (the socket is paused by flow control, or closing).
+    True when it was written (or is not for this watcher: not new to its cursors, as the writer
+    would drop it), False when the connection holds more than BUFFER_BYTES unsent or its transport
+    refused the write (the caller closes the watcher, 1013: its client resumes from its cursors),
+    None when the frame must go through the writer (the socket holds unsent bytes, or is closing).
+
+    It is called once a watcher for each event of a room, ten thousand times in a row, each
+    after a system call that leaves the caches cold: it reads as few objects as it can (the
+    protocol's `close_sent`, the transport, the watcher's cursors). What uvicorn's protocol would
+    check besides is implied by those: a lost connection's transport is closing; the protocol
+    closes its transport when the client's close frame arrives (so `conn.state` is OPEN while
+    neither is set); and a transport paused by flow control holds unsent bytes (it resumes below
+    its low-water mark), so frames go to the writer, which waits for the socket to drain.
     """
 
-    __slots__ = ("_accept", "_protocol")
+    __slots__ = ("_protocol", "_rooms", "_transport")
 
-    def __init__(self, protocol: WebSocketsSansIOProtocol, accept: Callable[[dict[str, Any]], bool]) -> None:
+    def __init__(self, protocol: WebSocketsSansIOProtocol, rooms: dict[str, int]) -> None:
         self._protocol = protocol
-        self._accept = accept
+        self._transport = protocol.transport
+        self._rooms = rooms
 
     @classmethod
-    def of(cls, send: Any, accept: Callable[[dict[str, Any]], bool]) -> DirectSocket | None:
+    def of(cls, send: Any, rooms: dict[str, int]) -> DirectSocket | None:
         """The direct writer of the connection whose ASGI `send` is `send`, once accepted; None when
         it is not a protocol known here, or frames on it are not plain (an extension was negotiated).
-        `accept(payload)` says whether a frame is new to the watcher, and counts it sent."""
+        `rooms` are the watcher's cursors (`Watcher.rooms`): a frame goes out if new to them
+        (rooms/watchers.py `is_new`), which counts it sent."""
         protocol = _sender(send)
         if protocol is None or not enabled():
             return None
         if not protocol.handshake_complete or protocol.conn.extensions:
             return None
-        return cls(protocol, accept)
+        return cls(protocol, rooms)
 
     def __call__(self, frame: Outgoing) -> bool | None:
         global written
-        protocol = self._protocol
-        transport = protocol.transport
-        if (
-            protocol.close_sent
-            or protocol.disconnected
-            or not protocol.writable.is_set()
-            or protocol.conn.state is not State.OPEN
-            or transport.is_closing()
-        ):
+        transport = self._transport
+        if self._protocol.close_sent or transport.is_closing():
             return None
-        if transport.get_write_buffer_size() > BUFFER_BYTES:
-            return False
-        if not self._accept(frame.payload):
+        unsent = transport.get_write_buffer_size()
+        if unsent:
+            return False if unsent > BUFFER_BYTES else None
+        if not is_new(self._rooms, frame.room, frame.cursor):
             return True
         wire = frame.wire
         if wire is None:

@@ -643,29 +643,15 @@ class Bus:
                 after = rows[-1].cursor
                 yield [frame(row) for row in rows]
 
-    def accept(self, watcher: Watcher, payload: dict[str, Any]) -> bool:
-        """True if a live frame is new to this watcher (not already sent in its backlog)."""
-        room = payload.get("room_id")
-        if room is None or payload["type"] in ("delivery", "error"):
-            return True  # replies to the client's frames, an agent's deliveries, a room lost
-        if room not in watcher.rooms:
-            return False
-        cursor = payload.get("cursor")
-        if cursor is None:
-            return True
-        if cursor <= watcher.rooms[room]:
-            return False
-        watcher.rooms[room] = cursor
-        return True
-
     def _fan_out(self, payload: dict[str, Any]) -> None:
         """The room's watchers get the event: encoded once, the same text queued for each."""
         room = payload["room_id"]
         followers = self._followers.get(room)
         if followers:
             item = encoded(payload)
-            for watcher in list(followers):
-                self._offer(watcher, item)
+            for watcher in list(followers):  # once a watcher: `_offer` inlined
+                if not watcher.offer(item):
+                    self._fell_behind(watcher)
         if payload["type"] == "participant.left":  # in cursor order, on every replica
             self._remove(room, payload["data"])
 
@@ -689,7 +675,12 @@ class Bus:
     def _offer(self, watcher: Watcher, item: Outgoing) -> bool:
         if watcher.offer(item):
             return True
-        if not watcher.closed:  # too slow: close it; it reconnects with its cursors
-            watcher.fell_behind = True
-        self._evict(watcher)  # (or its connection is gone)
+        self._fell_behind(watcher)
         return False
+
+    def _fell_behind(self, watcher: Watcher) -> None:
+        """An offer failed: too slow, close it (it reconnects with its cursors), or its connection is
+        gone; it leaves every index."""
+        if not watcher.closed:
+            watcher.fell_behind = True
+        self._evict(watcher)

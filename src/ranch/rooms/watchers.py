@@ -39,11 +39,42 @@ Direct = Callable[["Outgoing"], "bool | None"]
 behind: close it), None (not now: the writer sends it)."""
 
 
+UNCOUNTED = ("delivery", "error")
+"""Frames of a room that are not its events: an agent's deliveries, a room lost. They are sent
+whatever the watcher's cursor of the room."""
+
+
+def counted(payload: dict[str, Any]) -> tuple[str | None, int | None]:
+    """The room whose cursor a frame is checked against and its cursor: (None, None) for a frame of
+    no room or not one of its events, a None cursor for an event that is not stored (streamed text)."""
+    room = payload.get("room_id")
+    if room is None or payload.get("type") in UNCOUNTED:
+        return None, None
+    return room, payload.get("cursor")
+
+
+def is_new(rooms: dict[str, int], room: str | None, cursor: int | None) -> bool:
+    """Whether a frame of `room` at `cursor` (from `counted`) is new to a watcher following `rooms`
+    (room id -> the last cursor sent), counting it sent: replay and live events are deduplicated by
+    cursor, and a room the watcher no longer follows gets nothing."""
+    if room is None:
+        return True  # replies to the client's frames, an agent's deliveries, a room lost
+    last = rooms.get(room)
+    if last is None:
+        return False
+    if cursor is None:
+        return True
+    if cursor <= last:
+        return False
+    rooms[room] = cursor
+    return True
+
+
 class Outgoing:
     """A frame as it goes out: its payload, and its JSON text made once for every watcher it is
     queued for (None: a note from a connection's reader to its writer, never sent)."""
 
-    __slots__ = ("payload", "size", "text", "wire")
+    __slots__ = ("cursor", "payload", "room", "size", "text", "wire")
 
     def __init__(self, payload: dict[str, Any], text: str | None, size: int) -> None:
         self.payload = payload
@@ -52,6 +83,8 @@ class Outgoing:
         """Bytes of its UTF-8 text: what it costs a watcher's queue."""
         self.wire: bytes | None = None
         """Its WebSocket frame, made by the first direct write and shared by every other one."""
+        self.room, self.cursor = counted(payload) if text is not None else (None, None)
+        """What each watcher's cursors are checked against (`is_new`), read once for all of them."""
 
 
 def encoded(payload: dict[str, Any]) -> Outgoing:
@@ -125,6 +158,14 @@ class Watcher:
         queue.append(frame)
         self._bytes += frame.size
         return True
+
+    def fresh(self, frame: Outgoing) -> bool:
+        """True if `frame` is new to this watcher (not already sent in its backlog): it counts sent."""
+        return is_new(self.rooms, frame.room, frame.cursor)
+
+    def fresh_event(self, payload: dict[str, Any]) -> bool:
+        """`fresh` for an event read back from the table (a replay's)."""
+        return is_new(self.rooms, *counted(payload))
 
     async def next(self) -> Outgoing | None:
         """The next frame, waiting for one; None once the watcher is closed or its key ended (what
