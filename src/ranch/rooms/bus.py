@@ -649,9 +649,8 @@ class Bus:
         followers = self._followers.get(room)
         if followers:
             item = encoded(payload)
-            for watcher in list(followers):  # once a watcher: `_offer` inlined
-                if not watcher.offer(item):
-                    self._fell_behind(watcher)
+            for watcher in list(followers):
+                self._offer(watcher, item)
         if payload["type"] == "participant.left":  # in cursor order, on every replica
             self._remove(room, payload["data"])
 
@@ -675,12 +674,7 @@ class Bus:
     def _offer(self, watcher: Watcher, item: Outgoing) -> bool:
         if watcher.offer(item):
             return True
-        self._fell_behind(watcher)
-        return False
-
-    def _fell_behind(self, watcher: Watcher) -> None:
-        """An offer failed: too slow, close it (it reconnects with its cursors), or its connection is
-        gone; it leaves every index."""
-        if not watcher.closed:
+        if not watcher.closed:  # too slow: close it; it reconnects with its cursors
             watcher.fell_behind = True
-        self._evict(watcher)
+        self._evict(watcher)  # (or its connection is gone)
+        return False
